@@ -1,0 +1,55 @@
+"""Activities through which a launch talks to a cluster's entity workflow (short task queue)."""
+
+from __future__ import annotations
+
+from temporalio import activity
+from temporalio.client import Client, WorkflowUpdateFailedError
+from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.exceptions import ApplicationError
+
+from activities.models import OpenClusterInput, SubmitJobInput
+from workflows.contract import (
+    CLUSTER_WORKFLOW,
+    WORKFLOW_QUEUE,
+    ClusterInput,
+    ClusterRecord,
+    JobRecord,
+    cluster_workflow_id,
+)
+from workflows.search import cluster_search_attributes
+
+__all__ = ["ClusterActivities"]
+
+
+class ClusterActivities:
+    """Workflows cannot start workflows they do not parent, or send updates: these activities can."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+
+    @activity.defn
+    async def open_cluster(self, request: OpenClusterInput) -> None:
+        """Start the cluster's entity workflow unless it is already running."""
+        await self.client.start_workflow(
+            CLUSTER_WORKFLOW,
+            ClusterInput(record=ClusterRecord(name=request.cluster_name, user=request.user)),
+            id=cluster_workflow_id(request.cluster_name),
+            task_queue=WORKFLOW_QUEUE,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            search_attributes=cluster_search_attributes(request.cluster_name, request.user),
+        )
+
+    @activity.defn
+    async def submit_job(self, request: SubmitJobInput) -> JobRecord:
+        """Queue a job on the cluster; the update id makes a retried submit return the same job."""
+        handle = self.client.get_workflow_handle(cluster_workflow_id(request.cluster_name))
+        try:
+            job: JobRecord = await handle.execute_update(
+                "submit_job",
+                request.submission,
+                id=f"submit:{request.submission.request_id}",
+                result_type=JobRecord,
+            )
+            return job
+        except WorkflowUpdateFailedError as exc:
+            raise ApplicationError(str(exc.cause), type="SubmitRejected", non_retryable=True) from None

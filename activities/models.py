@@ -1,0 +1,65 @@
+"""Inputs and outputs of skyhop's activities (one model in, one model out)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+from providers.base import ClusterHandle, Offering
+from spec import Task
+from workflows.contract import JobRecord, JobSubmission
+
+__all__ = [
+    "FileMountsInput",
+    "OpenClusterInput",
+    "OptimizeInput",
+    "ProvisionInput",
+    "RunJobInput",
+    "SetupInput",
+    "SubmitJobInput",
+    "SyncWorkdirInput",
+]
+
+
+class OptimizeInput(BaseModel):
+    task: Task
+
+
+class ProvisionInput(BaseModel):
+    cluster_name: str
+    offering: Offering
+    num_nodes: int
+    use_spot: bool = False
+
+
+class SyncWorkdirInput(BaseModel):
+    handle: ClusterHandle
+    workdir: str
+
+
+class FileMountsInput(BaseModel):
+    handle: ClusterHandle
+    file_mounts: dict[str, str]
+
+
+class SetupInput(BaseModel):
+    handle: ClusterHandle
+    task: Task
+    key: str
+    """Unique per launch, so a retried setup re-attaches instead of running twice."""
+
+
+class RunJobInput(BaseModel):
+    handle: ClusterHandle
+    job: JobRecord
+    task: Task
+    sync_workdir: bool = False
+
+
+class OpenClusterInput(BaseModel):
+    cluster_name: str
+    user: str
+
+
+class SubmitJobInput(BaseModel):
+    cluster_name: str
+    submission: JobSubmission

@@ -1,0 +1,262 @@
+"""The ``skyhop`` command line. Every command imports what it needs when it runs (fast ``--help``)."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import uuid
+from collections.abc import Coroutine
+from typing import Annotated, Any, NoReturn
+
+import typer
+
+from cli.output import EXIT_DETACHED, EXIT_USAGE, fail, info
+
+app = typer.Typer(
+    name="skyhop",
+    help=(
+        "Run AI workloads on the cheapest infrastructure that fits, on durable Temporal workflows.\n\n"
+        "Quick start: skyhop launch -y examples/hello.yaml"
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+server_app = typer.Typer(
+    help="The embedded Temporal server and worker this machine runs.", no_args_is_help=True
+)
+app.add_typer(server_app, name="server")
+
+_CLUSTER_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
+
+Entrypoint = Annotated[
+    list[str],
+    typer.Argument(help="A task YAML file, or a shell command to run (quote it).", show_default=False),
+]
+ClusterOpt = Annotated[str | None, typer.Option("--cluster", "-c", help="Cluster name (default: generated).")]
+Cpus = Annotated[str | None, typer.Option(help="vCPUs per node: 4 (exactly) or 4+ (at least).")]
+Memory = Annotated[str | None, typer.Option(help="Memory per node in GiB: 16, 16+, or x4 (per vCPU).")]
+Gpus = Annotated[str | None, typer.Option(help="Accelerators per node, e.g. A100:8.")]
+NumNodes = Annotated[int | None, typer.Option("--num-nodes", help="Number of nodes.", min=1)]
+Envs = Annotated[list[str] | None, typer.Option("--env", help="K=V (or K to copy it from here); repeatable.")]
+Workdir = Annotated[str | None, typer.Option(help="Local folder to sync to every node.")]
+Name = Annotated[str | None, typer.Option("--name", "-n", help="Task name.")]
+Detach = Annotated[bool, typer.Option("--detach", "-d", help="Return once the job is submitted.")]
+
+
+def _run(coro: Coroutine[Any, Any, int]) -> NoReturn:
+    """Run a command's coroutine; turn known errors into one line and an exit code."""
+    from cli.config import ConfigError
+    from cli.embedded import ServerError
+    from cli.logs import JobNotFoundError
+    from spec import SpecError
+
+    try:
+        code = asyncio.run(coro)
+    except KeyboardInterrupt:
+        info("\nInterrupted.")
+        raise typer.Exit(EXIT_DETACHED) from None
+    except (SpecError, ConfigError) as exc:
+        fail(str(exc), EXIT_USAGE)
+    except (ServerError, JobNotFoundError) as exc:
+        fail(str(exc))
+    raise typer.Exit(code)
+
+
+def _check_cluster_name(name: str) -> str:
+    if not _CLUSTER_NAME.match(name):
+        fail(
+            f"cluster name {name!r} is invalid: use lowercase letters, digits and '-', "
+            "starting with a letter, at most 63 characters",
+            EXIT_USAGE,
+        )
+    return name
+
+
+def _task(entrypoint: list[str], **overrides: Any) -> Any:
+    from spec import SpecError, TaskOverrides, load_task
+
+    if not entrypoint:
+        fail("give a task YAML file or a command to run", EXIT_USAGE)
+    try:
+        return TaskOverrides(**overrides).apply(load_task(" ".join(entrypoint)))
+    except SpecError as exc:
+        fail(str(exc), EXIT_USAGE)
+
+
+def _default_cluster_name() -> str:
+    from cli.launching import current_user
+
+    user = re.sub(r"[^a-z0-9-]", "", current_user().lower())[:20] or "user"
+    return f"skyhop-{uuid.uuid4().hex[:4]}-{user}".rstrip("-")
+
+
+@app.command()
+def launch(
+    entrypoint: Entrypoint,
+    cluster: ClusterOpt = None,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    detach: Detach = False,
+    dryrun: Annotated[bool, typer.Option("--dryrun", help="Only optimize and print the plan.")] = False,
+    name: Name = None,
+    workdir: Workdir = None,
+    num_nodes: NumNodes = None,
+    cpus: Cpus = None,
+    memory: Memory = None,
+    gpus: Gpus = None,
+    infra: Annotated[
+        str | None, typer.Option("--infra", "--cloud", help="cloud[/region[/zone]], e.g. local.")
+    ] = None,
+    env: Envs = None,
+    idle_minutes: Annotated[
+        int | None, typer.Option("--idle-minutes", "-i", help="Autostop after this many idle minutes.", min=0)
+    ] = None,
+    down: Annotated[bool, typer.Option("--down", help="With -i: tear down instead of stopping.")] = False,
+) -> None:
+    """Launch a cluster (or reuse it) and run a task on it.
+
+    Prints each stage (optimize, provision, sync, setup, exec) as it happens, then streams the
+    job's output and exits with its exit code. Ctrl-C detaches; the job keeps running.
+    """
+    task = _task(
+        entrypoint,
+        name=name,
+        workdir=workdir,
+        num_nodes=num_nodes,
+        cpus=cpus,
+        memory=memory,
+        gpus=gpus,
+        infra=infra,
+        envs=env or [],
+    )
+    cluster_name = _check_cluster_name(cluster) if cluster else _default_cluster_name()
+    if dryrun:
+        from cli.planning import print_plan
+
+        raise typer.Exit(print_plan(task))
+    if not yes:
+        from cli.planning import print_plan
+
+        if print_plan(task) != 0:
+            raise typer.Exit(1)
+        typer.confirm(f"Launch on cluster {cluster_name!r}?", default=True, abort=True, err=True)
+    from cli.launching import run_launch
+
+    _run(run_launch(task, cluster_name, detach=detach, idle_minutes=idle_minutes, down=down))
+
+
+@app.command("exec")
+def exec_(
+    cluster: Annotated[str, typer.Argument(help="An UP cluster.")],
+    entrypoint: Entrypoint,
+    detach: Detach = False,
+    name: Name = None,
+    workdir: Workdir = None,
+    num_nodes: NumNodes = None,
+    cpus: Cpus = None,
+    memory: Memory = None,
+    gpus: Gpus = None,
+    env: Envs = None,
+) -> None:
+    """Run a task on an existing UP cluster: no provisioning, no setup; the workdir is synced."""
+    task = _task(
+        entrypoint,
+        name=name,
+        workdir=workdir,
+        num_nodes=num_nodes,
+        cpus=cpus,
+        memory=memory,
+        gpus=gpus,
+        envs=env or [],
+    )
+    from cli.launching import run_exec
+
+    _run(run_exec(task, _check_cluster_name(cluster), detach=detach))
+
+
+@app.command()
+def status(json_output: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
+    """List clusters: name, infra, resources, status, launch time, autostop."""
+    from cli.clusters import run_status
+
+    _run(run_status(json_output))
+
+
+@app.command()
+def logs(
+    cluster: Annotated[str, typer.Argument(help="Cluster name.")],
+    job_id: Annotated[int | None, typer.Argument(help="Job id (default: the latest job).")] = None,
+    follow: Annotated[
+        bool, typer.Option("--follow/--no-follow", help="Keep streaming until the job ends.")
+    ] = True,
+) -> None:
+    """Print a job's output; exits with the job's exit code once it has ended."""
+
+    async def show() -> int:
+        from cli.launching import exit_code_of
+        from cli.logs import follow_job
+        from cli.session import open_client
+
+        job = await follow_job(await open_client(), cluster, job_id, follow=follow)
+        return exit_code_of(job) if job.status.done else 0
+
+    _run(show())
+
+
+@app.command("down")
+def down_(
+    clusters: Annotated[
+        list[str] | None, typer.Argument(help="Clusters to tear down.", show_default=False)
+    ] = None,
+    all_clusters: Annotated[bool, typer.Option("--all", "-a", help="Tear down every cluster.")] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+) -> None:
+    """Tear down clusters: their nodes and everything running on them are removed."""
+    if not clusters and not all_clusters:
+        fail("name a cluster, or pass --all", EXIT_USAGE)
+    if not yes:
+        what = "every cluster" if all_clusters else ", ".join(clusters or [])
+        typer.confirm(f"Tear down {what}?", default=False, abort=True, err=True)
+    from cli.clusters import run_down
+
+    _run(run_down(clusters or [], all_clusters))
+
+
+@server_app.command("status")
+def server_status() -> None:
+    """Show the Temporal address, namespace, Web UI and worker of this machine's skyhop."""
+    from cli.server import run_server_status
+
+    raise typer.Exit(run_server_status())
+
+
+@server_app.command("stop")
+def server_stop() -> None:
+    """Stop the embedded worker and Temporal server (clusters and their jobs keep running)."""
+    from cli.server import run_server_stop
+
+    raise typer.Exit(run_server_stop())
+
+
+@server_app.command("start")
+def server_start() -> None:
+    """Start the embedded Temporal server and worker now (any command does so when needed)."""
+    from cli.server import run_server_start
+
+    _run(run_server_start())
+
+
+@app.command()
+def worker(
+    address: Annotated[str | None, typer.Option(help="Temporal host:port (default: from config).")] = None,
+) -> None:
+    """Run a skyhop worker in the foreground (for deployments with their own Temporal)."""
+    import worker as worker_module
+
+    worker_module.main(["--address", address] if address else [])
+
+
+def main() -> None:
+    """Console entry point."""
+    app()

@@ -1,0 +1,94 @@
+"""``skyhop status`` and ``skyhop down``: clusters found through Temporal visibility."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import TYPE_CHECKING
+
+from cli.output import age, fail, info, table
+from workflows.contract import ClusterRecord, ClusterStatus, cluster_workflow_id
+
+if TYPE_CHECKING:
+    from temporalio.client import Client
+
+__all__ = ["list_clusters", "run_down", "run_status"]
+
+_RUNNING_CLUSTERS = "SkyhopKind = 'cluster' AND ExecutionStatus = 'Running'"
+
+
+async def list_clusters(client: Client) -> list[ClusterRecord]:
+    """Records of every live cluster, by visibility listing then a query each."""
+    ids = [wf.id async for wf in client.list_workflows(_RUNNING_CLUSTERS)]
+    records = await asyncio.gather(
+        *(client.get_workflow_handle(wid).query("status", result_type=ClusterRecord) for wid in ids),
+        return_exceptions=True,
+    )
+    alive = [r for r in records if isinstance(r, ClusterRecord) and r.status != ClusterStatus.TERMINATED]
+    return sorted(alive, key=lambda r: r.name)
+
+
+def _row(record: ClusterRecord) -> list[str]:
+    handle = record.handle
+    infra = handle.offering.location if handle else (record.resources.infra or "-")
+    if handle:
+        o = handle.offering
+        accelerators = "".join(f", {n}:{c:g}" for n, c in o.accelerators.items())
+        resources = (
+            f"{len(handle.nodes)}x {o.instance_type} ({o.cpus:g} CPU, {o.memory_gib:g} GB{accelerators})"
+        )
+    else:
+        resources = f"{record.num_nodes}x {record.resources.describe()}"
+    autostop = "-"
+    if record.idle_minutes is not None:
+        autostop = f"{record.idle_minutes}m" + (" (down)" if record.autostop_down else "")
+    return [record.name, infra, resources, record.status.value, age(record.launched_at), autostop]
+
+
+async def run_status(as_json: bool) -> int:
+    """Print the clusters as a table, or as JSON."""
+    from cli.session import open_client
+
+    records = await list_clusters(await open_client())
+    if as_json:
+        print(
+            json.dumps([r.model_dump(mode="json", exclude={"holder", "waiting"}) for r in records], indent=2)
+        )
+        return 0
+    if not records:
+        info("No clusters. Launch one with: skyhop launch TASK.yaml")
+        return 0
+    table(["CLUSTER", "INFRA", "RESOURCES", "STATUS", "LAUNCHED", "AUTOSTOP"], [_row(r) for r in records])
+    return 0
+
+
+async def run_down(names: list[str], all_clusters: bool) -> int:
+    """Tear down clusters (each through its entity workflow, which ends afterwards)."""
+    from temporalio.client import WorkflowUpdateFailedError
+    from temporalio.service import RPCError
+
+    from cli.session import open_client
+
+    client = await open_client()
+    if all_clusters:
+        names = [r.name for r in await list_clusters(client)]
+        if not names:
+            info("No clusters to take down.")
+            return 0
+
+    async def down(name: str) -> str | None:
+        try:
+            await client.get_workflow_handle(cluster_workflow_id(name)).execute_update(
+                "down", result_type=ClusterRecord
+            )
+        except RPCError:
+            return f"cluster {name!r} not found"
+        except WorkflowUpdateFailedError as exc:
+            return f"cluster {name!r}: {exc.cause}"
+        info(f"Cluster {name} terminated.")
+        return None
+
+    errors = [e for e in await asyncio.gather(*(down(n) for n in names)) if e]
+    if errors:
+        fail("; ".join(errors))
+    return 0

@@ -1,0 +1,195 @@
+"""``skyhop launch`` and ``skyhop exec``: start the work, show its stages, stream the job."""
+
+from __future__ import annotations
+
+import asyncio
+import getpass
+import sys
+import time
+import uuid
+from typing import TYPE_CHECKING
+
+from cli.output import EXIT_DETACHED, fail, info
+from spec import Task
+from workflows.contract import JobRecord, JobStatus
+
+if TYPE_CHECKING:
+    from temporalio.client import Client
+
+    from cli.logs import LogTail
+
+__all__ = ["exit_code_of", "run_exec", "run_launch"]
+
+_STAGE_TITLES = {
+    "lock": "Waiting for the cluster",
+    "optimize": "Optimizing",
+    "provision": "Provisioning",
+    "sync_workdir": "Syncing workdir",
+    "sync_file_mounts": "Syncing file mounts",
+    "setup": "Running setup",
+    "exec": "Submitting job",
+}
+
+
+def current_user() -> str:
+    """The local user name, recorded on clusters and jobs."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "unknown"
+
+
+def exit_code_of(job: JobRecord) -> int:
+    """The CLI's exit code for a finished job: the job's own, or 1 when it has none."""
+    if job.status == JobStatus.SUCCEEDED:
+        return 0
+    return job.exit_code if job.exit_code not in (None, 0) else 1
+
+
+async def run_launch(
+    task: Task, cluster_name: str, *, detach: bool, idle_minutes: int | None, down: bool
+) -> int:
+    """Start a LaunchWorkflow, print its stages as they happen, then stream the job."""
+    from temporalio.client import WorkflowFailureError
+
+    from cli.session import open_client
+    from workflows.contract import LAUNCH_WORKFLOW, WORKFLOW_QUEUE, LaunchRequest, LaunchResult
+    from workflows.search import launch_search_attributes
+
+    client = await open_client()
+    user = current_user()
+    request = LaunchRequest(
+        cluster_name=cluster_name, task=task, user=user, idle_minutes=idle_minutes, down=down
+    )
+    workflow_id = f"launch:{cluster_name}:{uuid.uuid4().hex[:12]}"
+    handle = await client.start_workflow(
+        LAUNCH_WORKFLOW,
+        request,
+        id=workflow_id,
+        task_queue=WORKFLOW_QUEUE,
+        result_type=LaunchResult,
+        search_attributes=launch_search_attributes(cluster_name, user),
+    )
+    info(f"Launch {workflow_id} started.")
+    result_task = asyncio.ensure_future(handle.result())
+    try:
+        await _show_stages(handle, result_task, task)
+        try:
+            result = await result_task
+        except WorkflowFailureError as exc:
+            fail(f"launch failed: {_cause(exc)}")
+        if result.job_id is None:
+            info(f"Cluster {cluster_name} is UP (the task has no 'run' command).")
+            return 0
+        info(f"Job {result.job_id} submitted on cluster {cluster_name}.")
+        if detach:
+            info(f"Follow its log with: skyhop logs {cluster_name} {result.job_id}")
+            return 0
+        return await _stream(client, cluster_name, result.job_id)
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        result_task.cancel()
+        info(f"\nDetached; the launch goes on. See it with: skyhop status, or: skyhop logs {cluster_name}")
+        return EXIT_DETACHED
+
+
+async def _show_stages(handle: object, result_task: asyncio.Future[object], task: Task) -> None:
+    """Print each stage as it begins and ends, with its elapsed time; stream setup's output."""
+    from temporalio.client import WorkflowHandle, WorkflowQueryFailedError
+    from temporalio.service import RPCError
+
+    from cli.logs import LogTail
+    from workflows.contract import LaunchProgress, setup_key
+
+    assert isinstance(handle, WorkflowHandle)
+    shown, printed = "", 0
+    started = time.monotonic()
+    setup_tail: LogTail | None = None
+    interactive = sys.stderr.isatty()
+    while True:
+        finished = result_task.done()
+        try:
+            progress = await handle.query("progress", result_type=LaunchProgress)
+        except (RPCError, WorkflowQueryFailedError):  # the first query can race the workflow's first task
+            progress = None
+        if progress is not None:
+            for stage, seconds in progress.finished_stages[printed:]:
+                if stage in _STAGE_TITLES:
+                    _clear_timer(interactive)
+                    info(f"  ✓ {_STAGE_TITLES[stage]} ({seconds:.1f}s)")
+            printed = len(progress.finished_stages)
+            if progress.stage != shown and progress.stage in _STAGE_TITLES:
+                detail = ""
+                if progress.stage == "provision" and progress.chosen is not None:
+                    chosen = progress.chosen
+                    detail = f": {chosen.location} {chosen.instance_type} x{task.num_nodes}"
+                _clear_timer(interactive)
+                info(f"⠿ {_STAGE_TITLES[progress.stage]}{detail} ...")
+                if progress.stage == "setup" and progress.handle is not None:
+                    setup_tail = LogTail(
+                        progress.handle, setup_key(handle.id), len(progress.handle.nodes), sys.stderr.buffer
+                    )
+            shown = progress.stage
+        if setup_tail is not None:
+            await setup_tail.pump()
+        if finished:
+            break
+        if interactive:
+            sys.stderr.write(f"\r  {time.monotonic() - started:5.1f}s")
+            sys.stderr.flush()
+        await asyncio.wait([result_task], timeout=0.1)
+    if setup_tail is not None:
+        setup_tail.flush_partial()
+
+
+def _clear_timer(interactive: bool) -> None:
+    if interactive:
+        sys.stderr.write("\r\033[K")
+
+
+async def _stream(client: Client, cluster_name: str, job_id: int) -> int:
+    from cli.logs import follow_job
+
+    try:
+        job = await follow_job(client, cluster_name, job_id)
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        info(f"\nDetached; job {job_id} keeps running. Reattach with: skyhop logs {cluster_name} {job_id}")
+        return EXIT_DETACHED
+    code = exit_code_of(job)
+    if job.status != JobStatus.SUCCEEDED:
+        reason = f": {job.error}" if job.error else ""
+        info(f"Job {job_id} {job.status.value} with exit code {job.exit_code}{reason}")
+    return code
+
+
+def _cause(exc: BaseException) -> str:
+    """The innermost message of a workflow/activity failure chain (what the user can act on)."""
+    while getattr(exc, "cause", None) is not None:
+        exc = exc.cause  # type: ignore[attr-defined]
+    return str(exc)
+
+
+async def run_exec(task: Task, cluster_name: str, *, detach: bool) -> int:
+    """Queue ``task`` on an UP cluster (no provisioning, no setup) and stream it."""
+    from temporalio.client import WorkflowUpdateFailedError
+    from temporalio.service import RPCError
+
+    from cli.session import open_client
+    from workflows.contract import JobSubmission, cluster_workflow_id
+
+    client = await open_client()
+    submission = JobSubmission(
+        request_id=f"exec:{uuid.uuid4().hex}", task=task, user=current_user(), sync_workdir=bool(task.workdir)
+    )
+    try:
+        job = await client.get_workflow_handle(cluster_workflow_id(cluster_name)).execute_update(
+            "submit_job", submission, id=submission.request_id, result_type=JobRecord
+        )
+    except WorkflowUpdateFailedError as exc:
+        fail(f"cannot run on cluster {cluster_name}: {_cause(exc)}")
+    except RPCError:
+        fail(f"cluster {cluster_name!r} not found; launch it with: skyhop launch -c {cluster_name} TASK")
+    if detach:
+        info(f"Job {job.job_id} submitted on cluster {cluster_name}.")
+        info(f"Follow it with: skyhop logs {cluster_name} {job.job_id}")
+        return 0
+    return await _stream(client, cluster_name, job.job_id)

@@ -1,0 +1,74 @@
+"""``skyhop server status|start|stop``."""
+
+from __future__ import annotations
+
+import json
+
+from cli.config import load_config
+from cli.output import info
+
+__all__ = ["run_server_start", "run_server_status", "run_server_stop"]
+
+
+def run_server_status() -> int:
+    """Print where Temporal is and whether the embedded server and worker run."""
+    from cli.embedded import _alive, read_state, state_dir
+
+    config = load_config()
+    if not config.embedded:
+        print(
+            json.dumps(
+                {"mode": "external", "address": config.address, "namespace": config.namespace}, indent=2
+            )
+        )
+        return 0
+    state = read_state()
+    if state is None:
+        info("The embedded server is not running; any command (or 'skyhop server start') starts it.")
+        return 1
+    report = {
+        "mode": "embedded",
+        "address": state.address,
+        "namespace": state.namespace,
+        "web_ui": state.ui_url,
+        "server_pid": state.server_pid,
+        "server_running": _alive(state.server_pid, "start-dev"),
+        "worker_pid": state.worker_pid,
+        "worker_running": _alive(state.worker_pid, "worker"),
+        "database": state.db_file,
+        "logs": str(state_dir()),
+    }
+    width = max(len(k) for k in report)
+    for key, value in report.items():
+        print(f"{key.ljust(width)}  {value}")
+    return 0 if report["server_running"] and report["worker_running"] else 1
+
+
+async def run_server_start() -> int:
+    """Start (or find) the embedded server and worker, and say where they are."""
+    from cli.embedded import ensure_running
+
+    config = load_config()
+    if not config.embedded:
+        info(f"Using the Temporal at {config.address}; nothing to start here.")
+        return 0
+    state = ensure_running(config)
+    info(f"Temporal at {state.address} (namespace {state.namespace}), Web UI at {state.ui_url}")
+    info(f"Worker pid {state.worker_pid}")
+    return 0
+
+
+def run_server_stop() -> int:
+    """Stop the embedded worker and server."""
+    from cli.embedded import stop
+
+    if not load_config().embedded:
+        info("skyhop uses an external Temporal; there is nothing to stop here.")
+        return 0
+    state = stop()
+    info(
+        "Stopped the embedded Temporal server and worker."
+        if state
+        else "The embedded server was not running."
+    )
+    return 0

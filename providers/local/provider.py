@@ -1,0 +1,58 @@
+"""This machine as a cloud: a node is a folder under ``~/.skyhop/clusters/<name>/`` running real processes."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+from pathlib import Path
+
+from providers.base import ClusterHandle, NodeHandle, NodeRuntime, Offering, Provider
+from providers.home import skyhop_home
+from providers.local.runtime import LocalNodeRuntime
+
+__all__ = ["LocalProvider"]
+
+
+def _memory_gib() -> float:
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1024**3
+
+
+class LocalProvider(Provider):
+    """One offering, the size of this machine, free of charge."""
+
+    name = "local"
+
+    def offerings(self) -> list[Offering]:
+        return [
+            Offering(
+                provider=self.name,
+                instance_type="local",
+                cpus=float(os.cpu_count() or 1),
+                memory_gib=round(_memory_gib(), 1),
+                price=0.0,
+            )
+        ]
+
+    def _cluster_dir(self, cluster_name: str) -> Path:
+        return skyhop_home() / "clusters" / cluster_name
+
+    async def provision(self, cluster_name: str, offering: Offering, num_nodes: int) -> ClusterHandle:
+        nodes = [
+            NodeHandle(
+                rank=rank,
+                instance_id=f"{cluster_name}-{rank}",
+                ip="127.0.0.1",
+                runtime_dir=str(self._cluster_dir(cluster_name) / f"node-{rank}"),
+            )
+            for rank in range(num_nodes)
+        ]
+        await asyncio.gather(*(self.runtime(node).prepare() for node in nodes))
+        return ClusterHandle(cluster_name=cluster_name, offering=offering, nodes=nodes)
+
+    async def terminate(self, handle: ClusterHandle) -> None:
+        await asyncio.gather(*(LocalNodeRuntime(node).cancel_all() for node in handle.nodes))
+        await asyncio.to_thread(shutil.rmtree, self._cluster_dir(handle.cluster_name), True)
+
+    def runtime(self, node: NodeHandle) -> NodeRuntime:
+        return LocalNodeRuntime(node)

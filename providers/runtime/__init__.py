@@ -1,0 +1,1 @@
+"""What runs on, or talks to, a node: the node-side job runner and its controller-side models."""

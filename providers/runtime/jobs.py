@@ -1,0 +1,61 @@
+"""Controller-side view of node jobs: what to start, what a node reports, and the whole job's outcome."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+__all__ = ["JobOutcome", "JobSpec", "NodeJobState", "combine_node_states"]
+
+
+class JobSpec(BaseModel):
+    """One process tree to run on one node, identified by ``key`` (unique per node)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    key: str
+    script: str
+    env: dict[str, str] = {}
+    cwd: str | None = None
+    """Working folder; relative paths are inside the node's runtime folder."""
+
+
+class NodeJobState(BaseModel):
+    """What the node runner reports for one job (``node_runner.read_state``)."""
+
+    status: str
+    """STARTING, RUNNING, SUCCEEDED, FAILED or CANCELLED."""
+    exit_code: int | None = None
+    started_at: float | None = None
+    ended_at: float | None = None
+    error: str | None = None
+
+    @property
+    def done(self) -> bool:
+        """Whether the job has ended on this node."""
+        return self.status in ("SUCCEEDED", "FAILED", "CANCELLED")
+
+
+class JobOutcome(BaseModel):
+    """How a job ended across all its nodes."""
+
+    status: str
+    """SUCCEEDED, FAILED or CANCELLED."""
+    exit_code: int | None = None
+    failed_rank: int | None = None
+    error: str | None = None
+
+
+def combine_node_states(states: list[NodeJobState | None]) -> JobOutcome | None:
+    """The job's outcome once it is decided, else None.
+
+    A job fails as soon as any node fails (its exit code is that node's), and succeeds when every
+    node has succeeded.
+    """
+    for rank, state in enumerate(states):
+        if state is not None and state.status in ("FAILED", "CANCELLED"):
+            return JobOutcome(
+                status=state.status, exit_code=state.exit_code, failed_rank=rank, error=state.error
+            )
+    if all(state is not None and state.status == "SUCCEEDED" for state in states):
+        return JobOutcome(status="SUCCEEDED", exit_code=0)
+    return None

@@ -1,0 +1,184 @@
+"""skyhop's node-side job runner. Standard library only: it is copied to every node as is.
+
+A job lives in ``<runtime_dir>/jobs/<key>/``: ``spec.json`` (what to run), ``state.json``
+(status, pids, exit code, times) and ``run.log`` (stdout and stderr). Jobs run detached from
+whoever started them, so a job outlives the worker (and the SSH connection) that started it.
+
+Starting is idempotent: the daemon claims the job folder with ``mkdir`` before it runs anything,
+so a retried start finds the folder and runs nothing twice.
+
+Usage (on a node)::
+
+    python3 node_runner.py start RUNTIME_DIR KEY < spec.json   # prints "started" or "exists"
+    python3 node_runner.py state RUNTIME_DIR KEY                # prints state JSON or null
+    python3 node_runner.py log RUNTIME_DIR KEY OFFSET LIMIT     # raw log bytes
+    python3 node_runner.py cancel RUNTIME_DIR KEY
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from typing import Any
+
+RUNNING = "RUNNING"
+SUCCEEDED = "SUCCEEDED"
+FAILED = "FAILED"
+CANCELLED = "CANCELLED"
+_CLAIM_GRACE_S = 30.0
+"""A claimed folder without a state after this long means the daemon died before it started."""
+
+
+def job_dir(runtime_dir: str, key: str) -> str:
+    """Folder of one job."""
+    return os.path.join(runtime_dir, "jobs", key)
+
+
+def _write_json(path: str, data: dict[str, Any]) -> None:
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w") as f:
+        json.dump(data, f)
+    os.replace(tmp, path)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie is dead for our purposes; /proc tells where it exists.
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+def read_state(runtime_dir: str, key: str) -> dict[str, Any] | None:
+    """The job's state, or None if it was never started; a vanished runner reads as FAILED."""
+    folder = job_dir(runtime_dir, key)
+    try:
+        with open(os.path.join(folder, "state.json")) as f:
+            state: dict[str, Any] = json.load(f)
+    except FileNotFoundError:
+        try:
+            claimed_at = os.stat(folder).st_mtime
+        except FileNotFoundError:
+            return None
+        if time.time() - claimed_at < _CLAIM_GRACE_S:
+            return {"status": "STARTING"}
+        return {"status": FAILED, "exit_code": None, "error": "the job runner died before the job started"}
+    if state["status"] == RUNNING and not _alive(state["runner_pid"]):
+        state.update(status=FAILED, error="the job runner was killed while the job ran")
+    return state
+
+
+def read_log(runtime_dir: str, key: str, offset: int, limit: int) -> bytes:
+    """Up to ``limit`` bytes of the job's log from ``offset``."""
+    try:
+        with open(os.path.join(job_dir(runtime_dir, key), "run.log"), "rb") as f:
+            f.seek(offset)
+            return f.read(limit)
+    except FileNotFoundError:
+        return b""
+
+
+def start(runtime_dir: str, key: str, spec: dict[str, Any]) -> str:
+    """Claim the job folder and run the job in a detached daemon; "exists" if already claimed."""
+    folder = job_dir(runtime_dir, key)
+    os.makedirs(os.path.dirname(folder), exist_ok=True)
+    try:
+        os.mkdir(folder)
+    except FileExistsError:
+        return "exists"
+    _write_json(os.path.join(folder, "spec.json"), spec)
+    if os.fork() != 0:
+        return "started"
+    # Daemon: leave the caller's session so its death (or a closed SSH channel) does not reach us.
+    os.setsid()
+    if os.fork() != 0:
+        os._exit(0)
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(devnull, fd)
+    try:
+        _run(folder, spec)
+    finally:
+        os._exit(0)
+
+
+def _run(folder: str, spec: dict[str, Any]) -> None:
+    state: dict[str, Any] = {"status": RUNNING, "runner_pid": os.getpid(), "started_at": time.time()}
+    env = dict(os.environ)
+    env.update(spec.get("env") or {})
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    cwd = spec.get("cwd") or folder
+    os.makedirs(cwd, exist_ok=True)
+    with open(os.path.join(folder, "run.log"), "ab", buffering=0) as log:
+        proc = subprocess.Popen(
+            ["bash", "-c", spec["script"]],
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        state["pid"] = proc.pid
+        _write_json(os.path.join(folder, "state.json"), state)
+
+        def forward(signum: int, _frame: object) -> None:
+            _kill_group(proc.pid, signum)
+
+        signal.signal(signal.SIGTERM, forward)
+        exit_code = proc.wait()
+    cancelled = os.path.exists(os.path.join(folder, "cancelled"))
+    status = CANCELLED if cancelled else (SUCCEEDED if exit_code == 0 else FAILED)
+    state.update(status=status, exit_code=exit_code, ended_at=time.time())
+    _write_json(os.path.join(folder, "state.json"), state)
+
+
+def _kill_group(pid: int, signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signum)
+
+
+def cancel(runtime_dir: str, key: str, grace_s: float = 5.0) -> None:
+    """SIGTERM the job's process group, then SIGKILL it after ``grace_s``."""
+    state = read_state(runtime_dir, key)
+    if state is None or state.get("status") != RUNNING:
+        return
+    open(os.path.join(job_dir(runtime_dir, key), "cancelled"), "w").close()
+    _kill_group(state["pid"], signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline and _alive(state["pid"]):
+        time.sleep(0.05)
+    _kill_group(state["pid"], signal.SIGKILL)
+
+
+def main(argv: list[str]) -> int:
+    """Entry point when run on a node."""
+    command, runtime_dir, key = argv[1], argv[2], argv[3]
+    if command == "start":
+        print(start(runtime_dir, key, json.load(sys.stdin)), flush=True)
+    elif command == "state":
+        print(json.dumps(read_state(runtime_dir, key)))
+    elif command == "log":
+        sys.stdout.buffer.write(read_log(runtime_dir, key, int(argv[4]), int(argv[5])))
+    elif command == "cancel":
+        cancel(runtime_dir, key)
+    else:
+        print(f"unknown command {command!r}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

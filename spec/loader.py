@@ -1,0 +1,149 @@
+"""Reading a task from YAML or a shell command, and applying CLI overrides.
+
+Everything a user can get wrong is checked here, before any workflow starts: a workflow given
+bad input would retry its first task forever, so bad input must never reach one.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from spec.errors import SpecError, did_you_mean
+from spec.resources import Resources
+from spec.task import Task
+
+__all__ = ["TaskOverrides", "load_task", "looks_like_yaml_path", "task_from_dict"]
+
+
+def looks_like_yaml_path(entrypoint: str) -> bool:
+    """Whether the CLI entrypoint names a YAML file (otherwise it is a shell command)."""
+    return entrypoint.endswith((".yaml", ".yml")) and len(shlex.split(entrypoint)) == 1
+
+
+def load_task(entrypoint: str) -> Task:
+    """Load a task from a YAML path or turn a shell command into ``run:``."""
+    if not looks_like_yaml_path(entrypoint):
+        return Task(run=entrypoint)
+    path = Path(entrypoint).expanduser()
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise SpecError("", f"cannot read task file {entrypoint}: {exc.strerror}") from None
+    try:
+        documents = [d for d in yaml.safe_load_all(text) if d is not None]
+    except yaml.YAMLError as exc:
+        where = getattr(exc, "problem_mark", None)
+        line = f" line {where.line + 1}" if where is not None else ""
+        raise SpecError("", f"{entrypoint}{line}: not valid YAML ({getattr(exc, 'problem', exc)})") from None
+    if len(documents) != 1:
+        raise SpecError("", f"{entrypoint}: expected one task document, found {len(documents)}")
+    return task_from_dict(documents[0], base=Path.cwd())
+
+
+def task_from_dict(data: object, base: Path) -> Task:
+    """Validate a task mapping; relative local paths are resolved against ``base``."""
+    if not isinstance(data, Mapping):
+        raise SpecError("", f"a task must be a mapping of fields, got {type(data).__name__}")
+    task = _validate(Task, dict(data))
+    return task.model_copy(
+        update={
+            "workdir": _local_dir(task.workdir, base, "workdir") if task.workdir else None,
+            "file_mounts": {
+                remote: _local_path(local, base, f"file_mounts.{remote}")
+                for remote, local in task.file_mounts.items()
+            },
+        }
+    )
+
+
+def _local_path(raw: str, base: Path, field: str) -> str:
+    if "://" in raw:
+        raise SpecError(field, f"only local paths are supported for now, got {raw!r}")
+    path = (base / Path(raw).expanduser()).resolve()
+    if not path.exists():
+        raise SpecError(field, f"local path {raw!r} does not exist")
+    return str(path)
+
+
+def _local_dir(raw: str, base: Path, field: str) -> str:
+    path = _local_path(raw, base, field)
+    if not Path(path).is_dir():
+        raise SpecError(field, f"{raw!r} is not a directory")
+    return path
+
+
+class TaskOverrides(BaseModel):
+    """CLI flags that override fields of the task file (None = keep the file's value)."""
+
+    name: str | None = None
+    workdir: str | None = None
+    num_nodes: int | None = None
+    cpus: str | None = None
+    memory: str | None = None
+    gpus: str | None = None
+    infra: str | None = None
+    envs: list[str] = []
+
+    def apply(self, task: Task) -> Task:
+        """Return ``task`` with these overrides; envs with null values must be supplied by now."""
+        resources: dict[str, Any] = task.resources.model_dump(exclude_defaults=True)
+        for flag, field in (
+            ("cpus", "cpus"),
+            ("memory", "memory"),
+            ("gpus", "accelerators"),
+            ("infra", "infra"),
+        ):
+            value = getattr(self, flag)
+            if value is not None:
+                resources[field] = value
+        envs = dict(task.envs)
+        for item in self.envs:
+            key, sep, value = item.partition("=")
+            if not sep:
+                if key not in os.environ:
+                    raise SpecError("--env", f"{key!r} is not set locally; use --env {key}=VALUE")
+                value = os.environ[key]
+            envs[key] = value
+        data: dict[str, Any] = task.model_dump(exclude_defaults=True)
+        data.update(resources=resources, envs=envs)
+        if self.name is not None:
+            data["name"] = self.name
+        if self.num_nodes is not None:
+            data["num_nodes"] = self.num_nodes
+        if self.workdir is not None:
+            data["workdir"] = _local_dir(self.workdir, Path.cwd(), "--workdir")
+        result = _validate(Task, data)
+        missing = sorted(k for k, v in result.envs.items() if v is None)
+        if missing:
+            raise SpecError(f"envs.{missing[0]}", f"required but not set; pass --env {missing[0]}=VALUE")
+        return result
+
+
+def _validate(model: type[Task], data: dict[str, Any]) -> Task:
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise _to_spec_error(exc) from None
+
+
+def _to_spec_error(exc: ValidationError) -> SpecError:
+    """Turn pydantic's first error into one line naming the field path and what is allowed."""
+    error = exc.errors()[0]
+    loc = [str(part) for part in error["loc"]]
+    field = ".".join(loc)
+    if error["type"] == "extra_forbidden":
+        parent: type[BaseModel] = Resources if "resources" in loc[:-1] else Task
+        allowed = sorted(parent.model_fields) + (["cloud", "region", "zone"] if parent is Resources else [])
+        hint = did_you_mean(loc[-1], allowed)
+        return SpecError(field, f"unknown field{hint}; allowed: {', '.join(allowed)}")
+    message = error["msg"].removeprefix("Value error, ")
+    if error["type"] not in ("value_error", "assertion_error"):
+        message = f"{message}, got {error.get('input')!r}"
+    return SpecError(field, message)

@@ -1,0 +1,181 @@
+"""``Resources``: what a task needs from one node, in SkyPilot's field names and forms.
+
+Inputs are normalised once, here, so the rest of skyhop (and any Temporal client sending JSON)
+sees one canonical form: ``cpus``/``memory`` as strings like ``"4+"``, ``accelerators`` as
+``{NAME: count}``, and the location as ``infra: cloud[/region[/zone]]``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from spec.quantity import Quantity, parse_memory, parse_quantity
+
+__all__ = ["KNOWN_INFRA", "Resources", "parse_accelerators"]
+
+KNOWN_INFRA = ("local", "sim", "ssh", "aws", "gcp", "azure", "kubernetes")
+"""Infrastructure names ``infra``/``cloud`` accept (``k8s`` is an alias of ``kubernetes``)."""
+
+_ACCELERATOR = re.compile(r"^([A-Za-z][A-Za-z0-9_.\-]*)(?::(\d+(?:\.\d+)?|\.\d+))?$")
+
+
+def parse_accelerators(raw: object) -> dict[str, float]:
+    """Parse ``"A100:8"``, ``"A100"`` (one) or ``{A100: 8}`` into ``{"A100": 8.0}``.
+
+    Names are upper-cased so ``a100-80gb`` and ``A100-80GB`` are the same accelerator.
+    """
+    if isinstance(raw, str):
+        match = _ACCELERATOR.match(raw.strip())
+        if not match:
+            raise ValueError(f"accelerators must look like 'A100' or 'A100:8', got {raw!r}")
+        return {match.group(1).upper(): float(match.group(2) or 1)}
+    if isinstance(raw, dict) and len(raw) == 1:
+        ((name, count),) = raw.items()
+        parsed = parse_accelerators(str(name))
+        if count is None:
+            return parsed
+        if isinstance(count, bool) or not isinstance(count, int | float) or count <= 0:
+            raise ValueError(f"accelerator count for {name!r} must be a positive number, got {count!r}")
+        return {next(iter(parsed)): float(count)}
+    raise ValueError(f"accelerators must be 'NAME', 'NAME:COUNT' or {{NAME: COUNT}}, got {raw!r}")
+
+
+def _split_infra(infra: str) -> list[str]:
+    parts = infra.strip().split("/")
+    cloud = parts[0].lower()
+    if cloud == "k8s":
+        cloud = "kubernetes"
+    if cloud not in KNOWN_INFRA and cloud != "*":
+        allowed = ", ".join(KNOWN_INFRA)
+        from spec.errors import did_you_mean
+
+        raise ValueError(f"unknown infra {parts[0]!r}{did_you_mean(cloud, KNOWN_INFRA)}; allowed: {allowed}")
+    if cloud in ("ssh", "kubernetes"):
+        # A pool or context name may itself contain '/'.
+        return [cloud, "/".join(parts[1:])] if len(parts) > 1 else [cloud]
+    if len(parts) > 3 or any(not p for p in parts):
+        raise ValueError(f"infra must be 'cloud[/region[/zone]]', got {infra!r}")
+    return [cloud, *parts[1:]]
+
+
+class Resources(BaseModel):
+    """Per-node requirements and placement constraints of a task."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    infra: str | None = None
+    """``cloud[/region[/zone]]``, ``ssh/<pool>``, ``k8s/<context>``; ``*`` is any. Default: anywhere."""
+    instance_type: str | None = None
+    cpus: str | None = None
+    """vCPUs per node: ``"4"`` exactly or ``"4+"`` at least. Default: any."""
+    memory: str | None = None
+    """GiB per node: ``"16"``, ``"16+"``, or ``"x4"`` (at least 4 GiB per vCPU). Default: any."""
+    accelerators: dict[str, float] | None = None
+    """``{NAME: count}`` per node. Default: none."""
+    use_spot: bool = False
+    disk_size: int | None = Field(default=None, gt=0)
+    ports: list[str] | None = None
+    image_id: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fold_legacy_location(cls, data: Any) -> Any:
+        """Accept SkyPilot's legacy ``cloud``/``region``/``zone`` keys as ``infra``."""
+        if not isinstance(data, dict) or not ({"cloud", "region", "zone"} & data.keys()):
+            return data
+        data = dict(data)
+        if data.get("infra") is not None:
+            raise ValueError("use either 'infra' or the legacy 'cloud'/'region'/'zone', not both")
+        cloud = data.pop("cloud", None) or "*"
+        region = data.pop("region", None)
+        zone = data.pop("zone", None)
+        if zone and not region:
+            raise ValueError("'zone' needs 'region' (or use infra: cloud/region/zone)")
+        data["infra"] = "/".join(str(p) for p in (cloud, region, zone) if p)
+        return data
+
+    @field_validator("infra")
+    @classmethod
+    def _check_infra(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        canonical = "/".join(_split_infra(value))
+        return None if canonical == "*" else canonical
+
+    @field_validator("cpus", mode="before")
+    @classmethod
+    def _check_cpus(cls, value: object) -> str | None:
+        return None if value is None else str(parse_quantity(value, "cpus"))
+
+    @field_validator("memory", mode="before")
+    @classmethod
+    def _check_memory(cls, value: object) -> str | None:
+        return None if value is None else str(parse_memory(value))
+
+    @field_validator("accelerators", mode="before")
+    @classmethod
+    def _check_accelerators(cls, value: object) -> dict[str, float] | None:
+        return None if value is None else parse_accelerators(value)
+
+    @field_validator("ports", mode="before")
+    @classmethod
+    def _check_ports(cls, value: object) -> list[str] | None:
+        if value is None:
+            return None
+        items = value if isinstance(value, list) else [value]
+        ports = []
+        for item in items:
+            text = str(item).strip()
+            bounds = text.split("-")
+            if not all(b.isdigit() and 0 < int(b) < 65536 for b in bounds) or len(bounds) > 2:
+                raise ValueError(f"ports must be numbers 1-65535 or ranges like '8000-8010', got {item!r}")
+            ports.append(text)
+        return ports
+
+    @property
+    def cloud(self) -> str | None:
+        """The pinned infrastructure, or None for anywhere."""
+        part = self._infra_parts(0)
+        return None if part in (None, "*") else part
+
+    @property
+    def region(self) -> str | None:
+        """The pinned region (or SSH pool / Kubernetes context), or None."""
+        return self._infra_parts(1)
+
+    @property
+    def zone(self) -> str | None:
+        """The pinned zone, or None."""
+        return self._infra_parts(2)
+
+    def _infra_parts(self, index: int) -> str | None:
+        if self.infra is None:
+            return None
+        parts = _split_infra(self.infra)
+        return parts[index] if index < len(parts) and parts[index] != "*" else None
+
+    @property
+    def cpu_quantity(self) -> Quantity | None:
+        """``cpus`` parsed, or None when any count will do."""
+        return None if self.cpus is None else parse_quantity(self.cpus, "cpus")
+
+    @property
+    def memory_quantity(self) -> Quantity | None:
+        """``memory`` parsed, or None when any amount will do."""
+        return None if self.memory is None else parse_memory(self.memory)
+
+    def describe(self) -> str:
+        """Short human form such as ``4+ CPU, 16+ GB, A100:8``."""
+        parts = []
+        if self.cpus:
+            parts.append(f"{self.cpus} CPU")
+        if self.memory:
+            parts.append(f"{self.memory} GB")
+        for name, count in (self.accelerators or {}).items():
+            parts.append(f"{name}:{count:g}")
+        if self.instance_type:
+            parts.append(self.instance_type)
+        return ", ".join(parts) or "any"

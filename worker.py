@@ -1,0 +1,134 @@
+"""skyhop's worker: workflow tasks, long activities and short activities, each with its own poller.
+
+Run ``python -m worker`` (or ``skyhop worker``). Long work (provision, sync, setup, jobs) can never
+starve short work (optimize, bookkeeping): they are separate task queues with separate limits.
+SIGTERM or SIGINT shuts down cleanly: pollers stop, running activities get a grace period.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+from datetime import timedelta
+from pathlib import Path
+
+from temporalio.api.enums.v1 import IndexedValueType
+from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest, ListSearchAttributesRequest
+from temporalio.client import Client
+from temporalio.worker import Worker
+
+from activities import lifecycle, planning
+from activities.clusters import ClusterActivities
+from cli.client import connect
+from cli.config import load_config
+from workflows.cluster import ClusterWorkflow
+from workflows.contract import LONG_QUEUE, SEARCH_ATTRIBUTES, SHORT_QUEUE, WORKFLOW_QUEUE
+from workflows.launch import LaunchWorkflow
+
+__all__ = ["build_workers", "ensure_search_attributes", "main"]
+
+log = logging.getLogger("skyhop.worker")
+
+
+async def ensure_search_attributes(client: Client) -> None:
+    """Register skyhop's search attributes if the server lacks them (idempotent)."""
+    service = client.operator_service
+    existing = await service.list_search_attributes(ListSearchAttributesRequest(namespace=client.namespace))
+    missing = {
+        name: IndexedValueType.Value(f"INDEXED_VALUE_TYPE_{kind.upper()}")
+        for name, kind in SEARCH_ATTRIBUTES.items()
+        if name not in existing.custom_attributes
+    }
+    if missing:
+        await service.add_search_attributes(
+            AddSearchAttributesRequest(namespace=client.namespace, search_attributes=missing)
+        )
+
+
+def build_workers(client: Client, *, long_slots: int = 200, short_slots: int = 50) -> list[Worker]:
+    """The three pollers of a skyhop worker."""
+    cluster_activities = ClusterActivities(client)
+    return [
+        Worker(
+            client,
+            task_queue=WORKFLOW_QUEUE,
+            workflows=[LaunchWorkflow, ClusterWorkflow],
+            max_concurrent_workflow_tasks=100,
+        ),
+        Worker(
+            client,
+            task_queue=LONG_QUEUE,
+            activities=[
+                lifecycle.provision,
+                lifecycle.terminate,
+                lifecycle.sync_workdir,
+                lifecycle.sync_file_mounts,
+                lifecycle.run_setup,
+                lifecycle.run_job,
+            ],
+            max_concurrent_activities=long_slots,
+            graceful_shutdown_timeout=timedelta(seconds=5),
+        ),
+        Worker(
+            client,
+            task_queue=SHORT_QUEUE,
+            activities=[planning.optimize, cluster_activities.open_cluster, cluster_activities.submit_job],
+            max_concurrent_activities=short_slots,
+            graceful_shutdown_timeout=timedelta(seconds=5),
+        ),
+    ]
+
+
+async def run(address: str | None, ready_file: str | None) -> None:
+    """Connect, register search attributes, poll until SIGTERM/SIGINT."""
+    config = load_config()
+    target = address or config.address
+    if target is None:
+        raise SystemExit("no Temporal address: pass --address or set SKYHOP_TEMPORAL_ADDRESS")
+    client = await connect(config, target)
+    try:
+        await ensure_search_attributes(client)
+    except Exception as exc:  # e.g. Temporal Cloud, where an admin registers them
+        log.warning("could not register search attributes (%s); register %s", exc, SEARCH_ATTRIBUTES)
+    workers = build_workers(client)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    async with _all(workers):
+        if ready_file:
+            Path(ready_file).write_text(str(os.getpid()))
+        log.info("worker polling %s, %s, %s on %s", WORKFLOW_QUEUE, LONG_QUEUE, SHORT_QUEUE, target)
+        await stop.wait()
+    log.info("worker stopped")
+
+
+class _all:
+    """Run several workers as one async context (they shut down together)."""
+
+    def __init__(self, workers: list[Worker]) -> None:
+        self.workers = workers
+
+    async def __aenter__(self) -> None:
+        for worker in self.workers:
+            await worker.__aenter__()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await asyncio.gather(*(w.shutdown() for w in self.workers))
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m worker [--address HOST:PORT] [--ready-file PATH]``."""
+    parser = argparse.ArgumentParser(prog="skyhop worker", description=__doc__)
+    parser.add_argument("--address", help="Temporal frontend host:port (default: from skyhop's config)")
+    parser.add_argument("--ready-file", help="write the worker's pid here once it polls")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    asyncio.run(run(args.address, args.ready_file))
+
+
+if __name__ == "__main__":
+    main()

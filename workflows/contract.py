@@ -1,0 +1,224 @@
+"""The public contract of skyhop's workflows: names, task queues and JSON payload models.
+
+Any Temporal client, in any language, can drive skyhop with these: start ``LaunchWorkflow`` on
+``skyhop-workflows`` with a ``LaunchRequest`` as JSON, query ``ClusterWorkflow`` (id
+``cluster:<name>``) for its ``ClusterRecord``. Fields are only ever added, never renamed.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from pydantic import BaseModel, Field
+
+from providers.base import ClusterHandle, Offering
+from spec import Resources, Task
+
+__all__ = [
+    "CLUSTER_WORKFLOW",
+    "CLUSTER_NAME_PATTERN",
+    "LAUNCH_WORKFLOW",
+    "LONG_QUEUE",
+    "SEARCH_ATTRIBUTES",
+    "SHORT_QUEUE",
+    "WORKFLOW_QUEUE",
+    "ClaimGrant",
+    "ClaimRequest",
+    "ClusterInput",
+    "ClusterRecord",
+    "ClusterStatus",
+    "JobRecord",
+    "JobStatus",
+    "JobSubmission",
+    "LaunchProgress",
+    "LaunchRequest",
+    "LaunchResult",
+    "Release",
+    "cluster_workflow_id",
+    "setup_key",
+]
+
+WORKFLOW_QUEUE = "skyhop-workflows"
+"""Workflow tasks of every skyhop workflow."""
+LONG_QUEUE = "skyhop-long"
+"""Activities that take minutes to hours and heartbeat: provision, sync, setup, run, teardown."""
+SHORT_QUEUE = "skyhop-short"
+"""Activities that take milliseconds: optimize, cluster bookkeeping, probes."""
+
+LAUNCH_WORKFLOW = "LaunchWorkflow"
+CLUSTER_WORKFLOW = "ClusterWorkflow"
+
+SEARCH_ATTRIBUTES = {
+    "SkyhopKind": "Keyword",
+    "SkyhopCluster": "Keyword",
+    "SkyhopStatus": "Keyword",
+    "SkyhopStage": "Keyword",
+    "SkyhopUser": "Keyword",
+}
+"""Custom search attributes skyhop's workflows set (the worker registers them)."""
+
+CLUSTER_NAME_PATTERN = r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$"
+
+
+def cluster_workflow_id(cluster_name: str) -> str:
+    """The id of a cluster's entity workflow."""
+    return f"cluster:{cluster_name}"
+
+
+def setup_key(launch_id: str) -> str:
+    """The node job key of a launch's setup: its log's name, and what a retried setup re-attaches to."""
+    return "setup-" + "".join(c if c.isalnum() or c in "-_" else "_" for c in launch_id)
+
+
+class ClusterStatus(StrEnum):
+    """SkyPilot's cluster statuses, plus TERMINATED for a cluster that is gone."""
+
+    INIT = "INIT"
+    UP = "UP"
+    STOPPED = "STOPPED"
+    TERMINATED = "TERMINATED"
+
+
+class JobStatus(StrEnum):
+    """Status of a job in a cluster's queue."""
+
+    PENDING = "PENDING"
+    SETTING_UP = "SETTING_UP"
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    FAILED_SETUP = "FAILED_SETUP"
+    CANCELLED = "CANCELLED"
+
+    @property
+    def done(self) -> bool:
+        """Whether the job has ended."""
+        return self in (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.FAILED_SETUP, JobStatus.CANCELLED)
+
+
+class LaunchRequest(BaseModel):
+    """Input of ``LaunchWorkflow``: run ``task`` on cluster ``cluster_name``, creating it if needed."""
+
+    cluster_name: str = Field(pattern=CLUSTER_NAME_PATTERN)
+    task: Task
+    user: str = "unknown"
+    idle_minutes: int | None = Field(default=None, ge=0)
+    """Autostop after this many idle minutes (kept on the cluster record)."""
+    down: bool = False
+    """With ``idle_minutes``: tear the cluster down instead of stopping it."""
+
+
+class LaunchResult(BaseModel):
+    """Output of ``LaunchWorkflow``."""
+
+    cluster_name: str
+    job_id: int | None
+    """The submitted job's id on the cluster, or None when the task has no ``run``."""
+    provisioned: bool
+    """False when an existing UP cluster was reused."""
+    handle: ClusterHandle
+
+
+class LaunchProgress(BaseModel):
+    """What ``LaunchWorkflow``'s ``progress`` query returns."""
+
+    stage: str
+    """optimize, provision, sync_workdir, sync_file_mounts, setup, exec, done or failed."""
+    stage_started_at: float
+    finished_stages: list[tuple[str, float]] = []
+    """(stage, seconds) for each stage that has ended."""
+    chosen: Offering | None = None
+    handle: ClusterHandle | None = None
+    """The cluster, once provisioned or found UP (setup's log is read from its nodes)."""
+    job_id: int | None = None
+    reused: bool = False
+    error: str | None = None
+
+
+class JobRecord(BaseModel):
+    """A job in a cluster's queue."""
+
+    job_id: int
+    name: str | None = None
+    user: str = "unknown"
+    request_id: str
+    submitted_at: float
+    started_at: float | None = None
+    ended_at: float | None = None
+    status: JobStatus = JobStatus.PENDING
+    num_nodes: int = 1
+    resources: str = ""
+    exit_code: int | None = None
+    failed_rank: int | None = None
+    error: str | None = None
+    task_id: str = ""
+
+    @property
+    def key(self) -> str:
+        """The job's key on its nodes (folder name under ``jobs/``)."""
+        return f"job-{self.job_id}"
+
+
+class ClusterRecord(BaseModel):
+    """Everything skyhop knows about a cluster; the state of its ``ClusterWorkflow``."""
+
+    name: str
+    status: ClusterStatus = ClusterStatus.INIT
+    handle: ClusterHandle | None = None
+    resources: Resources = Resources()
+    num_nodes: int = 1
+    launched_at: float | None = None
+    user: str = "unknown"
+    idle_minutes: int | None = None
+    autostop_down: bool = False
+    jobs: list[JobRecord] = []
+    next_job_id: int = 1
+    holder: str | None = None
+    """Workflow id of the launch that holds the cluster's lock, if any."""
+    waiting: list[str] = []
+    """Launches waiting for the lock, first come first served."""
+    ever_up: bool = False
+
+
+class ClusterInput(BaseModel):
+    """Input of ``ClusterWorkflow``: a new cluster, or the state carried over a continue-as-new."""
+
+    record: ClusterRecord
+
+
+class ClaimRequest(BaseModel):
+    """Signal ``claim``: a launch asks for the cluster's lock."""
+
+    launch_id: str
+
+
+class ClaimGrant(BaseModel):
+    """Signal ``claim_granted`` sent back to the launch that holds the lock."""
+
+    record: ClusterRecord
+    closed: bool = False
+    """True when the cluster was taken down while the launch waited."""
+
+
+class Release(BaseModel):
+    """Signal ``release``: the holder gives the lock back, with what it changed."""
+
+    launch_id: str
+    handle: ClusterHandle | None = None
+    """The provisioned cluster, when the launch provisioned it."""
+    resources: Resources | None = None
+    num_nodes: int | None = None
+    user: str | None = None
+    idle_minutes: int | None = None
+    autostop_down: bool = False
+    failed: bool = False
+
+
+class JobSubmission(BaseModel):
+    """Update ``submit_job``: queue ``task``'s run on the cluster (deduplicated by ``request_id``)."""
+
+    request_id: str
+    task: Task
+    user: str = "unknown"
+    sync_workdir: bool = False
+    """Sync ``task.workdir`` before the job starts (``exec``; a launch has synced it already)."""
