@@ -20,7 +20,7 @@ from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest, ListSe
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from activities import lifecycle, planning
+from activities import jobs, planning, provisioning, sync
 from activities.clusters import ClusterActivities
 from cli.client import connect
 from cli.config import load_config
@@ -62,12 +62,12 @@ def build_workers(client: Client, *, long_slots: int = 200, short_slots: int = 5
             client,
             task_queue=LONG_QUEUE,
             activities=[
-                lifecycle.provision,
-                lifecycle.terminate,
-                lifecycle.sync_workdir,
-                lifecycle.sync_file_mounts,
-                lifecycle.run_setup,
-                lifecycle.run_job,
+                provisioning.provision,
+                provisioning.terminate,
+                sync.sync_workdir,
+                sync.sync_file_mounts,
+                jobs.run_setup,
+                jobs.run_job,
             ],
             max_concurrent_activities=long_slots,
             graceful_shutdown_timeout=timedelta(seconds=5),

@@ -16,7 +16,7 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError, FailureError
 
 with workflow.unsafe.imports_passed_through():
-    from activities import lifecycle
+    from activities import jobs, provisioning
     from activities.models import RunJobInput
     from optimizer import mismatch
     from spec import Task
@@ -145,7 +145,7 @@ class ClusterWorkflow:
         await asyncio.gather(*self._runs.values(), return_exceptions=True)
         if self.record.handle is not None:
             await workflow.execute_activity(
-                lifecycle.terminate,
+                provisioning.terminate,
                 self.record.handle,
                 task_queue=LONG_QUEUE,
                 start_to_close_timeout=timedelta(minutes=30),
@@ -171,7 +171,7 @@ class ClusterWorkflow:
         job.started_at = workflow.now().timestamp()
         try:
             outcome = await workflow.execute_activity(
-                lifecycle.run_job,
+                jobs.run_job,
                 RunJobInput(
                     handle=self.record.handle,
                     job=job,

@@ -15,7 +15,7 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from activities import lifecycle, planning
+    from activities import jobs, planning, provisioning, sync
     from activities.clusters import ClusterActivities
     from activities.models import (
         FileMountsInput,
@@ -155,29 +155,29 @@ class LaunchWorkflow:
         )
         try:
             handle: ClusterHandle = await self._long(
-                lifecycle.provision, attempt, f"{plan.chosen.location} x{task.num_nodes}"
+                provisioning.provision, attempt, f"{plan.chosen.location} x{task.num_nodes}"
             )
             return handle
         except BaseException:
             # Compensation: whatever the failed attempt created must not outlive it.
             partial = ClusterHandle(cluster_name=attempt.cluster_name, offering=plan.chosen, nodes=[])
-            await self._long(lifecycle.terminate, partial, "clean up the failed attempt")
+            await self._long(provisioning.terminate, partial, "clean up the failed attempt")
             raise
 
     async def _sync_and_setup(self, handle: ClusterHandle) -> None:
         task = self.request.task
         if task.workdir:
             self._enter("sync_workdir")
-            await self._long(lifecycle.sync_workdir, SyncWorkdirInput(handle=handle, workdir=task.workdir))
+            await self._long(sync.sync_workdir, SyncWorkdirInput(handle=handle, workdir=task.workdir))
         if task.file_mounts:
             self._enter("sync_file_mounts")
             await self._long(
-                lifecycle.sync_file_mounts, FileMountsInput(handle=handle, file_mounts=task.file_mounts)
+                sync.sync_file_mounts, FileMountsInput(handle=handle, file_mounts=task.file_mounts)
             )
         if task.setup:
             self._enter("setup")
             key = setup_key(workflow.info().workflow_id)
-            await self._long(lifecycle.run_setup, SetupInput(handle=handle, task=task, key=key))
+            await self._long(jobs.run_setup, SetupInput(handle=handle, task=task, key=key))
 
     async def _submit(self, handle: ClusterHandle) -> int:
         self._enter("exec")

@@ -1,0 +1,5 @@
+"""``python -m cli`` is ``skyhop``."""
+
+from cli.app import main
+
+main()

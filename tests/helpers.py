@@ -1,0 +1,131 @@
+"""Processes the tests start themselves: a Temporal dev server and skyhop workers, stopped by pid."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from cli.embedded import temporal_binary
+from workflows.contract import SEARCH_ATTRIBUTES
+
+__all__ = ["DevServer", "WorkerProcess", "free_port", "kill_leftover_jobs", "wait_for"]
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_for(predicate: Callable[[], object], timeout: float = 30.0, what: str = "condition") -> None:
+    """Poll ``predicate`` until it is truthy; fail the test with ``what`` after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _stop(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:
+    if proc.poll() is None:
+        proc.send_signal(sig)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+class DevServer:
+    """``temporal server start-dev`` on free loopback ports with skyhop's search attributes."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.port = free_port()
+        self.ui_port = free_port()
+        self.db_file = folder / "temporal.db"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        argv = [
+            temporal_binary(), "server", "start-dev", "--ip", "127.0.0.1",
+            "--port", str(self.port), "--ui-port", str(self.ui_port),
+            "--db-filename", str(self.db_file), "--log-level", "error",
+        ]  # fmt: skip
+        for name, kind in SEARCH_ATTRIBUTES.items():
+            argv += ["--search-attribute", f"{name}={kind}"]
+        log = open(self.folder / "temporal.log", "ab")  # noqa: SIM115 - lives as long as the process
+        self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        wait_for(lambda: _listening(self.port), 60, "the Temporal dev server to listen")
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            _stop(self.proc)
+            self.proc = None
+
+
+class WorkerProcess:
+    """A real ``python -m worker`` process pointed at a server."""
+
+    def __init__(self, address: str, folder: Path) -> None:
+        self.address = address
+        self.folder = folder
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        ready = self.folder / f"worker-{time.monotonic_ns()}.ready"
+        log = open(self.folder / "worker.log", "ab")  # noqa: SIM115 - lives as long as the process
+        env = {**os.environ, "SKYHOP_TEMPORAL_ADDRESS": self.address}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "worker", "--address", self.address, "--ready-file", str(ready)],
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+        )  # fmt: skip
+        wait_for(
+            lambda: ready.exists() or self.proc is None or self.proc.poll() is not None, 60, "the worker"
+        )
+        assert self.proc.poll() is None, f"worker exited: {(self.folder / 'worker.log').read_text()[-2000:]}"
+
+    def kill9(self) -> None:
+        """Kill the worker the hard way: no shutdown, in-flight activities are abandoned."""
+        assert self.proc is not None
+        self.proc.kill()
+        self.proc.wait()
+        self.proc = None
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            _stop(self.proc)
+            self.proc = None
+
+
+def kill_leftover_jobs(home: Path) -> None:
+    """Stop job processes that tests left running on local nodes (by the pids their runners recorded)."""
+    for state_file in home.glob("clusters/*/node-*/jobs/*/state.json"):
+        try:
+            state = json.loads(state_file.read_text())
+        except (OSError, ValueError):
+            continue
+        if state.get("status") == "RUNNING":
+            with contextlib.suppress(ProcessLookupError, PermissionError, TypeError):
+                os.killpg(state["pid"], signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError, PermissionError, TypeError):
+                os.kill(state["runner_pid"], signal.SIGKILL)
