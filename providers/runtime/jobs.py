@@ -43,6 +43,8 @@ class JobOutcome(BaseModel):
     exit_code: int | None = None
     failed_rank: int | None = None
     error: str | None = None
+    lost_rank: int | None = None
+    """Set when the job failed because node ``lost_rank`` stopped answering (the cluster is degraded)."""
 
 
 def combine_node_states(states: list[NodeJobState | None]) -> JobOutcome | None:

@@ -40,7 +40,7 @@ def test_launch_runs_setup_and_job_with_rank_variables(
         workdir=str(workdir),
         num_nodes=2,
         setup="echo setup > setup-ran",
-        run='cat data.txt; cat setup-ran; echo "rank=$SKYHOP_NODE_RANK n=$SKYPILOT_NUM_NODES id=$SKYHOP_TASK_ID"',
+        run='cat data.txt setup-ran; echo "rank=$SKYHOP_NODE_RANK n=$SKYPILOT_NUM_NODES id=$SKYHOP_TASK_ID"',
         envs={"GREETING": "hi"},
     )
 
