@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import re
+import sys
 import uuid
 from collections.abc import Coroutine
 from typing import Annotated, Any, NoReturn
@@ -53,15 +55,22 @@ def _run(coro: Coroutine[Any, Any, int]) -> NoReturn:
     from spec import SpecError
 
     try:
-        code = asyncio.run(coro)
-    except KeyboardInterrupt:
-        info("\nInterrupted.")
-        raise typer.Exit(EXIT_DETACHED) from None
-    except (SpecError, ConfigError) as exc:
-        fail(str(exc), EXIT_USAGE)
-    except (ServerError, JobNotFoundError) as exc:
-        fail(str(exc))
-    raise typer.Exit(code)
+        try:
+            code = asyncio.run(coro)
+        except KeyboardInterrupt:
+            info("\nInterrupted.")
+            code = EXIT_DETACHED
+        except (SpecError, ConfigError) as exc:
+            fail(str(exc), EXIT_USAGE)
+        except (ServerError, JobNotFoundError) as exc:
+            fail(str(exc))
+    except typer.Exit as exc:
+        code = exc.exit_code
+    # Exit at once: letting the interpreter finalize while the Temporal client's native threads
+    # are still alive can crash it, and skipping finalization also makes short commands faster.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def _check_cluster_name(name: str) -> str:

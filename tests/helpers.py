@@ -16,7 +16,7 @@ from pathlib import Path
 from cli.embedded import temporal_binary
 from workflows.contract import SEARCH_ATTRIBUTES
 
-__all__ = ["DevServer", "WorkerProcess", "free_port", "kill_leftover_jobs", "wait_for"]
+__all__ = ["DevServer", "WorkerProcess", "free_port", "group_members", "kill_leftover_jobs", "wait_for"]
 
 
 def free_port() -> int:
@@ -34,6 +34,19 @@ def wait_for(predicate: Callable[[], object], timeout: float = 30.0, what: str =
             return
         time.sleep(0.05)
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def group_members(pgid: int) -> list[int]:
+    """Live (non-zombie) processes in process group ``pgid``."""
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            members.append(int(stat.parent.name))
+    return members
 
 
 def _listening(port: int) -> bool:

@@ -1,0 +1,9 @@
+# The skyhop worker image used by docker-compose.yml (scale-out deployment).
+FROM python:3.11-slim
+RUN apt-get update && apt-get install -y --no-install-recommends rsync openssh-client \
+    && rm -rf /var/lib/apt/lists/*
+WORKDIR /app
+COPY . /app
+RUN pip install --no-cache-dir .
+ENV SKYHOP_HOME=/var/lib/skyhop
+CMD ["skyhop", "worker"]

@@ -1,0 +1,71 @@
+"""The node-side runner: detached jobs, idempotent start, state and logs in files, cancel."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+from providers.runtime import node_runner
+from tests.helpers import group_members, wait_for
+
+
+def _state(root: Path, key: str) -> dict:  # type: ignore[type-arg]
+    state = node_runner.read_state(str(root), key)
+    assert state is not None
+    return state
+
+
+def _run_cli(root: Path, key: str, script: str) -> str:
+    """Start through the runner's command line, as the local and SSH runtimes do."""
+    import json
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, node_runner.__file__, "start", str(root), key],
+        input=json.dumps({"script": script, "cwd": str(root)}),
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    return out.stdout.strip()
+
+
+def test_a_job_runs_detached_and_records_status_exit_code_and_log(tmp_path: Path) -> None:
+    assert _run_cli(tmp_path, "job-1", 'echo "out $X"; echo err >&2; exit 7') == "started"
+    wait_for(lambda: _state(tmp_path, "job-1")["status"] == "FAILED", 10, "the job to end")
+    state = _state(tmp_path, "job-1")
+    assert state["exit_code"] == 7
+    assert node_runner.read_log(str(tmp_path), "job-1", 0, 1000) == b"out \nerr\n"
+    assert node_runner.read_log(str(tmp_path), "job-1", 4, 1000) == b"\nerr\n"
+
+
+def test_starting_the_same_key_twice_runs_it_once(tmp_path: Path) -> None:
+    marks = tmp_path / "marks"
+    assert _run_cli(tmp_path, "k", f"echo once >> {marks}") == "started"
+    assert _run_cli(tmp_path, "k", f"echo once >> {marks}") == "exists"
+    wait_for(lambda: _state(tmp_path, "k")["status"] == "SUCCEEDED", 10, "the job")
+    assert marks.read_text() == "once\n"
+
+
+def test_cancel_stops_the_whole_process_group(tmp_path: Path) -> None:
+    _run_cli(tmp_path, "long", "sleep 300 & sleep 300; wait")
+    wait_for(lambda: _state(tmp_path, "long").get("pid"), 10, "the job to run")
+    pid = _state(tmp_path, "long")["pid"]
+    node_runner.cancel(str(tmp_path), "long", grace_s=2)
+    wait_for(lambda: _state(tmp_path, "long")["status"] == "CANCELLED", 10, "the cancel")
+    wait_for(lambda: not group_members(pid), 5, "the job's processes to exit")
+
+
+def test_a_killed_runner_reads_as_failed_not_running(tmp_path: Path) -> None:
+    _run_cli(tmp_path, "orphan", "sleep 300")
+    wait_for(lambda: _state(tmp_path, "orphan").get("pid"), 10, "the job to run")
+    state = _state(tmp_path, "orphan")
+    os.kill(state["runner_pid"], signal.SIGKILL)
+    os.killpg(state["pid"], signal.SIGKILL)
+    wait_for(lambda: _state(tmp_path, "orphan")["status"] == "FAILED", 10, "the failure")
+    assert "killed" in _state(tmp_path, "orphan")["error"]
+
+
+def test_unknown_job_has_no_state(tmp_path: Path) -> None:
+    assert node_runner.read_state(str(tmp_path), "nope") is None
+    assert node_runner.read_log(str(tmp_path), "nope", 0, 10) == b""
