@@ -112,7 +112,7 @@ def test_a_request_no_offering_fits_fails_at_optimize_and_starts_nothing(fresh_e
     assert result.returncode == 1
     assert "512+ CPU" in result.stderr and "Traceback" not in result.stderr
     assert not (Path(fresh_env["SKYHOP_HOME"]) / "clusters" / "big").exists()
-    assert not (Path(fresh_env["SKYHOP_HOME"]) / "server").exists()
+    assert "big" not in _ok(skyhop("status", env=fresh_env)).stdout
 
 
 def test_dryrun_prints_the_plan_without_a_server(fresh_env: dict[str, str]) -> None:
