@@ -1,0 +1,104 @@
+"""How long a whole ``skyhop exec CLUSTER 'echo x'`` takes, next to the floor any Temporal CLI pays.
+
+Measured side by side in one run, on an embedded skyhop with its own HOME and ports:
+- exec: wall time of the ``skyhop exec`` process, from spawn to exit (job output included);
+- floor: a bare ``python -c "import temporalio.client"`` process plus a no-op Temporal update
+  round trip (a repeated ``submit_job`` update, which the cluster answers from its record);
+- ``skyhop --help``.
+
+Targets (issue 2): exec median under 1.0 s and under 2x the floor; --help under 250 ms.
+
+    python benchmarks/exec_latency.py [--runs 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+BIN = Path(sys.executable).parent
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _timed(argv: list[str], env: dict[str, str]) -> float:
+    started = time.perf_counter()
+    subprocess.run(argv, env=env, check=True, capture_output=True)
+    return time.perf_counter() - started
+
+
+async def _update_round_trips(address: str, cluster: str, runs: int) -> list[float]:
+    from cli.client import connect
+    from cli.config import TemporalConfig
+    from spec import Task
+    from workflows.contract import JobRecord, JobSubmission, cluster_workflow_id
+
+    client = await connect(TemporalConfig(), address)
+    handle = client.get_workflow_handle(cluster_workflow_id(cluster))
+    submission = JobSubmission(request_id="bench-noop", task=Task(run="true"))
+    await handle.execute_update("submit_job", submission, id="bench-noop-0", result_type=JobRecord)
+    times = []
+    for i in range(runs):
+        started = time.perf_counter()
+        await handle.execute_update("submit_job", submission, id=f"bench-noop-{i + 1}", result_type=JobRecord)
+        times.append(time.perf_counter() - started)
+    return times
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=20)
+    args = parser.parse_args()
+    home = Path(tempfile.mkdtemp(prefix="skyhop-bench-"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SKYHOP_")}
+    env.update(
+        HOME=str(home),
+        SKYHOP_HOME=str(home / ".skyhop"),
+        SKYHOP_SERVER_PORT=str(_free_port()),
+        SKYHOP_UI_PORT=str(_free_port()),
+    )
+    skyhop = str(BIN / "skyhop")
+    try:
+        subprocess.run([skyhop, "launch", "-y", "-c", "bench", "echo ready"], env=env, check=True, capture_output=True)
+        for _ in range(2):  # warm the page cache and the worker
+            _timed([skyhop, "exec", "bench", "echo x"], env)
+        exec_times, import_times, help_times = [], [], []
+        for _ in range(args.runs):  # interleaved, so machine noise hits all three alike
+            exec_times.append(_timed([skyhop, "exec", "bench", "echo x"], env))
+            import_times.append(_timed([sys.executable, "-c", "import temporalio.client"], env))
+            help_times.append(_timed([skyhop, "--help"], env))
+        os.environ.update(env)
+        address = f"127.0.0.1:{env['SKYHOP_SERVER_PORT']}"
+        update_times = asyncio.run(_update_round_trips(address, "bench", args.runs))
+    finally:
+        subprocess.run([skyhop, "down", "-a", "-y"], env=env, capture_output=True)
+        subprocess.run([skyhop, "server", "stop"], env=env, capture_output=True)
+    exec_median = statistics.median(exec_times)
+    floor = statistics.median(import_times) + statistics.median(update_times)
+    print(f"runs                            {args.runs}")
+    print(f"skyhop exec 'echo x'   median   {exec_median * 1000:7.0f} ms   (p90 {_p90(exec_times) * 1000:.0f} ms)")
+    print(f"import temporalio.client median {statistics.median(import_times) * 1000:7.0f} ms")
+    print(f"no-op update round trip median  {statistics.median(update_times) * 1000:7.0f} ms")
+    print(f"floor (import + update)         {floor * 1000:7.0f} ms")
+    print(f"exec / floor                    {exec_median / floor:7.2f} x   (target < 2.0 x, exec < 1000 ms)")
+    print(f"skyhop --help          median   {statistics.median(help_times) * 1000:7.0f} ms   (target < 250 ms)")
+
+
+def _p90(values: list[float]) -> float:
+    return sorted(values)[int(0.9 * (len(values) - 1))]
+
+
+if __name__ == "__main__":
+    main()
