@@ -17,7 +17,7 @@ import subprocess
 import sys
 import sysconfig
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -73,8 +73,13 @@ def _healthy(state: EmbeddedServer | None) -> bool:
     return state is not None and _alive(state.server_pid, "start-dev") and _alive(state.worker_pid, "worker")
 
 
-def ensure_running(config: TemporalConfig) -> EmbeddedServer:
-    """Return the running embedded server, starting whatever part of it is down."""
+def ensure_running(
+    config: TemporalConfig, on_start: Callable[[str], None] = lambda _: None
+) -> EmbeddedServer:
+    """Return the running embedded server, starting whatever part of it is down.
+
+    ``on_start`` hears one line for each part started, so the user learns where the Web UI is.
+    """
     state = read_state()
     if _healthy(state):
         assert state is not None
@@ -88,8 +93,10 @@ def ensure_running(config: TemporalConfig) -> EmbeddedServer:
             return state
         if state is None or not _alive(state.server_pid, "start-dev"):
             state = _start_server(config, folder)
+            on_start(f"Started the embedded Temporal server at {state.address}; Web UI at {state.ui_url}")
         if not _alive(state.worker_pid, "worker"):
             state = EmbeddedServer(**{**asdict(state), "worker_pid": _start_worker(state, folder)})
+            on_start(f"Started the skyhop worker (pid {state.worker_pid}, log {folder / 'worker.log'})")
         tmp = folder / "server.json.tmp"
         tmp.write_text(json.dumps(asdict(state)))
         os.replace(tmp, folder / "server.json")

@@ -52,7 +52,7 @@ async def run_launch(
     """Start a LaunchWorkflow, print its stages as they happen, then stream the job."""
     from temporalio.client import WorkflowFailureError
 
-    from cli.session import open_client
+    from cli.session import open_client, web_ui_url
     from workflows.contract import LAUNCH_WORKFLOW, WORKFLOW_QUEUE, LaunchRequest, LaunchResult
     from workflows.search import launch_search_attributes
 
@@ -70,7 +70,8 @@ async def run_launch(
         result_type=LaunchResult,
         search_attributes=launch_search_attributes(cluster_name, user),
     )
-    info(f"Launch {workflow_id} started.")
+    ui = web_ui_url(workflow_id)
+    info(f"Launch {workflow_id} started." + (f" Web UI: {ui}" if ui else ""))
     result_task = asyncio.ensure_future(handle.result())
     try:
         await _show_stages(handle, result_task, task)

@@ -9,7 +9,7 @@ from cli.config import load_config
 if TYPE_CHECKING:
     from temporalio.client import Client
 
-__all__ = ["open_client"]
+__all__ = ["open_client", "web_ui_url"]
 
 
 async def open_client() -> Client:
@@ -20,6 +20,20 @@ async def open_client() -> Client:
     if config.address is not None:
         return await connect(config, config.address)
     from cli.embedded import ensure_running
+    from cli.output import info
 
-    server = ensure_running(config)
+    server = ensure_running(config, on_start=info)
     return await connect(config, server.address)
+
+
+def web_ui_url(workflow_id: str) -> str | None:
+    """The Web UI page of a workflow on the embedded server, or None when Temporal is external."""
+    from urllib.parse import quote
+
+    from cli.embedded import read_state
+
+    config = load_config()
+    state = read_state() if config.embedded else None
+    if state is None:
+        return None
+    return f"{state.ui_url}/namespaces/{state.namespace}/workflows/{quote(workflow_id, safe='')}"
