@@ -113,9 +113,15 @@ async def _show_stages(handle: object, result_task: asyncio.Future[object], task
         except (RPCError, WorkflowQueryFailedError):  # the first query can race the workflow's first task
             progress = None
         if progress is not None:
+            if setup_tail is None and progress.handle is not None and task.setup:
+                nodes = len(progress.handle.nodes)
+                setup_tail = LogTail(progress.handle, setup_key(handle.id), nodes, sys.stderr.buffer)
             for stage, seconds in progress.finished_stages[printed:]:
+                _clear_timer(interactive)
+                if stage == "setup" and setup_tail is not None:
+                    await setup_tail.pump()  # setup's own output comes before the line saying it ended
+                    setup_tail.flush_partial()
                 if stage in _STAGE_TITLES:
-                    _clear_timer(interactive)
                     info(f"  ✓ {_STAGE_TITLES[stage]} ({seconds:.1f}s)")
             printed = len(progress.finished_stages)
             if progress.stage != shown and progress.stage in _STAGE_TITLES:
@@ -125,21 +131,16 @@ async def _show_stages(handle: object, result_task: asyncio.Future[object], task
                     detail = f": {chosen.location} {chosen.instance_type} x{task.num_nodes}"
                 _clear_timer(interactive)
                 info(f"⠿ {_STAGE_TITLES[progress.stage]}{detail} ...")
-                if progress.stage == "setup" and progress.handle is not None:
-                    setup_tail = LogTail(
-                        progress.handle, setup_key(handle.id), len(progress.handle.nodes), sys.stderr.buffer
-                    )
+            if progress.stage == "setup" and setup_tail is not None:
+                _clear_timer(interactive)
+                await setup_tail.pump()
             shown = progress.stage
-        if setup_tail is not None:
-            await setup_tail.pump()
         if finished:
             break
         if interactive:
             sys.stderr.write(f"\r  {time.monotonic() - started:5.1f}s")
             sys.stderr.flush()
         await asyncio.wait([result_task], timeout=0.1)
-    if setup_tail is not None:
-        setup_tail.flush_partial()
 
 
 def _clear_timer(interactive: bool) -> None:
