@@ -58,7 +58,9 @@ async def _update_round_trips(address: str, cluster: str, runs: int) -> list[flo
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--runs", type=int, default=20)
     args = parser.parse_args()
     home = Path(tempfile.mkdtemp(prefix="skyhop-bench-"))
@@ -71,7 +73,9 @@ def main() -> None:
     )
     skyhop = str(BIN / "skyhop")
     try:
-        subprocess.run([skyhop, "launch", "-y", "-c", "bench", "echo ready"], env=env, check=True, capture_output=True)
+        subprocess.run(
+            [skyhop, "launch", "-y", "-c", "bench", "echo ready"], env=env, check=True, capture_output=True
+        )
         for _ in range(2):  # warm the page cache and the worker
             _timed([skyhop, "exec", "bench", "echo x"], env)
         exec_times, import_times, help_times = [], [], []
@@ -88,12 +92,16 @@ def main() -> None:
     exec_median = statistics.median(exec_times)
     floor = statistics.median(import_times) + statistics.median(update_times)
     print(f"runs                            {args.runs}")
-    print(f"skyhop exec 'echo x'   median   {exec_median * 1000:7.0f} ms   (p90 {_p90(exec_times) * 1000:.0f} ms)")
+    print(
+        f"skyhop exec 'echo x'   median   {exec_median * 1000:7.0f} ms   (p90 {_p90(exec_times) * 1000:.0f} ms)"
+    )
     print(f"import temporalio.client median {statistics.median(import_times) * 1000:7.0f} ms")
     print(f"no-op update round trip median  {statistics.median(update_times) * 1000:7.0f} ms")
     print(f"floor (import + update)         {floor * 1000:7.0f} ms")
     print(f"exec / floor                    {exec_median / floor:7.2f} x   (target < 2.0 x, exec < 1000 ms)")
-    print(f"skyhop --help          median   {statistics.median(help_times) * 1000:7.0f} ms   (target < 250 ms)")
+    print(
+        f"skyhop --help          median   {statistics.median(help_times) * 1000:7.0f} ms   (target < 250 ms)"
+    )
 
 
 def _p90(values: list[float]) -> float:
