@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel
 
+from optimizer.blocklist import Blocklist
 from providers.base import ClusterHandle, Offering
 from spec import Task
 from workflows.contract import JobRecord, JobSubmission
@@ -22,6 +25,9 @@ __all__ = [
 
 class OptimizeInput(BaseModel):
     task: Task
+    blocklist: Blocklist = Blocklist()
+    """Places failover has ruled out."""
+    minimize: Literal["cost", "time"] = "cost"
 
 
 class ProvisionInput(BaseModel):

@@ -8,16 +8,17 @@ from temporalio.exceptions import ApplicationError
 from activities.models import OptimizeInput
 from optimizer import NoFeasibleOfferingError, Plan
 from optimizer import optimize as choose
-from providers.registry import get_provider, provider_names
+from providers.catalog import CatalogError, load_catalogs
 
 __all__ = ["optimize"]
 
 
 @activity.defn
 async def optimize(request: OptimizeInput) -> Plan:
-    """Choose the cheapest offering that fits the task; infeasible requests are not retried."""
-    offerings = [o for name in provider_names() for o in get_provider(name).offerings()]
+    """Choose the best offering that fits the task and is not blocklisted; never retried when none does."""
     try:
-        return choose(request.task, offerings)
+        return choose(request.task, load_catalogs(), blocklist=request.blocklist, minimize=request.minimize)
     except NoFeasibleOfferingError as exc:
         raise ApplicationError(str(exc), type="NoFeasibleOffering", non_retryable=True) from None
+    except CatalogError as exc:
+        raise ApplicationError(str(exc), type="CatalogError", non_retryable=True) from None

@@ -12,6 +12,7 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 
+from cli.catalog_commands import check_minimize, register_catalog_commands
 from cli.output import EXIT_DETACHED, EXIT_USAGE, fail, info
 
 app = typer.Typer(
@@ -29,6 +30,7 @@ server_app = typer.Typer(
     help="The embedded Temporal server and worker this machine runs.", no_args_is_help=True
 )
 app.add_typer(server_app, name="server")
+register_catalog_commands(app)
 
 _CLUSTER_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
 
@@ -122,12 +124,34 @@ def launch(
         int | None, typer.Option("--idle-minutes", "-i", help="Autostop after this many idle minutes.", min=0)
     ] = None,
     down: Annotated[bool, typer.Option("--down", help="With -i: tear down instead of stopping.")] = False,
+    json_output: Annotated[
+        bool, typer.Option("--json", help="With --dryrun: print the plan as JSON.")
+    ] = False,
+    minimize: Annotated[str, typer.Option("--minimize", help="What to minimise: cost or time.")] = "cost",
 ) -> None:
     """Launch a cluster (or reuse it) and run a task on it.
 
     Prints each stage (optimize, provision, sync, setup, exec) as it happens, then streams the
     job's output and exits with its exit code. Ctrl-C detaches; the job keeps running.
     """
+    if dryrun:
+        from cli.planning import dryrun as plan_only
+        from spec import TaskOverrides
+
+        overrides = TaskOverrides(
+            name=name,
+            workdir=workdir,
+            num_nodes=num_nodes,
+            cpus=cpus,
+            memory=memory,
+            gpus=gpus,
+            infra=infra,
+            envs=env or [],
+        )
+        plan = plan_only(
+            " ".join(entrypoint), overrides, as_json=json_output, minimize=check_minimize(minimize)
+        )
+        raise typer.Exit(plan)
     task = _task(
         entrypoint,
         name=name,
@@ -140,10 +164,6 @@ def launch(
         envs=env or [],
     )
     cluster_name = _check_cluster_name(cluster) if cluster else _default_cluster_name()
-    if dryrun:
-        from cli.planning import print_plan
-
-        raise typer.Exit(print_plan(task))
     if not yes:
         from cli.planning import print_plan
 

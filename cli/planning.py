@@ -1,37 +1,158 @@
-"""The plan a launch would carry out, printed before it (and alone for ``--dryrun``)."""
+"""The plan a launch would carry out, printed before it (and alone for ``--dryrun``).
+
+Like SkyPilot's "Considered resources" table: per task, each provider's best candidate and its
+runner-up (the best elsewhere: another region, or another instance type), the chosen row marked.
+"""
 
 from __future__ import annotations
 
-from cli.output import fail, info, table
+import json
+import sys
+from typing import TYPE_CHECKING, Any
+
+from cli.output import EXIT_USAGE, fail, info, table
 from spec import Task
 
-__all__ = ["print_plan"]
+if TYPE_CHECKING:
+    from optimizer import Candidate, DagPlan, Minimize, Plan
+    from spec import Dag, TaskOverrides
+
+__all__ = ["dryrun", "plan_document", "print_plan"]
 
 
 def print_plan(task: Task) -> int:
-    """Optimize in-process (no server needed) and print the chosen offering and the others."""
-    from optimizer import NoFeasibleOfferingError, optimize
-    from providers.registry import get_provider, provider_names
+    """Optimize in-process (no server needed) and print the plan table."""
+    from spec import Dag
 
-    offerings = [o for name in provider_names() for o in get_provider(name).offerings()]
+    _show(_place(Dag.chain([task]), "cost"))
+    return 0
+
+
+def dryrun(entrypoint: str, overrides: TaskOverrides, *, as_json: bool, minimize: Minimize) -> int:
+    """``launch --dryrun`` / ``optimize``: place a task or a chain and print the plan (or JSON)."""
+    from spec import SpecError, load_dag
+
     try:
-        plan = optimize(task, offerings)
+        dag = load_dag(entrypoint)
+        dag = dag.model_copy(
+            update={"tasks": [n.model_copy(update={"task": overrides.apply(n.task)}) for n in dag.tasks]}
+        )
+    except SpecError as exc:
+        fail(str(exc), EXIT_USAGE)
+    plan = _place(dag, minimize)
+    if as_json:
+        sys.stdout.write(json.dumps(plan_document(plan), indent=1) + "\n")
+    else:
+        _show(plan)
+    return 0
+
+
+def _place(dag: Dag, minimize: Minimize) -> DagPlan:
+    from optimizer import NoFeasibleOfferingError, optimize_dag
+    from providers.catalog import CatalogError
+
+    try:
+        return optimize_dag(dag, minimize=minimize)
     except NoFeasibleOfferingError as exc:
         fail(str(exc))
-    info(f"Considered resources ({task.num_nodes} node{'s' if task.num_nodes > 1 else ''}):")
-    rows = []
-    for offering in plan.candidates[:10]:
-        price = offering.spot_price if task.resources.use_spot else offering.price
-        rows.append(
-            [
-                offering.location,
-                offering.instance_type + ("[Spot]" if task.resources.use_spot else ""),
-                f"{offering.cpus:g}",
-                f"{offering.memory_gib:g}",
-                ", ".join(f"{n}:{c:g}" for n, c in offering.accelerators.items()) or "-",
-                f"{(price or 0) * task.num_nodes:.2f}",
-                "✔" if offering == plan.chosen else "",
-            ]
+    except CatalogError as exc:
+        fail(str(exc))
+
+
+def _accelerators(accelerators: dict[str, float]) -> str:
+    return ", ".join(f"{n}:{c:g}" for n, c in accelerators.items()) or "-"
+
+
+def _candidate_json(candidate: Candidate, chosen: bool) -> dict[str, Any]:
+    o = candidate.offering
+    return {
+        "provider": o.provider,
+        "region": o.region,
+        "zone": o.zone,
+        "instance_type": o.instance_type,
+        "cpus": o.cpus,
+        "memory_gib": o.memory_gib,
+        "accelerators": o.accelerators,
+        "use_spot": candidate.use_spot,
+        "hourly_cost": round(candidate.hourly_cost, 6),
+        "estimated_hours": candidate.hours,
+        "chosen": chosen,
+    }
+
+
+def plan_document(plan: DagPlan) -> dict[str, Any]:
+    """The plan as one JSON-ready document (what ``--json`` prints)."""
+    tasks = []
+    for p in plan.plans:
+        c = p.chosen
+        tasks.append(
+            {
+                "name": p.task_name,
+                "num_nodes": p.num_nodes,
+                "provider": c.provider,
+                "region": c.region,
+                "zone": c.zone,
+                "instance_type": c.instance_type,
+                "cpus": c.cpus,
+                "memory_gib": c.memory_gib,
+                "accelerators": c.accelerators,
+                "use_spot": p.use_spot,
+                "hourly_cost": round(p.hourly_cost, 6),
+                "estimated_hours": p.estimated_hours,
+                "candidates": [_candidate_json(k, i == 0) for i, k in enumerate(p.considered)],
+            }
         )
-    table(["INFRA", "INSTANCE", "vCPUs", "Mem(GB)", "GPUS", "COST ($/h)", "CHOSEN"], rows)
-    return 0
+    return {
+        "minimize": plan.minimize,
+        "tasks": tasks,
+        "total_hourly_cost": round(plan.hourly_cost, 6),
+        "egress_cost": round(plan.egress_cost, 6),
+        "total_cost": round(plan.total_cost, 6),
+    }
+
+
+def _rows(plan: Plan) -> list[Candidate]:
+    """Per provider: its best candidate and the best one elsewhere; providers by their best."""
+    rows: list[Candidate] = []
+    seen: dict[str, list[Candidate]] = {}
+    for candidate in plan.considered:
+        held = seen.setdefault(candidate.offering.provider, [])
+        o = candidate.offering
+        if not held or (
+            len(held) == 1
+            and (o.region, o.instance_type) != (held[0].offering.region, held[0].offering.instance_type)
+        ):
+            held.append(candidate)
+    for held in seen.values():
+        rows += held
+    return rows
+
+
+def _show(plan: DagPlan) -> None:
+    info(f"Target: minimizing {plan.minimize}")
+    for p in plan.plans:
+        nodes = f"{p.num_nodes} node{'s' if p.num_nodes > 1 else ''}"
+        title = f"Task {p.task_name!r}" if len(plan.plans) > 1 else "Considered resources"
+        info(f"{title} ({nodes}):")
+        rows = []
+        for i, k in enumerate(_rows(p)):
+            o = k.offering
+            rows.append(
+                [
+                    o.provider,
+                    o.instance_type + ("[Spot]" if k.use_spot else ""),
+                    f"{o.cpus:g}",
+                    f"{o.memory_gib:g}",
+                    _accelerators(o.accelerators),
+                    "/".join(x for x in (o.region, o.zone) if x) or "-",
+                    f"{k.hourly_cost:.4f}",
+                    f"{k.hours:g}",
+                    "✔" if i == 0 else "",
+                ]
+            )
+        table(
+            ["INFRA", "INSTANCE", "vCPUs", "Mem(GB)", "GPUS", "REGION/ZONE", "$/HOUR", "HOURS", "CHOSEN"],
+            rows,
+        )
+    egress = f" + ${plan.egress_cost:.2f} to move data" if plan.egress_cost else ""
+    info(f"Estimated cost: ${plan.hourly_cost:.4f} / hour{egress}")

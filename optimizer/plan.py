@@ -1,80 +1,152 @@
-"""Choosing where a task runs: filter the offerings by its resources, then take the cheapest."""
+"""Choosing where one task runs: every alternative x every provider -> candidates -> the best.
+
+The objective is dollars for the task's estimated runtime (price x nodes x hours) or, with
+``minimize="time"``, the hours, cost breaking ties. Remaining ties break in a documented order:
+provider name, region, zone, instance type, so the same catalogs always give the same plan.
+``any_of`` (and an accelerator set) pools the alternatives, so the cheapest wins; ``ordered`` (and
+an accelerator list) takes the first alternative that has any unblocked candidate.
+"""
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel
 
+from optimizer.blocklist import Blocklist
 from optimizer.errors import NoFeasibleOfferingError
+from optimizer.explain import why_infeasible
+from optimizer.launchables import catalog_launchables, offering_fits
 from providers.base import Offering
-from spec import Resources, Task
+from providers.catalog import CLOUDS, CatalogSet, load_catalogs, policy_for
+from spec import DagTask, Resources, Task
 
-__all__ = ["Plan", "feasible", "optimize"]
+__all__ = ["Candidate", "Minimize", "Plan", "flat_offerings", "optimize", "task_candidates"]
+
+Minimize = Literal["cost", "time"]
+_KEPT_PER_PROVIDER = 8
+"""Candidates a plan keeps per provider and alternative (for the table, JSON and failover hints)."""
+
+
+class Candidate(BaseModel):
+    """An offering priced for one task."""
+
+    offering: Offering
+    use_spot: bool = False
+    hourly_cost: float
+    """$/hour for all nodes of the task."""
+    hours: float = 1.0
+    """Estimated runtime on this offering."""
+    alternative: int = 0
+    """Index of the request alternative (``any_of``/``ordered`` item) it satisfies."""
+
+    @property
+    def cost(self) -> float:
+        """Estimated $ for the whole run."""
+        return self.hourly_cost * self.hours
+
+    def sort_key(self, minimize: Minimize) -> tuple[float, float, str, str, str, str]:
+        """Objective first, then the documented tie-break order."""
+        o = self.offering
+        first = self.hours if minimize == "time" else self.cost
+        second = self.cost if minimize == "time" else 0.0
+        return (round(first, 9), round(second, 9), o.provider, o.region or "", o.zone or "", o.instance_type)
 
 
 class Plan(BaseModel):
-    """The chosen offering and the others that fit, cheapest first."""
+    """The chosen offering for a task and the others considered, best first."""
 
     chosen: Offering
     candidates: list[Offering]
     hourly_cost: float
     """Estimated $/hour for all nodes of the task."""
+    use_spot: bool = False
+    """Whether the chosen offering is to be launched as spot."""
+    task_name: str | None = None
+    num_nodes: int = 1
+    minimize: Minimize = "cost"
+    estimated_hours: float = 1.0
+    considered: list[Candidate] = []
+    """The same candidates as ``candidates``, with their market, cost and runtime; best first."""
 
 
-def _price(offering: Offering, use_spot: bool) -> float | None:
-    return offering.spot_price if use_spot else offering.price
+def flat_offerings(catalogs: CatalogSet, resources: Resources) -> list[Offering]:
+    """Offerings of providers without a catalog (``local``, ``sim``...): all, or only the pinned ones.
+
+    The clouds are read from their catalogs instead, even once their provisioning is enabled.
+    """
+    from providers.registry import get_provider, provider_names
+
+    names = [n for n in provider_names() if n not in CLOUDS]
+    if catalogs.restricted:
+        pinned = {alt.cloud for alt in resources.alternatives}
+        names = [n for n in names if n in pinned]
+    return [o for name in names for o in get_provider(name).offerings()]
 
 
-def feasible(resources: Resources, offering: Offering) -> bool:
-    """Whether ``offering`` satisfies ``resources`` (location, type, size, accelerators, spot)."""
-    if resources.cloud and resources.cloud != offering.provider:
-        return False
-    if resources.region and resources.region != offering.region:
-        return False
-    if resources.zone and resources.zone != offering.zone:
-        return False
-    if resources.instance_type and resources.instance_type != offering.instance_type:
-        return False
-    cpus, memory = resources.cpu_quantity, resources.memory_quantity
-    if cpus and not cpus.admits(offering.cpus):
-        return False
-    if memory and not memory.admits(offering.memory_gib, offering.cpus):
-        return False
-    wanted = resources.accelerators or {}
-    offered = {name.upper(): count for name, count in offering.accelerators.items()}
-    if any(abs(offered.get(name, 0.0) - count) > 0.01 for name, count in wanted.items()):
-        return False
-    return _price(offering, resources.use_spot) is not None
+def task_candidates(
+    node: DagTask, catalogs: CatalogSet, blocklist: Blocklist, minimize: Minimize
+) -> list[Candidate]:
+    """Every candidate for the task, best first; for ``ordered``, only the first alternative's."""
+    resources = node.task.resources
+    flat = flat_offerings(catalogs, resources)
+    pools: list[list[Candidate]] = []
+    for index, alternative in enumerate(resources.alternatives):
+        offerings = [o for o in flat if offering_fits(alternative, o) and not blocklist.blocks(o)]
+        for name in catalogs.names:
+            policy = policy_for(name)
+            if policy is not None and (alternative.cloud in (None, name)):
+                offerings += catalog_launchables(alternative, catalogs.get(name), policy, blocklist)
+        pools.append([_priced(node, alternative, o, index) for o in offerings])
+    if resources.ordered:
+        pools = [next((pool for pool in pools if pool), [])]
+    found = sorted((c for pool in pools for c in pool), key=lambda c: c.sort_key(minimize))
+    if not found:
+        raise NoFeasibleOfferingError(why_infeasible(node.task, catalogs, flat, blocklist))
+    return found
 
 
-def optimize(task: Task, offerings: list[Offering]) -> Plan:
-    """The cheapest feasible offering; ties break by provider, region, zone, instance type."""
-    resources = task.resources
-    fits = [o for o in offerings if feasible(resources, o)]
-    if not fits:
-        raise NoFeasibleOfferingError(_why_infeasible(resources, offerings))
-    fits.sort(
-        key=lambda o: (
-            _price(o, resources.use_spot),
-            o.provider,
-            o.region or "",
-            o.zone or "",
-            o.instance_type,
-        )
+def _priced(node: DagTask, resources: Resources, offering: Offering, alternative: int) -> Candidate:
+    price = offering.spot_price if resources.use_spot else offering.price
+    return Candidate(
+        offering=offering,
+        use_spot=resources.use_spot,
+        hourly_cost=(price or 0.0) * node.task.num_nodes,
+        hours=node.hours_on(offering.accelerators),
+        alternative=alternative,
     )
-    chosen = fits[0]
+
+
+def plan_for(node: DagTask, found: list[Candidate], chosen: Candidate, minimize: Minimize) -> Plan:
+    """A task's plan with ``chosen`` first and a bounded number of others per provider."""
+    kept: list[Candidate] = [chosen]
+    per_provider: dict[tuple[str, int], int] = {}
+    for candidate in found:
+        key = (candidate.offering.provider, candidate.alternative)
+        if candidate is not chosen and per_provider.get(key, 0) < _KEPT_PER_PROVIDER:
+            kept.append(candidate)
+        per_provider[key] = per_provider.get(key, 0) + 1
     return Plan(
-        chosen=chosen,
-        candidates=fits,
-        hourly_cost=(_price(chosen, resources.use_spot) or 0.0) * task.num_nodes,
+        chosen=chosen.offering,
+        candidates=[c.offering for c in kept],
+        hourly_cost=chosen.hourly_cost,
+        use_spot=chosen.use_spot,
+        task_name=node.task.name,
+        num_nodes=node.task.num_nodes,
+        minimize=minimize,
+        estimated_hours=chosen.hours,
+        considered=kept,
     )
 
 
-def _why_infeasible(resources: Resources, offerings: list[Offering]) -> str:
-    where = [o for o in offerings if not resources.cloud or o.provider == resources.cloud]
-    if not where:
-        return f"no enabled provider matches infra {resources.infra!r}"
-    largest = max(where, key=lambda o: (o.cpus, o.memory_gib))
-    return (
-        f"no offering satisfies {resources.describe()}; the largest is {largest.provider} "
-        f"{largest.instance_type} with {largest.cpus:g} vCPUs and {largest.memory_gib:g} GiB memory"
-    )
+def optimize(
+    task: Task | DagTask,
+    catalogs: CatalogSet | None = None,
+    *,
+    blocklist: Blocklist | None = None,
+    minimize: Minimize = "cost",
+) -> Plan:
+    """The best offering for one task; raises NoFeasibleOfferingError saying why there is none."""
+    node = task if isinstance(task, DagTask) else DagTask(task=task)
+    found = task_candidates(node, catalogs or load_catalogs(), blocklist or Blocklist(), minimize)
+    return plan_for(node, found, found[0], minimize)

@@ -1,18 +1,22 @@
 """The declarative IR: ``Task`` and ``Resources`` in SkyPilot's YAML format, validated with field paths."""
 
+from spec.dag import Dag, DagTask
 from spec.errors import SpecError
-from spec.loader import TaskOverrides, load_task, looks_like_yaml_path, task_from_dict
+from spec.loader import TaskOverrides, load_dag, load_task, looks_like_yaml_path, task_from_dict
 from spec.quantity import Quantity, parse_memory, parse_quantity
 from spec.resources import KNOWN_INFRA, Resources, parse_accelerators
 from spec.task import Task
 
 __all__ = [
     "KNOWN_INFRA",
+    "Dag",
+    "DagTask",
     "Quantity",
     "Resources",
     "SpecError",
     "Task",
     "TaskOverrides",
+    "load_dag",
     "load_task",
     "looks_like_yaml_path",
     "parse_accelerators",

@@ -15,11 +15,12 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from spec.dag import Dag, dag_from_documents
 from spec.errors import SpecError, did_you_mean
 from spec.resources import Resources
 from spec.task import Task
 
-__all__ = ["TaskOverrides", "load_task", "looks_like_yaml_path", "task_from_dict"]
+__all__ = ["TaskOverrides", "load_dag", "load_task", "looks_like_yaml_path", "task_from_dict"]
 
 
 def looks_like_yaml_path(entrypoint: str) -> bool:
@@ -31,6 +32,20 @@ def load_task(entrypoint: str) -> Task:
     """Load a task from a YAML path or turn a shell command into ``run:``."""
     if not looks_like_yaml_path(entrypoint):
         return Task(run=entrypoint)
+    documents = _read_documents(entrypoint)
+    if len(documents) != 1:
+        raise SpecError("", f"{entrypoint}: expected one task document, found {len(documents)}")
+    return task_from_dict(documents[0], base=Path.cwd())
+
+
+def load_dag(entrypoint: str) -> Dag:
+    """Load a chain of tasks (``---``-separated documents), or one task, as a ``Dag``."""
+    if not looks_like_yaml_path(entrypoint):
+        return Dag.chain([Task(run=entrypoint)])
+    return dag_from_documents(_read_documents(entrypoint), Path.cwd(), task_from_dict, entrypoint)
+
+
+def _read_documents(entrypoint: str) -> list[Any]:
     path = Path(entrypoint).expanduser()
     try:
         text = path.read_text()
@@ -42,9 +57,7 @@ def load_task(entrypoint: str) -> Task:
         where = getattr(exc, "problem_mark", None)
         line = f" line {where.line + 1}" if where is not None else ""
         raise SpecError("", f"{entrypoint}{line}: not valid YAML ({getattr(exc, 'problem', exc)})") from None
-    if len(documents) != 1:
-        raise SpecError("", f"{entrypoint}: expected one task document, found {len(documents)}")
-    return task_from_dict(documents[0], base=Path.cwd())
+    return documents
 
 
 def task_from_dict(data: object, base: Path) -> Task:

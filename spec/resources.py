@@ -3,6 +3,11 @@
 Inputs are normalised once, here, so the rest of skyhop (and any Temporal client sending JSON)
 sees one canonical form: ``cpus``/``memory`` as strings like ``"4+"``, ``accelerators`` as
 ``{NAME: count}``, and the location as ``infra: cloud[/region[/zone]]``.
+
+Choices are normalised too: a set of accelerators (``{A100:1, L4:1}``) becomes ``any_of`` and a
+list (``[A100, L4]``) becomes ``ordered``, and every ``any_of``/``ordered`` item is stored with the
+outer fields already merged in, so each item is a complete request on its own (and stays so after
+a JSON round trip, where "which fields were set" is lost).
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from spec.quantity import Quantity, parse_memory, parse_quantity
 
-__all__ = ["KNOWN_INFRA", "Resources", "parse_accelerators"]
+__all__ = ["KNOWN_INFRA", "Resources", "parse_accelerator_choices", "parse_accelerators"]
 
 KNOWN_INFRA = ("local", "sim", "ssh", "aws", "gcp", "azure", "kubernetes")
 """Infrastructure names ``infra``/``cloud`` accept (``k8s`` is an alias of ``kubernetes``)."""
@@ -43,6 +48,21 @@ def parse_accelerators(raw: object) -> dict[str, float]:
     raise ValueError(f"accelerators must be 'NAME', 'NAME:COUNT' or {{NAME: COUNT}}, got {raw!r}")
 
 
+def parse_accelerator_choices(raw: object) -> tuple[list[dict[str, float]], bool]:
+    """Parse any accelerators form into its choices and whether their order is the user's preference.
+
+    ``"A100:8"`` and ``{A100: 8}`` are one choice; a mapping with several keys (YAML's
+    ``{A100:1, L4:1}``) is a set, any of which will do; a list is an ordered preference.
+    """
+    if isinstance(raw, list):
+        if not raw:
+            raise ValueError("accelerators list must not be empty")
+        return [parse_accelerators(item) for item in raw], True
+    if isinstance(raw, dict) and len(raw) > 1:
+        return [parse_accelerators({name: count}) for name, count in raw.items()], False
+    return [parse_accelerators(raw)], False
+
+
 def _split_infra(infra: str) -> list[str]:
     parts = infra.strip().split("/")
     cloud = parts[0].lower()
@@ -59,6 +79,30 @@ def _split_infra(infra: str) -> list[str]:
     if len(parts) > 3 or any(not p for p in parts):
         raise ValueError(f"infra must be 'cloud[/region[/zone]]', got {infra!r}")
     return [cloud, *parts[1:]]
+
+
+_LOCATION_KEYS = ("infra", "cloud", "region", "zone")
+
+
+def _merge(outer: dict[str, Any], item: object) -> object:
+    """An ``any_of``/``ordered`` item with the outer fields as defaults (SkyPilot's override rule)."""
+    if not isinstance(item, dict):
+        return item
+    base = {k: v for k, v in outer.items() if k not in ("any_of", "ordered")}
+    if any(k in item for k in _LOCATION_KEYS):
+        base = {k: v for k, v in base.items() if k not in _LOCATION_KEYS}
+    return {**base, **item}
+
+
+def _expand_choices(item: object) -> list[object]:
+    """One item per accelerator choice, so an item never holds a set or list of them."""
+    if not isinstance(item, dict) or "accelerators" not in item:
+        return [item]
+    try:
+        choices, _ = parse_accelerator_choices(item["accelerators"])
+    except ValueError:
+        return [item]  # the item's own validation reports it, with its field path
+    return [{**item, "accelerators": choice} for choice in choices] if len(choices) > 1 else [item]
 
 
 class Resources(BaseModel):
@@ -79,6 +123,51 @@ class Resources(BaseModel):
     disk_size: int | None = Field(default=None, gt=0)
     ports: list[str] | None = None
     image_id: str | None = None
+    any_of: list[Resources] | None = None
+    """Alternatives, each complete (outer fields merged in); the cheapest feasible one wins."""
+    ordered: list[Resources] | None = None
+    """Alternatives, each complete, in the user's preference: the first feasible one wins."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _normalise_choices(cls, data: Any) -> Any:
+        """Turn accelerator sets/lists into ``any_of``/``ordered`` and merge outer fields into items."""
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        if data.get("any_of") is not None and data.get("ordered") is not None:
+            raise ValueError("use either 'any_of' or 'ordered', not both")
+        choices: list[dict[str, float]] = []
+        in_order = False
+        if data.get("accelerators") is not None:
+            try:
+                choices, in_order = parse_accelerator_choices(data["accelerators"])
+            except ValueError:
+                return data  # the field validator reports it, with its field path
+        if len(choices) > 1:
+            if in_order and (data.get("any_of") is not None or data.get("ordered") is not None):
+                raise ValueError("a list of accelerators is already an order; drop 'any_of'/'ordered'")
+            if data.get("ordered") is not None:
+                raise ValueError("a set of accelerators cannot be combined with 'ordered'")
+            data.pop("accelerators")
+            if data.get("any_of") is None:
+                key = "ordered" if in_order else "any_of"
+                data[key] = [{"accelerators": choice} for choice in choices]
+            else:
+                data["any_of"] = [
+                    item
+                    if not isinstance(item, dict) or "accelerators" in item
+                    else {**item, "accelerators": c}
+                    for item in data["any_of"]
+                    for c in choices
+                ]
+        for key in ("any_of", "ordered"):
+            items = data.get(key)
+            if isinstance(items, list):
+                if not items:
+                    raise ValueError(f"'{key}' must list at least one alternative")
+                data[key] = [part for item in items for part in _expand_choices(_merge(data, item))]
+        return data
 
     @model_validator(mode="before")
     @classmethod
@@ -96,6 +185,13 @@ class Resources(BaseModel):
             raise ValueError("'zone' needs 'region' (or use infra: cloud/region/zone)")
         data["infra"] = "/".join(str(p) for p in (cloud, region, zone) if p)
         return data
+
+    @model_validator(mode="after")
+    def _check_nesting(self) -> Resources:
+        for item in (self.any_of or []) + (self.ordered or []):
+            if item.any_of or item.ordered:
+                raise ValueError("'any_of'/'ordered' items cannot contain 'any_of' or 'ordered' themselves")
+        return self
 
     @field_validator("infra")
     @classmethod
@@ -136,6 +232,11 @@ class Resources(BaseModel):
         return ports
 
     @property
+    def alternatives(self) -> list[Resources]:
+        """The complete requests this one stands for: its ``any_of``/``ordered`` items, or itself."""
+        return list(self.any_of or self.ordered or [self])
+
+    @property
     def cloud(self) -> str | None:
         """The pinned infrastructure, or None for anywhere."""
         part = self._infra_parts(0)
@@ -168,7 +269,10 @@ class Resources(BaseModel):
         return None if self.memory is None else parse_memory(self.memory)
 
     def describe(self) -> str:
-        """Short human form such as ``4+ CPU, 16+ GB, A100:8``."""
+        """Short human form such as ``4+ CPU, 16+ GB, A100:8`` (alternatives joined by `` | ``)."""
+        if self.any_of or self.ordered:
+            joiner = " | " if self.any_of else " > "
+            return joiner.join(f"[{item.describe()}]" for item in self.alternatives)
         parts = []
         if self.cpus:
             parts.append(f"{self.cpus} CPU")

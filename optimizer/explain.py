@@ -1,0 +1,119 @@
+"""Why nothing fits, in one sentence, with what comes close.
+
+The checks run from the coarsest cause to the finest (provider, region, accelerator name,
+accelerator count, size, spot, blocklist), so the message names the first thing to change.
+"""
+
+from __future__ import annotations
+
+import difflib
+
+from optimizer.blocklist import Blocklist
+from optimizer.launchables import catalog_launchables, offering_fits
+from providers.base import Offering
+from providers.catalog import Catalog, CatalogSet, policy_for
+from spec import Resources, Task
+
+__all__ = ["why_infeasible"]
+
+
+def why_infeasible(task: Task, catalogs: CatalogSet, flat: list[Offering], blocklist: Blocklist) -> str:
+    """The reason no offering satisfies ``task``, naming close alternatives."""
+    alternatives = task.resources.alternatives
+    reasons = [_why(alt, catalogs, flat, blocklist) for alt in alternatives]
+    hint = " (see 'skyhop show-gpus' for what is offered where)"
+    if len(reasons) == 1:
+        return reasons[0] + hint
+    return "no alternative is feasible: " + "; ".join(f"[{i + 1}] {r}" for i, r in enumerate(reasons)) + hint
+
+
+def _why(resources: Resources, catalogs: CatalogSet, flat: list[Offering], blocklist: Blocklist) -> str:
+    cloud = resources.cloud
+    names = [n for n in catalogs.names if cloud in (None, n)]
+    flat = [o for o in flat if cloud in (None, o.provider)]
+    if not names and not flat:
+        available = sorted(set(catalogs.names) | {o.provider for o in flat})
+        where = "the catalog folder" if catalogs.restricted else "this installation"
+        return f"infra {cloud!r} has no catalog in {where} (available: {', '.join(available) or 'none'})"
+    loaded = [catalogs.get(n) for n in names]
+    if resources.region:
+        regions = {loc[0] for c in loaded for locs in c.locations.values() for loc in locs}
+        regions |= {o.region for o in flat if o.region}
+        if resources.region.lower() not in {r.lower() for r in regions}:
+            close = difflib.get_close_matches(resources.region, sorted(regions), n=3)
+            also = f"; close: {', '.join(close)}" if close else ""
+            return f"{cloud or 'no provider'} has no region {resources.region!r}{also}"
+    if resources.accelerators:
+        reason = _accelerator_reason(resources, loaded, flat)
+        if reason:
+            return reason
+    if any(_launchables(resources, c, Blocklist()) for c in loaded) or any(
+        offering_fits(resources, o) for o in flat
+    ):
+        blocked = len(blocklist.entries)
+        return f"every candidate for {_describe(resources)} is blocked by failover ({blocked} entries)"
+    if resources.use_spot and any(
+        _launchables(resources.model_copy(update={"use_spot": False}), c, blocklist) for c in loaded
+    ):
+        return f"{_describe(resources)} is offered, but not as spot; drop use_spot"
+    sizes = [(t.cpus, t.memory_gib, c.provider, t.name) for c in loaded for t in c.types.values()]
+    sizes += [(o.cpus, o.memory_gib, o.provider, o.instance_type) for o in flat]
+    largest = max(sizes) if sizes else None
+    hint = (
+        f"; the largest is {largest[2]} {largest[3]} with {largest[0]:g} vCPUs and {largest[1]:g} GiB"
+        if largest
+        else ""
+    )
+    return f"no offering satisfies {_describe(resources)}{hint}; try other cpus/memory or add '+'"
+
+
+def _accelerator_reason(resources: Resources, loaded: list[Catalog], flat: list[Offering]) -> str | None:
+    ((name, count),) = (resources.accelerators or {}).items()
+    offers: list[tuple[float, str, str]] = []
+    names: set[str] = set()
+    for catalog in loaded:
+        names |= catalog.accelerator_names()
+        for t in catalog.types.values():
+            if t.accelerator and t.accelerator.upper() == name:
+                offers.append((t.accelerator_count, catalog.provider, t.name))
+        for acc, n in catalog.attachable:
+            if acc.upper() == name:
+                offers.append((n, catalog.provider, f"a host VM with {n:g} {acc} attached"))
+    for o in flat:
+        names |= set(o.accelerators)
+        offers += [
+            (n, o.provider, o.instance_type) for acc, n in o.accelerators.items() if acc.upper() == name
+        ]
+    where = f" on {resources.cloud}" if resources.cloud else ""
+    if not offers:
+        upper = {n.upper(): n for n in names}
+        close = [upper[n] for n in sorted(upper) if name in n or n in name]
+        close += [
+            upper[n]
+            for n in difflib.get_close_matches(name, sorted(upper), n=3, cutoff=0.5)
+            if upper[n] not in close
+        ]
+        alt = f"; did you mean {', '.join(close[:5])}?" if close else ""
+        return f"no offering{where} has accelerator {name}{alt}"
+    if not any(abs(n - count) <= 0.01 for n, _, _ in offers):
+        most = max(offers)
+        counts = ", ".join(f"{name}:{n:g}" for n in sorted({n for n, _, _ in offers}))
+        return (
+            f"no offering{where} has {count:g} {name} on one node; the most is {most[0]:g} on "
+            f"{most[1]} {most[2]}; offered: {counts}"
+        )
+    return None
+
+
+def _launchables(resources: Resources, catalog: Catalog, blocklist: Blocklist) -> list[Offering]:
+    policy = policy_for(catalog.provider)
+    return catalog_launchables(resources, catalog, policy, blocklist) if policy else []
+
+
+def _describe(resources: Resources) -> str:
+    parts = [resources.describe()]
+    if resources.use_spot:
+        parts.append("spot")
+    if resources.infra:
+        parts.append(f"on {resources.infra}")
+    return " ".join(parts)

@@ -1,0 +1,105 @@
+"""What ``show-gpus`` lists: each accelerator, the counts a node can have, and where, at what price.
+
+Prices are those a launch would pay, so an accelerator GCP attaches to a host VM is priced with
+the host the optimizer would pick for it, and a whole instance type is priced as a whole.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+from optimizer.blocklist import Blocklist
+from optimizer.launchables import catalog_launchables
+from providers.base import Offering
+from providers.catalog import Catalog, CatalogSet, policy_for
+from spec import Resources
+
+__all__ = ["GpuOffer", "list_gpus"]
+
+
+class GpuOffer(BaseModel):
+    """One accelerator count on one instance type, at its cheapest (or in one region with ``--all``)."""
+
+    accelerator: str
+    count: float
+    provider: str
+    instance_type: str
+    cpus: float
+    memory_gib: float
+    accelerator_memory_gib: float | None = None
+    region: str | None = None
+    """Where the on-demand price is lowest (or the region of this row, with ``all_regions``)."""
+    price: float | None = None
+    spot_price: float | None = None
+    """Cheapest spot price (anywhere, or in this region)."""
+
+
+def _offers(catalog: Catalog, name: str, count: float, region: str | None) -> list[Offering]:
+    """Launchable offerings for ``count`` ``name`` on this cloud, on-demand and spot together."""
+    policy = policy_for(catalog.provider)
+    if policy is None:
+        return []
+    infra = "/".join(p for p in (catalog.provider, region) if p)
+    request = Resources(accelerators={name: count}, infra=infra)
+    found = catalog_launchables(request, catalog, policy, Blocklist())
+    spot = catalog_launchables(request.model_copy(update={"use_spot": True}), catalog, policy, Blocklist())
+    return found + spot
+
+
+def list_gpus(
+    catalogs: CatalogSet,
+    *,
+    name: str | None = None,
+    count: float | None = None,
+    cloud: str | None = None,
+    region: str | None = None,
+    all_regions: bool = False,
+) -> list[GpuOffer]:
+    """Accelerator offers, by accelerator, count, then price."""
+    rows: list[GpuOffer] = []
+    for provider in catalogs.names:
+        if cloud and provider != cloud:
+            continue
+        catalog = catalogs.get(provider)
+        pairs = {(t.accelerator, t.accelerator_count) for t in catalog.types.values() if t.accelerator}
+        pairs |= set(catalog.attachable)
+        for acc, n in sorted(p for p in pairs if p[0] is not None):
+            if (name and acc.upper() != name.upper()) or (count is not None and abs(n - count) > 0.01):
+                continue
+            rows += _rows(catalog, acc, n, region, all_regions)
+    return sorted(
+        rows,
+        key=lambda r: (r.accelerator, r.count, r.price if r.price is not None else float("inf"), r.provider),
+    )
+
+
+def _rows(catalog: Catalog, acc: str, n: float, region: str | None, all_regions: bool) -> list[GpuOffer]:
+    offers = _offers(catalog, acc.upper(), n, region)
+    if not offers:
+        return []
+    groups: dict[str | None, list[Offering]] = {}
+    for o in offers:
+        groups.setdefault(o.region if all_regions else None, []).append(o)
+    rows = []
+    for where, group in groups.items():
+        priced = [o for o in group if o.price is not None]
+        best = min(priced or group, key=lambda o: o.price)
+        spots = [o.spot_price for o in group if o.spot_price is not None]
+        memory = catalog.types[
+            best.instance_type
+        ].accelerator_memory_gib or catalog.accelerator_memory_gib.get(acc)
+        rows.append(
+            GpuOffer(
+                accelerator=acc,
+                count=n,
+                provider=catalog.provider,
+                instance_type=best.instance_type,
+                cpus=best.cpus,
+                memory_gib=best.memory_gib,
+                accelerator_memory_gib=memory,
+                region=where or best.region,
+                price=best.price if priced else None,
+                spot_price=min(spots) if spots else None,
+            )
+        )
+    return rows

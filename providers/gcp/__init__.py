@@ -1,0 +1,1 @@
+"""gcp: catalog data (catalog.csv) and its pricing-API client (pricing.py)."""

@@ -1,0 +1,127 @@
+"""``Dag``: tasks that hand data to each other, placed jointly so the data moves cheaply.
+
+A YAML file with several documents separated by ``---`` is a chain: an optional header document
+holding only ``name``, then one task per document, each feeding the next. Per task, two fields
+beside SkyPilot's task fields feed the optimizer:
+
+* ``outputs``: what the task hands to the next one, ``{path: GB}`` (SkyPilot's form) or a number
+  of GB; moving it between clouds or regions costs egress.
+* ``estimated_runtime``: hours the task runs, a number or ``{ACCELERATOR: hours, default: hours}``;
+  ``--minimize time`` picks by it and cost is price x hours. Default: 1 hour everywhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from spec.errors import SpecError
+from spec.task import Task
+
+__all__ = ["DEFAULT_RUNTIME_HOURS", "Dag", "DagTask", "dag_from_documents"]
+
+DEFAULT_RUNTIME_HOURS = 1.0
+"""Runtime assumed when a task gives no estimate (SkyPilot's default too)."""
+
+
+class DagTask(BaseModel):
+    """A task with what the optimizer needs to place it among others."""
+
+    model_config = ConfigDict(frozen=True)
+
+    task: Task
+    outputs_gb: float = Field(default=0.0, ge=0)
+    """GB handed to each task that follows it."""
+    estimated_runtime: dict[str, float] = {}
+    """Hours by accelerator name (upper case), ``DEFAULT`` for anything else."""
+
+    @field_validator("outputs_gb", mode="before")
+    @classmethod
+    def _sum_outputs(cls, value: object) -> object:
+        if isinstance(value, Mapping):
+            sizes = list(value.values())
+            if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in sizes):
+                raise ValueError("outputs must map paths to sizes in GB, like {/data/ckpt: 50}")
+            return float(sum(sizes))
+        return value
+
+    @field_validator("estimated_runtime", mode="before")
+    @classmethod
+    def _runtime_by_accelerator(cls, value: object) -> object:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            value = {"default": value}
+        if not isinstance(value, Mapping):
+            raise ValueError("estimated_runtime must be hours, or {ACCELERATOR: hours, default: hours}")
+        hours = {}
+        for name, amount in value.items():
+            if isinstance(amount, bool) or not isinstance(amount, int | float) or amount <= 0:
+                raise ValueError(f"estimated_runtime for {name!r} must be a positive number of hours")
+            hours[str(name).upper()] = float(amount)
+        return hours
+
+    def hours_on(self, accelerators: Mapping[str, float]) -> float:
+        """Estimated hours on a node with ``accelerators``."""
+        for name in accelerators:
+            if name.upper() in self.estimated_runtime:
+                return self.estimated_runtime[name.upper()]
+        return self.estimated_runtime.get("DEFAULT", DEFAULT_RUNTIME_HOURS)
+
+
+class Dag(BaseModel):
+    """Tasks and the edges along which data flows (``edges[k] = (from, to)``, task indexes)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str | None = None
+    tasks: list[DagTask]
+    edges: list[tuple[int, int]] = []
+
+    @model_validator(mode="after")
+    def _check_edges(self) -> Dag:
+        if not self.tasks:
+            raise ValueError("a DAG needs at least one task")
+        for src, dst in self.edges:
+            if not (0 <= src < len(self.tasks) and 0 <= dst < len(self.tasks)) or src >= dst:
+                raise ValueError(f"edge {src}->{dst} must join two tasks, earlier to later")
+        return self
+
+    @classmethod
+    def chain(cls, tasks: Sequence[Task | DagTask], name: str | None = None) -> Dag:
+        """Tasks each feeding the next (what a multi-document YAML means)."""
+        nodes = [t if isinstance(t, DagTask) else DagTask(task=t) for t in tasks]
+        return cls(name=name, tasks=nodes, edges=[(i, i + 1) for i in range(len(nodes) - 1)])
+
+
+_DAG_KEYS = {"outputs": "outputs_gb", "estimated_runtime": "estimated_runtime"}
+
+
+def dag_from_documents(documents: list[Any], base: Path, validate_task: Any, source: str) -> Dag:
+    """A chain from a YAML file's documents; ``validate_task(mapping, base)`` checks each task."""
+    from pydantic import ValidationError
+
+    docs = list(documents)
+    name = None
+    if len(docs) > 1 and isinstance(docs[0], Mapping) and set(docs[0]) == {"name"}:
+        name = str(docs.pop(0)["name"])
+    if not docs:
+        raise SpecError("", f"{source}: no task document")
+    nodes = []
+    for index, doc in enumerate(docs):
+        where = f"task {index + 1}: " if len(docs) > 1 else ""
+        if not isinstance(doc, Mapping):
+            raise SpecError("", f"{where}a task must be a mapping of fields, got {type(doc).__name__}")
+        extras = {_DAG_KEYS[k]: v for k, v in doc.items() if k in _DAG_KEYS}
+        try:
+            task = validate_task({k: v for k, v in doc.items() if k not in _DAG_KEYS}, base)
+        except SpecError as exc:
+            raise SpecError(exc.field, f"{where}{str(exc).removeprefix(f'{exc.field}: ')}") from None
+        try:
+            nodes.append(DagTask(task=task, **extras))
+        except ValidationError as exc:
+            error = exc.errors()[0]
+            field = {v: k for k, v in _DAG_KEYS.items()}.get(str(error["loc"][0]), str(error["loc"][0]))
+            raise SpecError(field, where + error["msg"].removeprefix("Value error, ")) from None
+    return Dag.chain(nodes, name=name)
