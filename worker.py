@@ -62,7 +62,7 @@ def build_workers(client: Client, *, long_slots: int = 200, short_slots: int = 5
             client,
             task_queue=LONG_QUEUE,
             activities=[
-                provisioning.provision,
+                provisioning.provision_attempt,
                 provisioning.terminate,
                 sync.sync_workdir,
                 sync.sync_file_mounts,

@@ -92,9 +92,8 @@ def main() -> None:
     exec_median = statistics.median(exec_times)
     floor = statistics.median(import_times) + statistics.median(update_times)
     print(f"runs                            {args.runs}")
-    print(
-        f"skyhop exec 'echo x'   median   {exec_median * 1000:7.0f} ms   (p90 {_p90(exec_times) * 1000:.0f} ms)"
-    )
+    p90 = _p90(exec_times) * 1000
+    print(f"skyhop exec 'echo x'   median   {exec_median * 1000:7.0f} ms   (p90 {p90:.0f} ms)")
     print(f"import temporalio.client median {statistics.median(import_times) * 1000:7.0f} ms")
     print(f"no-op update round trip median  {statistics.median(update_times) * 1000:7.0f} ms")
     print(f"floor (import + update)         {floor * 1000:7.0f} ms")

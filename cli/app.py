@@ -124,6 +124,12 @@ def launch(
         int | None, typer.Option("--idle-minutes", "-i", help="Autostop after this many idle minutes.", min=0)
     ] = None,
     down: Annotated[bool, typer.Option("--down", help="With -i: tear down instead of stopping.")] = False,
+    retry_until_up: Annotated[
+        bool,
+        typer.Option(
+            "--retry-until-up", "-r", help="When every candidate fails, wait (backing off) and search again."
+        ),
+    ] = False,
     json_output: Annotated[
         bool, typer.Option("--json", help="With --dryrun: print the plan as JSON.")
     ] = False,
@@ -172,7 +178,16 @@ def launch(
         typer.confirm(f"Launch on cluster {cluster_name!r}?", default=True, abort=True, err=True)
     from cli.launching import run_launch
 
-    _run(run_launch(task, cluster_name, detach=detach, idle_minutes=idle_minutes, down=down))
+    _run(
+        run_launch(
+            task,
+            cluster_name,
+            detach=detach,
+            idle_minutes=idle_minutes,
+            down=down,
+            retry_until_up=retry_until_up,
+        )
+    )
 
 
 @app.command("exec")
@@ -250,6 +265,14 @@ def down_(
     from cli.clusters import run_down
 
     _run(run_down(clusters or [], all_clusters))
+
+
+@app.command()
+def check(json_output: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
+    """Check which providers' credentials are found and usable; only enabled ones are launch candidates."""
+    from cli.check_commands import run_check
+
+    raise typer.Exit(run_check(json_output))
 
 
 @server_app.command("status")

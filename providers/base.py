@@ -51,6 +51,11 @@ class NodeHandle(BaseModel):
     ip: str
     runtime_dir: str
     """Folder on the node that holds skyhop's runner, the workdir and job records."""
+    public_ip: str | None = None
+    """Address reachable from outside the node's network, where it has one."""
+    ssh_user: str | None = None
+    """Login of the command runner; None for nodes reached without SSH (local, sim)."""
+    ssh_port: int = 22
 
 
 class ClusterHandle(BaseModel):
@@ -67,6 +72,46 @@ class ClusterHandle(BaseModel):
     def head(self) -> NodeHandle:
         """The rank-0 node."""
         return self.nodes[0]
+
+
+class Capabilities(BaseModel):
+    """What a provider can do; a task that needs more fails over to another provider."""
+
+    model_config = ConfigDict(frozen=True)
+
+    spot: bool = False
+    stop_start: bool = False
+    multi_node: bool = True
+    open_ports: bool = False
+    custom_image: bool = False
+    docker: bool = False
+
+
+class ProvisionRequest(BaseModel):
+    """One provision attempt: ``num_nodes`` nodes of ``offering`` in its region/zone."""
+
+    model_config = ConfigDict(frozen=True)
+
+    cluster_name: str
+    offering: Offering
+    num_nodes: int = 1
+    use_spot: bool = False
+    ports: list[str] = []
+    image_id: str | None = None
+    disk_size: int | None = None
+    """GiB of the boot disk; None for the provider's default."""
+    attempt_id: str = ""
+    """Same for every retry of one attempt, different across attempts: a cloud idempotency token."""
+
+
+class CheckResult(BaseModel):
+    """Whether a provider's credentials are found and usable (``skyhop check``)."""
+
+    enabled: bool
+    reason: str = ""
+    """Why it is disabled, or who it authenticates as."""
+    hint: str = ""
+    """How to set the credentials up, when they are missing or rejected."""
 
 
 class NodeRuntime(ABC):
@@ -105,6 +150,7 @@ class Provider(ABC):
     """An infrastructure skyhop can run clusters on."""
 
     name: ClassVar[str]
+    capabilities: ClassVar[Capabilities] = Capabilities()
 
     @abstractmethod
     def offerings(self) -> list[Offering]:
@@ -121,3 +167,42 @@ class Provider(ABC):
     @abstractmethod
     def runtime(self, node: NodeHandle) -> NodeRuntime:
         """The runtime of one node."""
+
+    def unsupported(self, request: ProvisionRequest) -> str | None:
+        """The first feature ``request`` needs that this provider lacks, or None."""
+        caps = self.capabilities
+        wanted = [
+            (request.use_spot and not caps.spot, "spot instances"),
+            (request.num_nodes > 1 and not caps.multi_node, "multi-node clusters"),
+            (bool(request.ports) and not caps.open_ports, "opening ports"),
+            (request.image_id is not None and not caps.custom_image, "custom images"),
+        ]
+        return next((feature for missing, feature in wanted if missing), None)
+
+    async def launch(self, request: ProvisionRequest) -> ClusterHandle:
+        """One provision attempt; ``ProviderError`` subclasses say how far a failure reaches."""
+        feature = self.unsupported(request)
+        if feature is not None:
+            raise NotSupportedError(f"{self.name} does not support {feature}", "Unsupported")
+        handle = await self.provision(request.cluster_name, request.offering, request.num_nodes)
+        return handle.model_copy(update={"use_spot": request.use_spot})
+
+    async def open_ports(self, handle: ClusterHandle, ports: list[str]) -> None:
+        """Let traffic from anywhere reach ``ports`` on every node (idempotent)."""
+        raise NotSupportedError(f"{self.name} cannot open ports", "Unsupported")
+
+    async def check(self) -> CheckResult:
+        """Whether credentials are found and usable; needs none unless a provider says otherwise."""
+        return CheckResult(enabled=True)
+
+    async def stop(self, handle: ClusterHandle) -> None:
+        """Stop every node, keeping its disk (idempotent); CannotStopError where impossible."""
+        raise CannotStopError(f"provider {self.name!r} cannot stop clusters")
+
+    async def start(self, handle: ClusterHandle) -> ClusterHandle:
+        """Start the stopped nodes again (idempotent); their addresses may change."""
+        raise CannotStopError(f"provider {self.name!r} cannot start stopped clusters")
+
+    async def node_statuses(self, handle: ClusterHandle) -> list[NodeStatus]:
+        """The real state of each node, in rank order; StatusUnknownError where unavailable."""
+        raise StatusUnknownError(f"provider {self.name!r} cannot report the state of its nodes")

@@ -27,6 +27,7 @@ __all__ = [
     "ClusterInput",
     "ClusterRecord",
     "ClusterStatus",
+    "FailoverAttempt",
     "JobRecord",
     "JobStatus",
     "JobSubmission",
@@ -106,6 +107,31 @@ class LaunchRequest(BaseModel):
     """Autostop after this many idle minutes (kept on the cluster record)."""
     down: bool = False
     """With ``idle_minutes``: tear the cluster down instead of stopping it."""
+    retry_until_up: bool = False
+    """When every candidate failed, wait (exponential backoff) and search again, until one is up."""
+
+
+class FailoverAttempt(BaseModel):
+    """One failed provision attempt: where, and why (SkyPilot's failover history)."""
+
+    provider: str
+    region: str | None = None
+    zone: str | None = None
+    instance_type: str
+    kind: str
+    """capacity, quota, credentials, not supported, invalid request, or cancelled."""
+    code: str
+    """The cloud's error code, e.g. InsufficientInstanceCapacity."""
+    message: str
+    blocked: str
+    """What failover ruled out because of it: zone, region, provider, or nothing (fatal)."""
+    next_location: str | None = None
+    """Where the launch tried next, once decided."""
+
+    @property
+    def location(self) -> str:
+        """``provider region/zone`` as the CLI prints it."""
+        return " ".join(p for p in (self.provider, self.zone or self.region) if p)
 
 
 class LaunchResult(BaseModel):
@@ -133,6 +159,10 @@ class LaunchProgress(BaseModel):
     job_id: int | None = None
     reused: bool = False
     error: str | None = None
+    attempts: list[FailoverAttempt] = []
+    """Failed provision attempts so far, oldest first."""
+    retry_at: float | None = None
+    """With ``retry_until_up``: when the next search starts, while the launch waits for it."""
 
 
 class JobRecord(BaseModel):
