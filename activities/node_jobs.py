@@ -4,19 +4,36 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
-from providers.base import ClusterHandle
+from providers.base import ClusterHandle, NodeRuntime
 from providers.registry import get_provider
-from providers.runtime.jobs import JobOutcome, JobSpec, combine_node_states
+from providers.runtime.errors import NodeUnreachableError
+from providers.runtime.jobs import JobOutcome, JobSpec, NodeJobState, combine_node_states
 from spec import Task
 
-__all__ = ["WORKDIR", "job_env", "run_on_nodes"]
+__all__ = [
+    "NODE_LOST_AFTER_S",
+    "WORKDIR",
+    "job_env",
+    "node_lost",
+    "run_on_nodes",
+    "start_on_nodes",
+    "wait_on_nodes",
+]
 
 WORKDIR = "workdir"
 """Where the task's workdir lands on a node, relative to its runtime folder (SkyPilot: ~/sky_workdir)."""
 
+NODE_LOST_AFTER_S = 15.0
+"""A node silent this long is lost: its job fails, naming it, and the cluster is degraded."""
+CALL_TIMEOUT_S = 5.0
+"""Bound on one question to a node (start, state): below the heartbeat timeout, so waits keep beating."""
+CANCEL_TIMEOUT_S = 15.0
+"""Bound on stopping a job on one node (the runner's SIGTERM grace is 5 s)."""
 _POLL_FIRST_S = 0.05
 _POLL_MAX_S = 1.0
 
@@ -47,29 +64,118 @@ def job_env(handle: ClusterHandle, task: Task, rank: int, task_id: str) -> dict[
 
 
 async def run_on_nodes(handle: ClusterHandle, specs: list[JobSpec]) -> JobOutcome:
-    """Start ``specs[rank]`` on node ``rank`` and wait until the job is decided.
+    """Start ``specs[rank]`` on node ``rank`` and wait until the job is decided."""
+    await start_on_nodes(handle, specs)
+    return await wait_on_nodes(handle, specs[0].key, len(specs))
 
-    Heartbeats while it waits. If any node fails, the others are stopped. If the activity is
-    cancelled, the job is stopped on every node before the cancellation propagates.
+
+async def start_on_nodes(handle: ClusterHandle, specs: list[JobSpec]) -> None:
+    """Start ``specs[rank]`` on node ``rank`` (a node that has the job already keeps it).
+
+    A node that does not answer is asked again until it has been silent for ``NODE_LOST_AFTER_S``;
+    then the job is stopped on the others and the start fails (``NodeLost``, not retried).
     """
     provider = get_provider(handle.offering.provider)
     runtimes = [provider.runtime(handle.nodes[rank]) for rank in range(len(specs))]
-    await asyncio.gather(*(rt.start_job(spec) for rt, spec in zip(runtimes, specs, strict=True)))
-    key = specs[0].key
+    lost = await asyncio.gather(*(_start(rt, spec) for rt, spec in zip(runtimes, specs, strict=True)))
+    for rank, reason in enumerate(lost):
+        if reason is not None:
+            outcome = _lost(handle, rank, reason)
+            await _cancel(runtimes, specs[0].key, skip=rank)
+            raise ApplicationError(
+                outcome.error or "", outcome.model_dump(), type="NodeLost", non_retryable=True
+            )
+
+
+async def _start(runtime: NodeRuntime, spec: JobSpec) -> str | None:
+    """Start the job on one node; None once started, else why the node is lost."""
+    silent_since = time.monotonic()
+    while True:
+        try:
+            await asyncio.wait_for(runtime.start_job(spec), CALL_TIMEOUT_S)
+            return None
+        except (NodeUnreachableError, TimeoutError) as exc:
+            if time.monotonic() - silent_since >= NODE_LOST_AFTER_S:
+                return _reason(exc)
+        activity.heartbeat()
+        await asyncio.sleep(_POLL_MAX_S)
+
+
+async def wait_on_nodes(handle: ClusterHandle, key: str, num_nodes: int) -> JobOutcome:
+    """Wait until job ``key`` on the first ``num_nodes`` nodes is decided.
+
+    Heartbeats while it waits; every question to a node is bounded by ``CALL_TIMEOUT_S``. If any
+    node fails, the others are stopped. A node that has not answered for ``NODE_LOST_AFTER_S``
+    (its host is down, or its link) fails the job with ``lost_rank`` set and a message naming it.
+    If the workflow asked for the activity's cancellation, the job is stopped on every node
+    before the cancellation propagates; any other end of the activity (worker shutdown,
+    heartbeat timeout, the workflow continuing as new) leaves the job running for the next
+    attempt to re-attach to.
+    """
+    provider = get_provider(handle.offering.provider)
+    runtimes = [provider.runtime(handle.nodes[rank]) for rank in range(num_nodes)]
+    states: list[NodeJobState | None] = [None] * num_nodes
+    answered = [time.monotonic()] * num_nodes
     poll = _POLL_FIRST_S
     try:
         while True:
-            states = await asyncio.gather(
-                *(rt.job_state(spec.key) for rt, spec in zip(runtimes, specs, strict=True))
+            asking = [rank for rank, state in enumerate(states) if state is None or not state.done]
+            answers = await asyncio.gather(
+                *(asyncio.wait_for(runtimes[rank].job_state(key), CALL_TIMEOUT_S) for rank in asking),
+                return_exceptions=True,
             )
-            outcome = combine_node_states(list(states))
+            outcome = None
+            for rank, answer in zip(asking, answers, strict=True):
+                if isinstance(answer, NodeUnreachableError | TimeoutError):
+                    if time.monotonic() - answered[rank] >= NODE_LOST_AFTER_S:
+                        outcome = _lost(handle, rank, _reason(answer))
+                        break
+                elif isinstance(answer, BaseException):
+                    raise answer
+                else:
+                    states[rank], answered[rank] = answer, time.monotonic()
+            outcome = outcome or combine_node_states(states)
             if outcome is not None:
                 if outcome.status != "SUCCEEDED":
-                    await asyncio.gather(*(rt.cancel_job(key) for rt in runtimes))
+                    await _cancel(runtimes, key, skip=outcome.lost_rank)
                 return outcome
-            activity.heartbeat()
+            activity.heartbeat([state.status if state else "UNKNOWN" for state in states])
             await asyncio.sleep(poll)
             poll = min(poll * 2, _POLL_MAX_S)
     except asyncio.CancelledError:
-        await asyncio.shield(asyncio.gather(*(rt.cancel_job(key) for rt in runtimes)))
+        details = activity.cancellation_details()
+        if details is not None and details.cancel_requested:
+            await asyncio.shield(_cancel(runtimes, key))
         raise
+
+
+async def _cancel(runtimes: list[NodeRuntime], key: str, skip: int | None = None) -> None:
+    """Stop the job on every node but ``skip``; a node that does not answer in time is left as it is."""
+    await asyncio.gather(
+        *(
+            asyncio.wait_for(rt.cancel_job(key), CANCEL_TIMEOUT_S)
+            for rank, rt in enumerate(runtimes)
+            if rank != skip
+        ),
+        return_exceptions=True,
+    )
+
+
+def _lost(handle: ClusterHandle, rank: int, reason: str) -> JobOutcome:
+    node = handle.nodes[rank]
+    return JobOutcome(
+        status="FAILED",
+        failed_rank=rank,
+        lost_rank=rank,
+        error=f"node {rank} ({node.ip}) stopped answering for {NODE_LOST_AFTER_S:g}s: {reason}",
+    )
+
+
+def node_lost(handle: ClusterHandle, rank: int, reason: str) -> ApplicationError:
+    """The non-retryable error of work that cannot go on because node ``rank`` stopped answering."""
+    outcome = _lost(handle, rank, reason)
+    return ApplicationError(outcome.error or "", outcome.model_dump(), type="NodeLost", non_retryable=True)
+
+
+def _reason(exc: BaseException) -> str:
+    return str(exc) if isinstance(exc, NodeUnreachableError) else f"no answer within {CALL_TIMEOUT_S:g}s"

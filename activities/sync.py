@@ -1,17 +1,30 @@
-"""Activities that copy the user's files to nodes (long task queue)."""
+"""Activities that copy the user's files to nodes (long task queue).
+
+Copies heartbeat while they run (a 200 MB workdir takes longer than a heartbeat timeout), are
+killed when the activity is cancelled, and retry a node that does not answer until it has been
+silent for ``NODE_LOST_AFTER_S``; then the sync fails, naming the node, and is not retried.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 from temporalio import activity
 
 from activities.models import FileMountsInput, SyncWorkdirInput
-from activities.node_jobs import WORKDIR
-from providers.base import ClusterHandle
+from activities.node_jobs import NODE_LOST_AFTER_S, WORKDIR, node_lost
+from providers.base import ClusterHandle, NodeHandle, NodeRuntime
 from providers.registry import get_provider
+from providers.runtime.errors import NodeUnreachableError
 
-__all__ = ["sync_file_mounts", "sync_workdir", "sync_workdir_to"]
+__all__ = ["heartbeating", "sync_file_mounts", "sync_workdir", "sync_workdir_to"]
+
+T = TypeVar("T")
+_BEAT_S = 2.0
+_RETRY_S = 1.0
 
 
 @activity.defn
@@ -21,15 +34,52 @@ async def sync_workdir(request: SyncWorkdirInput) -> None:
 
 
 async def sync_workdir_to(handle: ClusterHandle, workdir: str) -> None:
-    provider = get_provider(handle.offering.provider)
-    activity.heartbeat()
-    await asyncio.gather(*(provider.runtime(node).sync_dir(workdir, WORKDIR) for node in handle.nodes))
+    """Make ``WORKDIR`` on every node mirror ``workdir`` (ignore rules applied)."""
+    await heartbeating(_on_every_node(handle, lambda rt: rt.sync_dir(workdir, WORKDIR)))
 
 
 @activity.defn
 async def sync_file_mounts(request: FileMountsInput) -> None:
     """Copy each local file mount to its remote path on every node."""
-    provider = get_provider(request.handle.offering.provider)
     for remote, local in request.file_mounts.items():
-        activity.heartbeat(remote)
-        await asyncio.gather(*(provider.runtime(n).put_path(local, remote) for n in request.handle.nodes))
+        await heartbeating(_on_every_node(request.handle, _put(local, remote)))
+
+
+def _put(local: str, remote: str) -> Callable[[NodeRuntime], Awaitable[None]]:
+    return lambda runtime: runtime.put_path(local, remote)
+
+
+async def heartbeating(work: Awaitable[T]) -> T:
+    """Await ``work`` while heartbeating; cancelling the activity cancels the work (rsync is killed)."""
+    task = asyncio.ensure_future(work)
+    try:
+        while True:
+            activity.heartbeat()
+            done, _ = await asyncio.wait([task], timeout=_BEAT_S)
+            if done:
+                return task.result()
+    except asyncio.CancelledError:
+        task.cancel()
+        raise
+
+
+async def _on_every_node(handle: ClusterHandle, copy: Callable[[NodeRuntime], Awaitable[None]]) -> None:
+    provider = get_provider(handle.offering.provider)
+    await asyncio.gather(*(_copy_to(handle, node, provider.runtime(node), copy) for node in handle.nodes))
+
+
+async def _copy_to(
+    handle: ClusterHandle,
+    node: NodeHandle,
+    runtime: NodeRuntime,
+    copy: Callable[[NodeRuntime], Awaitable[None]],
+) -> None:
+    silent_since = time.monotonic()
+    while True:
+        try:
+            await copy(runtime)
+            return
+        except NodeUnreachableError as exc:
+            if time.monotonic() - silent_since >= NODE_LOST_AFTER_S:
+                raise node_lost(handle, node.rank, str(exc)) from None
+        await asyncio.sleep(_RETRY_S)

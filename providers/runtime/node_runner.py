@@ -13,6 +13,7 @@ Usage (on a node)::
     python3 node_runner.py state RUNTIME_DIR KEY                # prints state JSON or null
     python3 node_runner.py log RUNTIME_DIR KEY OFFSET LIMIT     # raw log bytes
     python3 node_runner.py cancel RUNTIME_DIR KEY
+    python3 node_runner.py cancel-all RUNTIME_DIR               # before the folder is removed
 """
 
 from __future__ import annotations
@@ -152,19 +153,39 @@ def _kill_group(pid: int, signum: int) -> None:
 
 def cancel(runtime_dir: str, key: str, grace_s: float = 5.0) -> None:
     """SIGTERM the job's process group, then SIGKILL it after ``grace_s``."""
-    state = read_state(runtime_dir, key)
-    if state is None or state.get("status") != RUNNING:
+    _cancel(runtime_dir, [key], grace_s)
+
+
+def cancel_all(runtime_dir: str, grace_s: float = 5.0) -> None:
+    """Cancel every job still running in ``runtime_dir``, all within one grace period."""
+    try:
+        keys = os.listdir(os.path.join(runtime_dir, "jobs"))
+    except FileNotFoundError:
         return
-    open(os.path.join(job_dir(runtime_dir, key), "cancelled"), "w").close()
-    _kill_group(state["pid"], signal.SIGTERM)
+    _cancel(runtime_dir, keys, grace_s)
+
+
+def _cancel(runtime_dir: str, keys: list[str], grace_s: float) -> None:
+    pids = []
+    for key in keys:
+        state = read_state(runtime_dir, key)
+        if state is None or state.get("status") != RUNNING:
+            continue
+        open(os.path.join(job_dir(runtime_dir, key), "cancelled"), "w").close()
+        _kill_group(state["pid"], signal.SIGTERM)
+        pids.append(state["pid"])
     deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline and _alive(state["pid"]):
+    while time.monotonic() < deadline and any(_alive(pid) for pid in pids):
         time.sleep(0.05)
-    _kill_group(state["pid"], signal.SIGKILL)
+    for pid in pids:
+        _kill_group(pid, signal.SIGKILL)
 
 
 def main(argv: list[str]) -> int:
     """Entry point when run on a node."""
+    if argv[1:2] == ["cancel-all"]:
+        cancel_all(argv[2])
+        return 0
     command, runtime_dir, key = argv[1], argv[2], argv[3]
     if command == "start":
         print(start(runtime_dir, key, json.load(sys.stdin)), flush=True)

@@ -1,0 +1,206 @@
+"""Real OpenSSH test hosts: one ``sshd`` per node, in a network namespace where the machine allows it.
+
+Namespace mode: a bridge on a private test subnet (10.200.N.0/24) in the root namespace, one
+namespace per node joined to it by a veth pair, and in each an ``sshd`` started under
+``unshare --mount --uts`` with its own hostname and a private tmpfs over root's home, so every
+node has its own home folder like a real machine. Loopback mode (no namespaces allowed): several
+``sshd`` on 127.0.0.1 ports sharing this machine's files.
+
+Every node has its own ed25519 host key and accepts one generated test key. Everything is removed
+at teardown, processes by pid.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tests.helpers import free_port, wait_for
+
+__all__ = ["SSHHost", "SSHHosts"]
+
+SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
+
+
+@dataclass
+class SSHHost:
+    """One test node."""
+
+    name: str
+    address: str
+    port: int
+    folder: Path
+    netns: str | None = None
+    veth: str | None = None
+    """The root-namespace end of the node's veth pair (``ip link set <veth> down`` cuts it off)."""
+    proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+
+    def pids(self) -> list[int]:
+        """Every process running on the node (namespace mode: all processes in its namespace)."""
+        if self.netns is None:
+            return [self.proc.pid] if self.proc is not None and self.proc.poll() is None else []
+        out = subprocess.run(["ip", "netns", "pids", self.netns], capture_output=True, text=True)
+        return [int(pid) for pid in out.stdout.split()]
+
+    def kill(self) -> None:
+        """The node dies: sshd and everything it started (in loopback mode, sshd only)."""
+        for pid in self.pids():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        if self.proc is not None:
+            self.proc.wait()
+
+    def link(self, up: bool) -> None:
+        """Plug or unplug the node's network cable."""
+        assert self.veth is not None, "only namespace hosts have a link"
+        subprocess.run(["ip", "link", "set", self.veth, "up" if up else "down"], check=True)
+
+
+class SSHHosts:
+    """``count`` sshd hosts that accept ``key`` as root."""
+
+    def __init__(
+        self,
+        folder: Path,
+        count: int,
+        *,
+        loopback: bool = False,
+        gpus: dict[int, list[str]] | None = None,
+        without_rsync: frozenset[int] = frozenset(),
+    ) -> None:
+        self.folder = folder
+        self.count = count
+        self.gpus = gpus or {}
+        """Namespace mode: node index -> GPU names its (fake) ``nvidia-smi`` reports."""
+        self.without_rsync = without_rsync
+        """Namespace mode: nodes where ``rsync`` is not installed."""
+        self.tag = uuid.uuid4().hex[:6]
+        self.key = folder / "id_test"
+        self.hosts: list[SSHHost] = []
+        self.bridge: str | None = None
+        self.loopback = loopback or os.environ.get("SKYHOP_TEST_SSH_LOOPBACK") == "1" or not _can_netns()
+
+    def start(self) -> None:
+        subprocess.run(
+            ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "skyhop-test", "-f", str(self.key)],
+            check=True,
+        )
+        (self.folder / "authorized_keys").write_text(Path(f"{self.key}.pub").read_text())
+        Path("/run/sshd").mkdir(exist_ok=True)  # sshd's privilege separation folder
+        subnet = None if self.loopback else self._make_bridge()
+        for index in range(1, self.count + 1):
+            folder = self.folder / f"node{index}"
+            folder.mkdir()
+            if subnet is None:
+                host = SSHHost(f"node{index}", "127.0.0.1", free_port(), folder)
+            else:
+                host = self._make_namespace(index, subnet, folder)
+            self.hosts.append(host)
+            self._start_sshd(host)
+        for host in self.hosts:
+            wait_for(lambda h=host: _answers(h.address, h.port), 20, f"sshd on {host.address}:{host.port}")
+
+    def _make_bridge(self) -> str:
+        used = subprocess.run(["ip", "-4", "-o", "addr"], capture_output=True, text=True).stdout
+        free = [n for n in range(1, 255) if f"10.200.{n}." not in used]
+        subnet = f"10.200.{random.choice(free)}"
+        self.bridge = f"shb{self.tag}"
+        _ip("link", "add", self.bridge, "type", "bridge")
+        _ip("addr", "add", f"{subnet}.1/24", "dev", self.bridge)
+        _ip("link", "set", self.bridge, "up")
+        return subnet
+
+    def _make_namespace(self, index: int, subnet: str, folder: Path) -> SSHHost:
+        netns, veth, peer = f"skyhop-{self.tag}-n{index}", f"shv{self.tag}{index}", f"shp{self.tag}{index}"
+        address = f"{subnet}.{10 + index}"
+        _ip("netns", "add", netns)
+        host = SSHHost(f"node{index}", address, 22, folder, netns=netns, veth=veth)
+        _ip("link", "add", veth, "type", "veth", "peer", "name", peer)
+        _ip("link", "set", peer, "netns", netns)
+        _ip("link", "set", veth, "master", str(self.bridge), "up")
+        for args in (("addr", "add", f"{address}/24", "dev", peer), ("link", "set", peer, "up"),
+                     ("link", "set", "lo", "up")):  # fmt: skip
+            _ip("netns", "exec", netns, "ip", *args)
+        return host
+
+    def _start_sshd(self, host: SSHHost) -> None:
+        host_key = host.folder / "ssh_host_ed25519_key"
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(host_key)], check=True)
+        config = host.folder / "sshd_config"
+        config.write_text(
+            f"Port {host.port}\nListenAddress {host.address}\nHostKey {host_key}\n"
+            f"PidFile {host.folder / 'sshd.pid'}\nAuthorizedKeysFile {self.folder / 'authorized_keys'}\n"
+            "PermitRootLogin prohibit-password\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n"
+            "UsePAM no\nStrictModes no\nSubsystem sftp internal-sftp\nMaxStartups 100\nMaxSessions 100\n"
+            "LogLevel ERROR\n"
+        )
+        sshd = [SSHD, "-D", "-e", "-f", str(config)]
+        if host.netns is not None:
+            # Its own hostname, and an empty home of its own (no shared ~/.bashrc, no shared files).
+            boot = f"hostname {host.name} && mount -t tmpfs tmpfs /root"
+            index = int(host.name.removeprefix("node"))
+            if index in self.gpus:
+                sbin = host.folder / "sbin"
+                sbin.mkdir()
+                smi = sbin / "nvidia-smi"
+                smi.write_text(
+                    "#!/bin/sh\nprintf '%s\\n' " + " ".join(f"'{g}'" for g in self.gpus[index]) + "\n"
+                )
+                smi.chmod(0o755)
+                boot += f" && mount --bind {sbin} /usr/local/sbin"
+            if index in self.without_rsync:
+                boot += " && mount --bind /dev/null /usr/bin/rsync"
+            boot += f" && exec {' '.join(sshd)}"
+            argv = ["ip", "netns", "exec", host.netns, "unshare", "--mount", "--uts", "--propagation",
+                    "private", "sh", "-c", boot]  # fmt: skip
+        else:
+            argv = sshd
+        log = open(host.folder / "sshd.log", "ab")  # noqa: SIM115 - lives as long as sshd
+        host.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+    def stop(self) -> None:
+        """Kill every node's processes, then remove namespaces, veths and the bridge."""
+        for host in self.hosts:
+            host.kill()
+            if host.proc is not None and host.proc.poll() is None:
+                host.proc.kill()
+                host.proc.wait()
+            if host.netns is not None:
+                subprocess.run(["ip", "netns", "del", host.netns], capture_output=True)
+            if host.veth is not None:
+                subprocess.run(["ip", "link", "del", host.veth], capture_output=True)
+        if self.bridge is not None:
+            subprocess.run(["ip", "link", "del", self.bridge], capture_output=True)
+
+
+def _ip(*args: str) -> None:
+    subprocess.run(["ip", *args], check=True, capture_output=True)
+
+
+def _can_netns() -> bool:
+    if os.geteuid() != 0 or shutil.which("ip") is None or shutil.which("unshare") is None:
+        return False
+    probe = f"skyhop-probe-{uuid.uuid4().hex[:6]}"
+    made = subprocess.run(["ip", "netns", "add", probe], capture_output=True).returncode == 0
+    if made:
+        subprocess.run(["ip", "netns", "del", probe], capture_output=True)
+    return made
+
+
+def _answers(address: str, port: int) -> bool:
+    try:
+        with socket.create_connection((address, port), timeout=1) as sock:
+            sock.settimeout(2)
+            return sock.recv(4).startswith(b"SSH-")
+    except OSError:
+        time.sleep(0.05)
+        return False
