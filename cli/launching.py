@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from temporalio.client import Client
 
     from cli.logs import LogTail
+    from workflows.contract import FailoverAttempt, LaunchProgress
 
 __all__ = ["exit_code_of", "run_exec", "run_launch"]
 
@@ -47,7 +48,13 @@ def exit_code_of(job: JobRecord) -> int:
 
 
 async def run_launch(
-    task: Task, cluster_name: str, *, detach: bool, idle_minutes: int | None, down: bool
+    task: Task,
+    cluster_name: str,
+    *,
+    detach: bool,
+    idle_minutes: int | None,
+    down: bool,
+    retry_until_up: bool = False,
 ) -> int:
     """Start a LaunchWorkflow, print its stages as they happen, then stream the job."""
     from temporalio.client import WorkflowFailureError
@@ -59,7 +66,12 @@ async def run_launch(
     client = await open_client()
     user = current_user()
     request = LaunchRequest(
-        cluster_name=cluster_name, task=task, user=user, idle_minutes=idle_minutes, down=down
+        cluster_name=cluster_name,
+        task=task,
+        user=user,
+        idle_minutes=idle_minutes,
+        down=down,
+        retry_until_up=retry_until_up,
     )
     workflow_id = f"launch:{cluster_name}:{uuid.uuid4().hex[:12]}"
     handle = await client.start_workflow(
@@ -103,6 +115,7 @@ async def _show_stages(handle: object, result_task: asyncio.Future[object], task
 
     assert isinstance(handle, WorkflowHandle)
     shown, printed = "", 0
+    failover = _FailoverPrinter()
     started = time.monotonic()
     setup_tail: LogTail | None = None
     interactive = sys.stderr.isatty()
@@ -134,6 +147,7 @@ async def _show_stages(handle: object, result_task: asyncio.Future[object], task
             if progress.stage == "setup" and setup_tail is not None:
                 _clear_timer(interactive)
                 await setup_tail.pump()
+            failover.show(progress, finished, interactive)
             shown = progress.stage
         if finished:
             break
@@ -141,6 +155,37 @@ async def _show_stages(handle: object, result_task: asyncio.Future[object], task
             sys.stderr.write(f"\r  {time.monotonic() - started:5.1f}s")
             sys.stderr.flush()
         await asyncio.wait([result_task], timeout=0.1)
+
+
+class _FailoverPrinter:
+    """Prints each failed provision attempt once the launch knows where it goes next."""
+
+    def __init__(self) -> None:
+        self.printed = 0
+        self.retry_at: float | None = None
+
+    def show(self, progress: LaunchProgress, finished: bool, interactive: bool) -> None:
+        for attempt in progress.attempts[self.printed :]:
+            if attempt.next_location is None and not finished and progress.retry_at is None:
+                break
+            _clear_timer(interactive)
+            info(f"  ✗ {_attempt_line(attempt)}")
+            self.printed += 1
+        if progress.retry_at is not None and progress.retry_at != self.retry_at:
+            self.retry_at = progress.retry_at
+            wait = max(progress.retry_at - time.time(), 0)
+            _clear_timer(interactive)
+            info(f"  Every candidate failed; searching again in {wait:.0f}s (--retry-until-up) ...")
+
+
+def _attempt_line(attempt: FailoverAttempt) -> str:
+    """``aws us-east-1a: capacity (InsufficientInstanceCapacity) — trying us-east-1b``."""
+    line = f"{attempt.location}: {attempt.kind} ({attempt.code})"
+    if attempt.next_location is None:
+        return line
+    provider, *place = attempt.next_location.split("/")
+    where = place[-1] if provider == attempt.provider and place else " ".join([provider, *place[-1:]])
+    return f"{line} — trying {where}"
 
 
 def _clear_timer(interactive: bool) -> None:

@@ -13,9 +13,19 @@ from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
+from providers.errors import NotSupportedError
 from providers.runtime.jobs import JobSpec, NodeJobState
 
-__all__ = ["ClusterHandle", "NodeHandle", "NodeRuntime", "Offering", "Provider"]
+__all__ = [
+    "Capabilities",
+    "CheckResult",
+    "ClusterHandle",
+    "NodeHandle",
+    "NodeRuntime",
+    "Offering",
+    "Provider",
+    "ProvisionRequest",
+]
 
 
 class Offering(BaseModel):

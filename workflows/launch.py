@@ -1,18 +1,25 @@
-"""``LaunchWorkflow``: optimize -> provision -> sync workdir -> sync file mounts -> setup -> exec.
+"""``LaunchWorkflow``: optimize -> provision (failover) -> sync workdir -> sync file mounts -> setup -> exec.
 
 Each stage is an activity; the current stage is exposed by the ``progress`` query, the
 ``SkyhopStage`` search attribute and the workflow's current details in the Web UI. The launch
 holds its cluster's lock (``ClusterWorkflow``) from before provisioning until setup has run, so
 two launches of one cluster never provision twice.
+
+Provisioning is a failover loop: one ``provision_attempt`` per candidate; a classified failure is
+recorded in ``progress.attempts``, whatever the attempt created is removed (compensation, also
+when the launch is cancelled), its scope is blocked and the optimizer chooses again. A cluster
+that exists stays where it is. See ``workflows.failover`` for the rules.
 """
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
     from activities import jobs, planning, provisioning, sync
@@ -21,13 +28,15 @@ with workflow.unsafe.imports_passed_through():
         FileMountsInput,
         OpenClusterInput,
         OptimizeInput,
-        ProvisionInput,
         SetupInput,
         SubmitJobInput,
         SyncWorkdirInput,
     )
+    from activities.provisioning import AttemptOutcome
     from optimizer import mismatch
-    from providers.base import ClusterHandle
+    from optimizer.blocklist import Blocklist
+    from providers.base import ClusterHandle, Offering, ProvisionRequest
+    from providers.errors import FailureScope
     from workflows.contract import (
         LAUNCH_WORKFLOW,
         LONG_QUEUE,
@@ -36,6 +45,7 @@ with workflow.unsafe.imports_passed_through():
         ClaimRequest,
         ClusterRecord,
         ClusterStatus,
+        FailoverAttempt,
         JobSubmission,
         LaunchProgress,
         LaunchRequest,
@@ -44,6 +54,7 @@ with workflow.unsafe.imports_passed_through():
         cluster_workflow_id,
         setup_key,
     )
+    from workflows.failover import block_for, history_table, retry_delay
     from workflows.options import HEARTBEAT, LONG_RETRY, SHORT_RETRY
     from workflows.search import STAGE
 
@@ -57,6 +68,7 @@ class LaunchWorkflow:
         self.request = request
         self._progress = LaunchProgress(stage="lock", stage_started_at=workflow.now().timestamp())
         self._grant: ClaimGrant | None = None
+        self._attempts_started = 0
 
     @workflow.query
     def progress(self) -> LaunchProgress:
@@ -116,7 +128,7 @@ class LaunchWorkflow:
                     raise ApplicationError(reason, type="ResourcesMismatch", non_retryable=True)
                 self._progress.reused = True
             else:
-                handle = await self._provision()
+                handle = await self._provision(record)
                 release = release.model_copy(
                     update={
                         "handle": handle,
@@ -135,34 +147,149 @@ class LaunchWorkflow:
             await cluster.signal("release", release)
         return handle, not self._progress.reused
 
-    async def _provision(self) -> ClusterHandle:
+    async def _provision(self, record: ClusterRecord) -> ClusterHandle:
+        """Search until a candidate comes up; with ``retry_until_up``, search again after a durable timer."""
+        # A cluster that exists keeps its region and zone: no failover elsewhere.
+        pinned = record.handle.offering if record.handle is not None else None
+        searches = 0
+        while True:
+            handle = await self._search(pinned, keep_nodes=pinned is not None and record.ever_up)
+            if handle is not None:
+                return handle
+            searches += 1
+            if not self.request.retry_until_up:
+                raise self._exhausted(pinned)
+            delay = retry_delay(searches, workflow.random().random())
+            self._progress.retry_at = workflow.now().timestamp() + delay.total_seconds()
+            workflow.set_current_details(f"every candidate failed; searching again in {delay}")
+            await workflow.sleep(delay)
+            self._progress.retry_at = None
+
+    async def _search(self, pinned: Offering | None, keep_nodes: bool) -> ClusterHandle | None:
+        """One pass over the candidates, cheapest first; None when every one has failed."""
+        blocklist = Blocklist()
+        tried = 0
+        while True:
+            offering = pinned if pinned is not None else await self._choose(blocklist, tried)
+            if offering is None or (pinned is not None and tried):
+                return None
+            if self._progress.attempts and self._progress.attempts[-1].next_location is None:
+                self._progress.attempts[-1].next_location = offering.location
+            self._progress.chosen = offering
+            if self._progress.stage != "provision":
+                self._enter("provision")
+            attempt = self._attempt_request(offering)
+            outcome = await self._attempt(attempt, keep_nodes)
+            tried += 1
+            if outcome.handle is not None:
+                return outcome.handle
+            failure = outcome.failure
+            assert failure is not None
+            entry = block_for(offering, failure.scope)
+            self._progress.attempts.append(
+                FailoverAttempt(
+                    provider=offering.provider,
+                    region=offering.region,
+                    zone=offering.zone,
+                    instance_type=offering.instance_type,
+                    kind=failure.kind,
+                    code=failure.code,
+                    message=failure.message,
+                    blocked=failure.scope.value if entry is not None else "nothing",
+                )
+            )
+            if failure.leftover and not keep_nodes:
+                await self._compensate(attempt)
+            if failure.scope == FailureScope.FATAL:
+                raise ApplicationError(
+                    f"{offering.location}: {failure.kind} ({failure.code}): {failure.message}",
+                    type="ProvisionFailed",
+                    non_retryable=True,
+                )
+            if entry is not None:
+                blocklist = blocklist.with_entry(entry)
+
+    async def _choose(self, blocklist: Blocklist, tried: int) -> Offering | None:
+        """The optimizer's pick outside the blocklist; None once failures have ruled out everything."""
+        if not tried:
+            self._enter("optimize")
+        try:
+            plan = await workflow.execute_activity(
+                planning.optimize,
+                OptimizeInput(task=self.request.task, blocklist=blocklist),
+                task_queue=SHORT_QUEUE,
+                start_to_close_timeout=timedelta(seconds=60),
+                retry_policy=SHORT_RETRY,
+            )
+        except ActivityError as exc:
+            cause = exc.cause
+            if tried and isinstance(cause, ApplicationError) and cause.type == "NoFeasibleOffering":
+                return None
+            raise
+        chosen: Offering = plan.chosen
+        return chosen
+
+    def _attempt_request(self, offering: Offering) -> ProvisionRequest:
         task = self.request.task
-        self._enter("optimize")
-        plan = await workflow.execute_activity(
-            planning.optimize,
-            OptimizeInput(task=task),
-            task_queue=SHORT_QUEUE,
-            start_to_close_timeout=timedelta(seconds=60),
-            retry_policy=SHORT_RETRY,
-        )
-        self._progress.chosen = plan.chosen
-        self._enter("provision")
-        attempt = ProvisionInput(
+        self._attempts_started += 1
+        return ProvisionRequest(
             cluster_name=self.request.cluster_name,
-            offering=plan.chosen,
+            offering=offering,
             num_nodes=task.num_nodes,
             use_spot=task.resources.use_spot,
+            ports=task.resources.ports or [],
+            image_id=task.resources.image_id,
+            disk_size=task.resources.disk_size,
+            attempt_id=f"{workflow.info().workflow_id}/{self._attempts_started}",
+        )
+
+    async def _attempt(self, attempt: ProvisionRequest, keep_nodes: bool) -> AttemptOutcome:
+        try:
+            outcome: AttemptOutcome = await workflow.execute_activity(
+                provisioning.provision_attempt,
+                attempt,
+                task_queue=LONG_QUEUE,
+                start_to_close_timeout=timedelta(hours=24),
+                heartbeat_timeout=HEARTBEAT,
+                retry_policy=LONG_RETRY,
+                # The attempt must have stopped before compensation looks for what it created.
+                cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+                summary=f"{attempt.offering.location} {attempt.offering.instance_type} x{attempt.num_nodes}",
+            )
+            return outcome
+        except BaseException:
+            # Compensation: cancelled or failed for good, the attempt must not leave instances behind.
+            if not keep_nodes:
+                await self._compensate(attempt)
+            raise
+
+    async def _compensate(self, attempt: ProvisionRequest) -> None:
+        """Remove what an attempt created; a cancellation arriving meanwhile waits until that is done."""
+        partial = ClusterHandle(cluster_name=attempt.cluster_name, offering=attempt.offering, nodes=[])
+        cleanup = asyncio.ensure_future(
+            self._long(provisioning.terminate, partial, f"clean up {attempt.offering.location}")
         )
         try:
-            handle: ClusterHandle = await self._long(
-                provisioning.provision, attempt, f"{plan.chosen.location} x{task.num_nodes}"
-            )
-            return handle
-        except BaseException:
-            # Compensation: whatever the failed attempt created must not outlive it.
-            partial = ClusterHandle(cluster_name=attempt.cluster_name, offering=plan.chosen, nodes=[])
-            await self._long(provisioning.terminate, partial, "clean up the failed attempt")
+            await asyncio.shield(cleanup)
+        except asyncio.CancelledError:
+            await cleanup
             raise
+
+    def _exhausted(self, pinned: Offering | None) -> ApplicationError:
+        attempts = self._progress.attempts
+        if pinned is not None:
+            message = (
+                f"cluster {self.request.cluster_name} stays in {pinned.location}, where it could not be "
+                f"brought up; retry later (or with --retry-until-up), or take it down first"
+            )
+        else:
+            message = f"no candidate could be provisioned ({len(attempts)} tried)"
+        return ApplicationError(
+            f"{message}:\n{history_table(attempts)}",
+            [a.model_dump() for a in attempts],
+            type="ResourcesUnavailable",
+            non_retryable=True,
+        )
 
     async def _sync_and_setup(self, handle: ClusterHandle) -> None:
         task = self.request.task

@@ -1,0 +1,318 @@
+"""``aws``: EC2 through boto3.
+
+Credentials, region defaults and endpoints come from boto3's usual chain (environment,
+``~/.aws/credentials``, ``~/.aws/config`` including ``endpoint_url``, instance roles), so skyhop
+needs no AWS settings of its own. Each node is one ``RunInstances`` call tagged with the cluster
+name and rank, with a client token derived from the attempt, so neither a retried call nor a
+retried activity creates a second instance.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from providers.aws.errors import classify
+from providers.base import (
+    Capabilities,
+    CheckResult,
+    ClusterHandle,
+    NodeHandle,
+    NodeRuntime,
+    Offering,
+    ProvisionRequest,
+)
+from providers.catalog import load_catalogs
+from providers.cloud import CLUSTER_TAG, RANK_TAG, CloudProvider, Instance, InstanceState, catalog_offerings
+from providers.errors import CredentialsError, ProviderError
+from providers.keys import public_key
+
+__all__ = ["AWSProvider"]
+
+T = TypeVar("T")
+
+SSH_USER = "ubuntu"
+_UBUNTU_OWNER = "099720109477"
+_UBUNTU_IMAGES = "ubuntu/images/hvm-ssd*/ubuntu-*-22.04-amd64-server-*"
+_STATES = {
+    "pending": InstanceState.PENDING,
+    "running": InstanceState.RUNNING,
+    "stopping": InstanceState.STOPPING,
+    "stopped": InstanceState.STOPPED,
+}
+
+
+def _client_token(request: ProvisionRequest, rank: int) -> str:
+    seed = f"{request.attempt_id}|{request.cluster_name}|{request.offering.zone}|{rank}"
+    return hashlib.sha256(seed.encode()).hexdigest()[:40]
+
+
+class AWSProvider(CloudProvider):
+    """EC2 instances in the catalog's regions and zones."""
+
+    name = "aws"
+    capabilities = Capabilities(
+        spot=True, stop_start=True, multi_node=True, open_ports=True, custom_image=True
+    )
+    poll_interval_s = 2.0
+
+    def __init__(self) -> None:
+        import boto3
+
+        self._session = boto3.session.Session()
+
+    def offerings(self) -> list[Offering]:
+        return catalog_offerings(load_catalogs().get(self.name), self.name)
+
+    def _ec2(self, region: str | None) -> Any:
+        from botocore.config import Config
+
+        config = Config(retries={"max_attempts": 4, "mode": "standard"}, connect_timeout=10, read_timeout=60)
+        return self._session.client("ec2", region_name=region or "us-east-1", config=config)
+
+    async def _call(self, work: Callable[[], T]) -> T:
+        """Run blocking boto3 calls in a thread; their errors come out classified."""
+        try:
+            return await asyncio.to_thread(work)
+        except Exception as exc:
+            classified = classify(exc)
+            if classified is None:
+                raise
+            raise classified from exc
+
+    async def check(self) -> CheckResult:
+        hint = "run 'aws configure', or set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
+        if self._session.get_credentials() is None:
+            return CheckResult(enabled=False, reason="no AWS credentials found", hint=hint)
+        try:
+            identity = await self._call(
+                lambda: self._session.client("sts", region_name="us-east-1").get_caller_identity()
+            )
+        except ProviderError as exc:
+            return CheckResult(enabled=False, reason=f"{exc.code}: {exc.message}", hint=hint)
+        return CheckResult(enabled=True, reason=f"authenticated as {identity.get('Arn', 'unknown')}")
+
+    async def list_instances(self, cluster_name: str, region: str | None) -> list[Instance]:
+        def describe() -> list[Instance]:
+            pages = (
+                self._ec2(region)
+                .get_paginator("describe_instances")
+                .paginate(
+                    Filters=[
+                        {"Name": f"tag:{CLUSTER_TAG}", "Values": [cluster_name]},
+                        {"Name": "instance-state-name", "Values": list(_STATES)},
+                    ]
+                )
+            )
+            found = []
+            for page in pages:
+                for reservation in page["Reservations"]:
+                    for item in reservation["Instances"]:
+                        tags = {t["Key"]: t["Value"] for t in item.get("Tags", [])}
+                        found.append(
+                            Instance(
+                                instance_id=item["InstanceId"],
+                                rank=int(tags.get(RANK_TAG, "0")),
+                                zone=item["Placement"]["AvailabilityZone"],
+                                state=_STATES[item["State"]["Name"]],
+                                private_ip=item.get("PrivateIpAddress"),
+                                public_ip=item.get("PublicIpAddress"),
+                            )
+                        )
+            return found
+
+        return await self._call(describe)
+
+    async def create_instances(self, request: ProvisionRequest, ranks: list[int]) -> None:
+        region = request.offering.region
+        created = 0
+
+        def run_one(ec2: Any, base: dict[str, Any], rank: int) -> None:
+            tags = [
+                {"Key": CLUSTER_TAG, "Value": request.cluster_name},
+                {"Key": RANK_TAG, "Value": str(rank)},
+                {"Key": "Name", "Value": f"{request.cluster_name}-{rank}"},
+            ]
+            ec2.run_instances(
+                **base,
+                ClientToken=_client_token(request, rank),
+                TagSpecifications=[{"ResourceType": "instance", "Tags": tags}],
+            )
+
+        def create() -> None:
+            nonlocal created
+            ec2 = self._ec2(region)
+            base = self._run_arguments(ec2, request)
+            for rank in ranks:
+                run_one(ec2, base, rank)
+                created += 1
+
+        try:
+            await self._call(create)
+        except ProviderError as exc:
+            exc.leftover = created > 0
+            raise
+
+    def _run_arguments(self, ec2: Any, request: ProvisionRequest) -> dict[str, Any]:
+        """What every node's RunInstances shares: image, type, key, firewall, disk, market."""
+        offering = request.offering
+        arguments: dict[str, Any] = {
+            "ImageId": request.image_id or self._default_image(ec2),
+            "InstanceType": offering.instance_type,
+            "MinCount": 1,
+            "MaxCount": 1,
+            "KeyName": self._key_pair(ec2),
+            "SecurityGroupIds": [self._security_group(ec2, request.cluster_name, request.ports)],
+        }
+        if offering.zone:
+            arguments["Placement"] = {"AvailabilityZone": offering.zone}
+        if request.disk_size:
+            arguments["BlockDeviceMappings"] = [
+                {
+                    "DeviceName": "/dev/sda1",
+                    "Ebs": {
+                        "VolumeSize": request.disk_size,
+                        "VolumeType": "gp3",
+                        "DeleteOnTermination": True,
+                    },
+                }
+            ]
+        if request.use_spot:
+            arguments["InstanceMarketOptions"] = {
+                "MarketType": "spot",
+                "SpotOptions": {"SpotInstanceType": "one-time", "InstanceInterruptionBehavior": "terminate"},
+            }
+        return arguments
+
+    def _default_image(self, ec2: Any) -> str:
+        images = ec2.describe_images(
+            Owners=[_UBUNTU_OWNER], Filters=[{"Name": "name", "Values": [_UBUNTU_IMAGES]}]
+        )["Images"]
+        if not images:
+            images = ec2.describe_images(
+                Owners=[_UBUNTU_OWNER],
+                Filters=[{"Name": "name", "Values": ["ubuntu/images/*amd64-server-*"]}],
+            )["Images"]
+        if not images:
+            raise CredentialsError("no Ubuntu image is visible to this account here", "NoDefaultImage")
+        return str(max(images, key=lambda i: i.get("CreationDate", ""))["ImageId"])
+
+    def _key_pair(self, ec2: Any) -> str:
+        """Import skyhop's public key once per region, under a name derived from the key itself."""
+        key = public_key()
+        name = "skyhop-" + hashlib.sha256(key.encode()).hexdigest()[:12]
+        found = ec2.describe_key_pairs(Filters=[{"Name": "key-name", "Values": [name]}])["KeyPairs"]
+        if not found:
+            ec2.import_key_pair(KeyName=name, PublicKeyMaterial=key.encode())
+        return name
+
+    def _security_group(self, ec2: Any, cluster_name: str, ports: list[str]) -> str:
+        """The cluster's security group with SSH and the task's ports open (created once)."""
+        from botocore.exceptions import ClientError
+
+        name = f"skyhop-{cluster_name}"
+        found = ec2.describe_security_groups(Filters=[{"Name": "group-name", "Values": [name]}])[
+            "SecurityGroups"
+        ]
+        if found:
+            group_id = str(found[0]["GroupId"])
+        else:
+            group_id = str(
+                ec2.create_security_group(GroupName=name, Description=f"skyhop cluster {cluster_name}")[
+                    "GroupId"
+                ]
+            )
+        permissions = []
+        for port in ["22", *ports]:
+            low, _, high = port.partition("-")
+            permissions.append(
+                {
+                    "IpProtocol": "tcp",
+                    "FromPort": int(low),
+                    "ToPort": int(high or low),
+                    "IpRanges": [{"CidrIp": "0.0.0.0/0"}],
+                }
+            )
+        for permission in permissions:
+            try:
+                ec2.authorize_security_group_ingress(GroupId=group_id, IpPermissions=[permission])
+            except ClientError as exc:
+                if exc.response.get("Error", {}).get("Code") != "InvalidPermission.Duplicate":
+                    raise
+        return group_id
+
+    async def open_ports(self, handle: ClusterHandle, ports: list[str]) -> None:
+        await self._call(
+            lambda: self._security_group(self._ec2(handle.offering.region), handle.cluster_name, ports)
+        )
+
+    async def terminate_instances(self, region: str | None, instances: list[Instance]) -> None:
+        if instances:
+            ids = [i.instance_id for i in instances]
+            await self._call(lambda: self._ec2(region).terminate_instances(InstanceIds=ids))
+
+    async def terminate(self, handle: ClusterHandle) -> None:
+        """Terminate the nodes, then remove the cluster's security group once nothing uses it."""
+        await super().terminate(handle)
+        region = handle.offering.region
+
+        def remove_group() -> None:
+            ec2 = self._ec2(region)
+            name = f"skyhop-{handle.cluster_name}"
+            groups = ec2.describe_security_groups(Filters=[{"Name": "group-name", "Values": [name]}])[
+                "SecurityGroups"
+            ]
+            if not groups:
+                return
+            users = ec2.describe_instances(
+                Filters=[
+                    {"Name": "instance.group-id", "Values": [groups[0]["GroupId"]]},
+                    {
+                        "Name": "instance-state-name",
+                        "Values": ["pending", "running", "stopping", "stopped", "shutting-down"],
+                    },
+                ]
+            )["Reservations"]
+            if users:
+                ec2.get_waiter("instance_terminated").wait(
+                    InstanceIds=[i["InstanceId"] for r in users for i in r["Instances"]],
+                    WaiterConfig={"Delay": 5, "MaxAttempts": 60},
+                )
+            ec2.delete_security_group(GroupId=groups[0]["GroupId"])
+
+        await self._call(remove_group)
+
+    async def stop_instances(self, region: str | None, instances: list[Instance]) -> None:
+        ids = [i.instance_id for i in instances]
+        await self._call(lambda: self._ec2(region).stop_instances(InstanceIds=ids))
+
+    async def start_instances(self, region: str | None, instances: list[Instance]) -> None:
+        ids = [i.instance_id for i in instances]
+        await self._call(lambda: self._ec2(region).start_instances(InstanceIds=ids))
+
+    def node(self, request: ProvisionRequest, instance: Instance) -> NodeHandle:
+        from providers.ssh.runtime import runtime_dir
+
+        return NodeHandle(
+            rank=instance.rank,
+            instance_id=instance.instance_id,
+            ip=instance.private_ip or instance.public_ip or "",
+            public_ip=instance.public_ip,
+            ssh_user=SSH_USER,
+            runtime_dir=runtime_dir(f"/home/{SSH_USER}", request.cluster_name, instance.rank),
+        )
+
+    def runtime(self, node: NodeHandle) -> NodeRuntime:
+        from providers.keys import key_paths
+        from providers.ssh.connection import Endpoint
+        from providers.ssh.runtime import SSHNodeRuntime
+
+        endpoint = Endpoint(
+            address=node.public_ip or node.ip,
+            port=node.ssh_port,
+            user=node.ssh_user or SSH_USER,
+            identity_file=str(key_paths()[0]),
+        )
+        return SSHNodeRuntime(node, endpoint, home=f"/home/{endpoint.user}", has_rsync=True)

@@ -1,0 +1,209 @@
+"""The lifecycle every tagged-instance cloud shares, written once over a few primitives.
+
+A provider built on ``CloudProvider`` implements only the cloud calls (list the cluster's
+instances by tag, create some ranks, terminate/stop/start ids) and how to reach a node; the
+idempotent provision attempt, waiting, and partial-failure handling live here. Instances carry
+the cluster name and node rank as tags, so a retried attempt finds what an earlier one created
+and creates only the missing ranks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from abc import abstractmethod
+from enum import StrEnum
+
+from pydantic import BaseModel
+
+from providers.base import (
+    CannotStopError,
+    ClusterHandle,
+    NodeHandle,
+    NodeStatus,
+    Offering,
+    Provider,
+    ProvisionRequest,
+)
+from providers.catalog import Catalog
+from providers.errors import CapacityError, NotSupportedError, ProviderError
+
+__all__ = ["CLUSTER_TAG", "RANK_TAG", "CloudProvider", "Instance", "InstanceState", "catalog_offerings"]
+
+CLUSTER_TAG = "skyhop-cluster"
+RANK_TAG = "skyhop-node-rank"
+
+
+class InstanceState(StrEnum):
+    """An instance's lifecycle state, common to every cloud."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    STOPPING = "stopping"
+    STOPPED = "stopped"
+    TERMINATED = "terminated"
+
+
+class Instance(BaseModel):
+    """One instance of a cluster as the cloud's API describes it."""
+
+    instance_id: str
+    rank: int
+    zone: str | None
+    state: InstanceState
+    private_ip: str | None = None
+    public_ip: str | None = None
+
+
+_NODE_STATUS = {
+    InstanceState.PENDING: NodeStatus.UP,
+    InstanceState.RUNNING: NodeStatus.UP,
+    InstanceState.STOPPING: NodeStatus.STOPPED,
+    InstanceState.STOPPED: NodeStatus.STOPPED,
+    InstanceState.TERMINATED: NodeStatus.TERMINATED,
+}
+
+
+def catalog_offerings(catalog: Catalog, provider: str) -> list[Offering]:
+    """One offering per instance type and location of ``catalog``, relabelled as ``provider``."""
+    result = []
+    for name, itype in catalog.types.items():
+        accelerators = {itype.accelerator: itype.accelerator_count} if itype.accelerator else {}
+        for region, zone, price, spot in catalog.locations.get(name, []):
+            if price is None:
+                continue
+            result.append(
+                Offering(
+                    provider=provider,
+                    instance_type=name,
+                    cpus=itype.cpus,
+                    memory_gib=itype.memory_gib,
+                    accelerators=accelerators,
+                    region=region,
+                    zone=zone,
+                    price=price,
+                    spot_price=spot,
+                )
+            )
+    return result
+
+
+class CloudProvider(Provider):
+    """A provider whose nodes are cloud instances tagged with cluster name and node rank."""
+
+    boot_timeout_s = 600.0
+    """How long an instance may stay pending before the attempt counts as out of capacity."""
+    poll_interval_s = 1.0
+
+    @abstractmethod
+    async def list_instances(self, cluster_name: str, region: str | None) -> list[Instance]:
+        """The cluster's instances in ``region`` that are not terminated."""
+
+    @abstractmethod
+    async def create_instances(self, request: ProvisionRequest, ranks: list[int]) -> None:
+        """Create one tagged instance per rank in the request's zone; may fail after creating some."""
+
+    @abstractmethod
+    async def terminate_instances(self, region: str | None, instances: list[Instance]) -> None:
+        """Terminate these instances (idempotent)."""
+
+    @abstractmethod
+    def node(self, request: ProvisionRequest, instance: Instance) -> NodeHandle:
+        """How the command runner reaches this instance."""
+
+    async def stop_instances(self, region: str | None, instances: list[Instance]) -> None:
+        """Stop these instances, keeping their disks."""
+        raise CannotStopError(f"provider {self.name!r} cannot stop clusters")
+
+    async def start_instances(self, region: str | None, instances: list[Instance]) -> None:
+        """Start these stopped instances."""
+        raise CannotStopError(f"provider {self.name!r} cannot start stopped clusters")
+
+    async def after_running(self, handle: ClusterHandle, request: ProvisionRequest) -> None:
+        """Finish a cluster whose instances all run (e.g. install the node runner); idempotent."""
+
+    async def provision(self, cluster_name: str, offering: Offering, num_nodes: int) -> ClusterHandle:
+        return await self.launch(
+            ProvisionRequest(cluster_name=cluster_name, offering=offering, num_nodes=num_nodes)
+        )
+
+    async def launch(self, request: ProvisionRequest) -> ClusterHandle:
+        feature = self.unsupported(request)
+        if feature is not None:
+            raise NotSupportedError(f"{self.name} does not support {feature}", "Unsupported", leftover=False)
+        region, zone = request.offering.region, request.offering.zone
+        found = await self.list_instances(request.cluster_name, region)
+        mine = {i.rank: i for i in found if i.rank < request.num_nodes and (zone is None or i.zone == zone)}
+        try:
+            stopped = [i for i in mine.values() if i.state in (InstanceState.STOPPING, InstanceState.STOPPED)]
+            if stopped:
+                await self.start_instances(region, stopped)
+            missing = [rank for rank in range(request.num_nodes) if rank not in mine]
+            if missing:
+                await self.create_instances(request, missing)
+            instances = await self._wait_running(request)
+        except ProviderError as exc:
+            exc.leftover = bool(found) or exc.leftover
+            raise
+        handle = ClusterHandle(
+            cluster_name=request.cluster_name,
+            offering=request.offering,
+            use_spot=request.use_spot,
+            nodes=[self.node(request, i) for i in instances],
+        )
+        await self.after_running(handle, request)
+        return handle
+
+    async def _wait_running(self, request: ProvisionRequest) -> list[Instance]:
+        """Poll until every rank runs; a rank that dies or never boots is a capacity failure."""
+        deadline = time.monotonic() + self.boot_timeout_s
+        while True:
+            found = await self.list_instances(request.cluster_name, request.offering.region)
+            zone = request.offering.zone
+            by_rank = {i.rank: i for i in found if zone is None or i.zone == zone}
+            ranks = range(request.num_nodes)
+            lost = [r for r in ranks if r not in by_rank]
+            if lost:
+                raise CapacityError(
+                    f"{len(lost)} of {request.num_nodes} nodes did not come up (lost ranks {lost})",
+                    "PartialCapacity",
+                )
+            if all(by_rank[r].state == InstanceState.RUNNING for r in ranks):
+                return [by_rank[r] for r in ranks]
+            if time.monotonic() > deadline:
+                raise CapacityError(
+                    f"nodes did not reach running within {self.boot_timeout_s:g}s", "BootTimeout"
+                )
+            await asyncio.sleep(self.poll_interval_s)
+
+    async def terminate(self, handle: ClusterHandle) -> None:
+        region = handle.offering.region
+        await self.terminate_instances(region, await self.list_instances(handle.cluster_name, region))
+
+    async def stop(self, handle: ClusterHandle) -> None:
+        region = handle.offering.region
+        running = [
+            i
+            for i in await self.list_instances(handle.cluster_name, region)
+            if i.state in (InstanceState.PENDING, InstanceState.RUNNING)
+        ]
+        if running:
+            await self.stop_instances(region, running)
+
+    async def start(self, handle: ClusterHandle) -> ClusterHandle:
+        request = ProvisionRequest(
+            cluster_name=handle.cluster_name,
+            offering=handle.offering,
+            num_nodes=len(handle.nodes),
+            use_spot=handle.use_spot,
+        )
+        return await self.launch(request)
+
+    async def node_statuses(self, handle: ClusterHandle) -> list[NodeStatus]:
+        found = {
+            i.instance_id: i for i in await self.list_instances(handle.cluster_name, handle.offering.region)
+        }
+        return [
+            _NODE_STATUS[found[n.instance_id].state] if n.instance_id in found else NodeStatus.TERMINATED
+            for n in handle.nodes
+        ]

@@ -1,0 +1,121 @@
+"""The sim cloud's fault plan: which calls fail, how, for how long, and when instances are preempted.
+
+``~/.skyhop/sim/plan.yaml``::
+
+    catalog: /path/to/catalog.csv   # skyhop's catalog layout; default: the AWS catalog
+    latency_s: 0.05                 # the provider's own time per API call
+    faults:
+      - zone: us-east-1a            # match on any of region, zone, instance_type (absent = any)
+        error: capacity             # capacity | quota | credentials | not_supported | invalid | transient
+        code: InsufficientInstanceCapacity
+        attempts: 3                 # the first 3 matching calls fail (default: every call)
+        after_nodes: 1              # create this many nodes of the call first (a partial failure)
+      - region: us-west-2
+        preempt_after_s: 30         # instances here are preempted 30 s after they start
+
+The first rule that matches a call and still has attempts left decides it, so the cloud's
+behaviour depends only on the plan and the sequence of calls.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from providers.errors import (
+    CapacityError,
+    CredentialsError,
+    InvalidRequestError,
+    NotSupportedError,
+    ProviderError,
+    QuotaError,
+    TransientError,
+)
+
+__all__ = ["ERRORS", "FaultPlan", "FaultRule", "PlanError", "load_plan"]
+
+ErrorName = Literal["capacity", "quota", "credentials", "not_supported", "invalid", "transient"]
+
+ERRORS: dict[str, type[ProviderError]] = {
+    "capacity": CapacityError,
+    "quota": QuotaError,
+    "credentials": CredentialsError,
+    "not_supported": NotSupportedError,
+    "invalid": InvalidRequestError,
+    "transient": TransientError,
+}
+_DEFAULT_CODES = {
+    "capacity": "InsufficientInstanceCapacity",
+    "quota": "InstanceLimitExceeded",
+    "credentials": "AuthFailure",
+    "not_supported": "Unsupported",
+    "invalid": "InvalidParameterValue",
+    "transient": "RequestLimitExceeded",
+}
+
+
+class PlanError(ValueError):
+    """The fault plan file cannot be read or has an invalid field."""
+
+
+class FaultRule(BaseModel):
+    """One rule of the plan; unset match fields match anything."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    region: str | None = None
+    zone: str | None = None
+    instance_type: str | None = None
+    error: ErrorName | None = None
+    code: str | None = None
+    """The cloud error code reported (default: AWS's code for that kind of error)."""
+    attempts: int | None = Field(default=None, ge=1)
+    """How many matching calls fail; None: all of them."""
+    after_nodes: int = Field(default=0, ge=0)
+    preempt_after_s: float | None = Field(default=None, gt=0)
+
+    def matches(self, region: str | None, zone: str | None, instance_type: str) -> bool:
+        """Whether this rule applies to a call for ``instance_type`` in ``region``/``zone``."""
+        wanted = ((self.region, region), (self.zone, zone), (self.instance_type, instance_type))
+        return all(rule is None or rule == actual for rule, actual in wanted)
+
+    def fault(self, message: str) -> ProviderError:
+        """The error this rule raises."""
+        assert self.error is not None
+        return ERRORS[self.error](message, self.code or _DEFAULT_CODES[self.error])
+
+
+class FaultPlan(BaseModel):
+    """The whole plan; an absent file is the empty plan (nothing fails)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    catalog: str | None = None
+    latency_s: float = Field(default=0.0, ge=0)
+    faults: list[FaultRule] = []
+    digest: str = ""
+    """Hash of the file's text; the cloud restarts its attempt counters when the plan changes."""
+
+
+def load_plan(path: Path) -> FaultPlan:
+    """Read the plan; a bad field raises PlanError naming it and what is allowed."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return FaultPlan()
+    except OSError as exc:
+        raise PlanError(f"fault plan {path}: {exc.strerror}") from None
+    try:
+        raw = yaml.safe_load(text) or {}
+        plan = FaultPlan.model_validate(raw)
+    except yaml.YAMLError as exc:
+        raise PlanError(f"fault plan {path}: not valid YAML ({exc})") from None
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise PlanError(f"fault plan {path}: {where}: {first['msg']}") from None
+    return plan.model_copy(update={"digest": hashlib.sha256(text.encode()).hexdigest()[:16]})

@@ -1,0 +1,102 @@
+"""moto's EC2 server on a loopback port, with boto3's standard files pointing at it.
+
+The worker process reads ``~/.aws/config`` (``endpoint_url``) and ``~/.aws/credentials`` like any
+boto3 program, so nothing AWS-specific is configured in skyhop. ``MotoFaults`` changes what moto's
+``RunInstances`` does, the way a capacity shortage or a slow API would: the server runs in this
+process, so a patch here reaches the worker's calls too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import requests
+
+from providers.cloud import CLUSTER_TAG
+from tests.helpers import free_port
+
+__all__ = ["MotoFaults", "aws_instances", "moto_server", "reset"]
+
+
+class MotoFaults:
+    """Faults injected into moto's RunInstances: a zone out of capacity, a slow rank."""
+
+    def __init__(self) -> None:
+        self.full_zones: set[str] = set()
+        self.delay_s = 0.0
+        self.calls = 0
+        self.lock = threading.Lock()
+
+    def install(self) -> contextlib.AbstractContextManager[None]:
+        from moto.ec2.exceptions import EC2ClientError
+        from moto.ec2.models.instances import InstanceBackend
+
+        original = InstanceBackend.run_instances
+        faults = self
+
+        def run_instances(backend: Any, *args: Any, **kwargs: Any) -> Any:
+            with faults.lock:
+                faults.calls += 1
+            zone = kwargs.get("placement")
+            if zone in faults.full_zones:
+                raise EC2ClientError(
+                    "InsufficientInstanceCapacity",
+                    f"We currently do not have sufficient capacity in the Availability Zone ({zone}).",
+                )
+            if faults.delay_s:
+                time.sleep(faults.delay_s)
+            return original(backend, *args, **kwargs)
+
+        @contextlib.contextmanager
+        def patched() -> Iterator[None]:
+            InstanceBackend.run_instances = run_instances  # type: ignore[method-assign]
+            try:
+                yield
+            finally:
+                InstanceBackend.run_instances = original  # type: ignore[method-assign]
+
+        return patched()
+
+
+@contextlib.contextmanager
+def moto_server(home: Path) -> Iterator[str]:
+    """Start moto on a free port, write ``~/.aws`` for it; stop and remove both after."""
+    from moto.server import ThreadedMotoServer
+
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    endpoint = f"http://127.0.0.1:{port}"
+    aws = home / ".aws"
+    aws.mkdir(exist_ok=True)
+    (aws / "config").write_text(f"[default]\nregion = us-east-1\nendpoint_url = {endpoint}\n")
+    (aws / "credentials").write_text(
+        "[default]\naws_access_key_id = testing\naws_secret_access_key = testing\n"
+    )
+    try:
+        yield endpoint
+    finally:
+        (aws / "config").unlink(missing_ok=True)
+        (aws / "credentials").unlink(missing_ok=True)
+        server.stop()
+
+
+def reset(endpoint: str) -> None:
+    """Forget every resource moto holds."""
+    requests.post(f"{endpoint}/moto-api/reset", timeout=10).raise_for_status()
+
+
+def aws_instances(region: str = "us-east-1", cluster: str | None = None) -> list[dict[str, Any]]:
+    """Instances that are not terminated, counted through the EC2 API as a user would."""
+    ec2 = boto3.session.Session().client("ec2", region_name=region)
+    filters = [{"Name": "instance-state-name", "Values": ["pending", "running", "stopping", "stopped"]}]
+    if cluster:
+        filters.append({"Name": f"tag:{CLUSTER_TAG}", "Values": [cluster]})
+    reservations = ec2.describe_instances(Filters=filters)["Reservations"]
+    return [i for r in reservations for i in r["Instances"]]

@@ -1,0 +1,118 @@
+"""The aws provider through boto3 against moto's server: lifecycle, idempotency, error classification."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import boto3
+import pytest
+
+from providers.aws import AWSProvider
+from providers.base import ClusterHandle, NodeStatus, Offering, ProvisionRequest
+from providers.cloud import RANK_TAG
+from providers.errors import CapacityError, CredentialsError
+from tests.conftest import run
+from tests.providers.aws_support import MotoFaults, aws_instances, moto_server, reset
+
+
+@pytest.fixture(scope="module")
+def moto() -> Iterator[str]:
+    with moto_server(Path(os.environ["HOME"])) as endpoint:
+        yield endpoint
+
+
+@pytest.fixture
+def faults(moto: str) -> Iterator[MotoFaults]:
+    reset(moto)
+    faults = MotoFaults()
+    with faults.install():
+        yield faults
+
+
+def _request(zone: str = "us-east-1a", nodes: int = 2, **extra: object) -> ProvisionRequest:
+    offering = Offering(
+        provider="aws",
+        instance_type="m6i.large",
+        cpus=2,
+        memory_gib=8,
+        region="us-east-1",
+        zone=zone,
+        price=0.096,
+    )
+    return ProvisionRequest(cluster_name="web", offering=offering, num_nodes=nodes, attempt_id="a1", **extra)  # type: ignore[arg-type]
+
+
+def test_launch_creates_tagged_spot_nodes_once_with_ports_open(faults: MotoFaults) -> None:
+    provider = AWSProvider()
+    request = _request(use_spot=True, ports=["8000-8010", "443"], disk_size=100)
+    handle = run(provider.launch(request))
+    again = run(AWSProvider().launch(request))
+    assert [n.instance_id for n in again.nodes] == [n.instance_id for n in handle.nodes]
+    instances = sorted(aws_instances(cluster="web"), key=lambda i: i["InstanceId"])
+    assert len(instances) == 2 and faults.calls == 2
+    assert {i["InstanceLifecycle"] for i in instances} == {"spot"}
+    assert {i["Placement"]["AvailabilityZone"] for i in instances} == {"us-east-1a"}
+    ranks = sorted(int(next(t["Value"] for t in i["Tags"] if t["Key"] == RANK_TAG)) for i in instances)
+    assert ranks == [0, 1]
+    assert [n.ssh_user for n in handle.nodes] == ["ubuntu", "ubuntu"]
+
+    ec2 = boto3.session.Session().client("ec2", region_name="us-east-1")
+    group = ec2.describe_security_groups(Filters=[{"Name": "group-name", "Values": ["skyhop-web"]}])
+    opened = {(p["FromPort"], p["ToPort"]) for p in group["SecurityGroups"][0]["IpPermissions"]}
+    assert opened == {(22, 22), (8000, 8010), (443, 443)}
+    assert len(ec2.describe_key_pairs()["KeyPairs"]) == 1
+    volumes = ec2.describe_volumes()["Volumes"]
+    assert 100 in {v["Size"] for v in volumes}
+
+    run(provider.terminate(handle))
+    assert aws_instances(cluster="web") == []
+    assert not ec2.describe_security_groups(Filters=[{"Name": "group-name", "Values": ["skyhop-web"]}])[
+        "SecurityGroups"
+    ]
+
+
+def test_capacity_error_is_classified_and_blocks_only_that_zone(faults: MotoFaults) -> None:
+    faults.full_zones.add("us-east-1a")
+    provider = AWSProvider()
+    with pytest.raises(CapacityError) as failed:
+        run(provider.launch(_request("us-east-1a")))
+    assert failed.value.code == "InsufficientInstanceCapacity"
+    assert failed.value.scope.value == "zone" and failed.value.leftover is False
+    assert aws_instances(cluster="web") == []
+    handle = run(provider.launch(_request("us-east-1b")))
+    assert len(aws_instances(cluster="web")) == 2
+    run(provider.terminate(handle))
+
+
+def test_stop_start_and_statuses(faults: MotoFaults) -> None:
+    provider = AWSProvider()
+    handle = run(provider.launch(_request(nodes=1)))
+    run(provider.stop(handle))
+    assert run(provider.node_statuses(handle)) == [NodeStatus.STOPPED]
+    started = run(provider.start(handle))
+    assert started.head.instance_id == handle.head.instance_id
+    assert run(provider.node_statuses(handle)) == [NodeStatus.UP]
+    run(provider.terminate(handle))
+    assert run(provider.node_statuses(handle)) == [NodeStatus.TERMINATED]
+
+
+def test_check_finds_and_uses_the_credentials(faults: MotoFaults, monkeypatch: pytest.MonkeyPatch) -> None:
+    result = run(AWSProvider().check())
+    assert result.enabled and "authenticated as arn:aws" in result.reason
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+    monkeypatch.delenv("AWS_ACCESS_KEY_ID", raising=False)
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    missing = run(AWSProvider().check())
+    assert not missing.enabled and "aws configure" in missing.hint
+
+
+def test_missing_credentials_classify_as_credentials_error(
+    faults: MotoFaults, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    handle = ClusterHandle(cluster_name="web", offering=_request().offering, nodes=[])
+    with pytest.raises(CredentialsError):
+        run(AWSProvider().terminate(handle))
