@@ -20,7 +20,7 @@ from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest, ListSe
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from activities import jobs, planning, provisioning, sync
+from activities import cluster_ops, jobs, planning, provisioning, sync
 from activities.clusters import ClusterActivities
 from cli.client import connect
 from cli.config import load_config
@@ -67,7 +67,10 @@ def build_workers(client: Client, *, long_slots: int = 200, short_slots: int = 5
                 sync.sync_workdir,
                 sync.sync_file_mounts,
                 jobs.run_setup,
-                jobs.run_job,
+                jobs.start_job,
+                jobs.wait_job,
+                cluster_ops.stop_cluster,
+                cluster_ops.start_cluster,
             ],
             max_concurrent_activities=long_slots,
             graceful_shutdown_timeout=timedelta(seconds=5),
@@ -75,7 +78,13 @@ def build_workers(client: Client, *, long_slots: int = 200, short_slots: int = 5
         Worker(
             client,
             task_queue=SHORT_QUEUE,
-            activities=[planning.optimize, cluster_activities.open_cluster, cluster_activities.submit_job],
+            activities=[
+                planning.optimize,
+                cluster_activities.open_cluster,
+                cluster_activities.submit_job,
+                cluster_ops.cancel_jobs,
+                cluster_ops.probe_cluster,
+            ],
             max_concurrent_activities=short_slots,
             graceful_shutdown_timeout=timedelta(seconds=5),
         ),

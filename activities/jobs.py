@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable
+from typing import TypeVar
+
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.models import RunJobInput, SetupInput
-from activities.node_jobs import WORKDIR, job_env, run_on_nodes
+from activities.models import RunJobInput, SetupInput, WaitJobInput
+from activities.node_jobs import WORKDIR, job_env, run_on_nodes, start_on_nodes, wait_on_nodes
 from activities.sync import sync_workdir_to
 from providers.runtime.jobs import JobOutcome, JobSpec
 
-__all__ = ["run_job", "run_setup"]
+__all__ = ["run_setup", "start_job", "wait_job"]
+
+T = TypeVar("T")
+
+_BEAT_S = 2.0
 
 
 @activity.defn
@@ -38,18 +46,41 @@ async def run_setup(request: SetupInput) -> None:
 
 
 @activity.defn
-async def run_job(request: RunJobInput) -> JobOutcome:
-    """Run a queued job on its nodes and return how it ended (it runs once, even if retried)."""
+async def start_job(request: RunJobInput) -> None:
+    """Start a scheduled job on its nodes (after syncing its workdir, for ``exec``); never twice."""
+    handle = request.job.handle_in(request.handle)
     if request.sync_workdir and request.task.workdir:
-        await sync_workdir_to(request.handle, request.task.workdir)
+        await _heartbeating(sync_workdir_to(handle, request.task.workdir))
     assert request.task.run is not None
-    specs = [
-        JobSpec(
-            key=request.job.key,
-            script=request.task.run,
-            env=job_env(request.handle, request.task, rank, request.job.task_id),
-            cwd=WORKDIR,
-        )
-        for rank in range(request.task.num_nodes)
-    ]
-    return await run_on_nodes(request.handle, specs)
+    specs = []
+    for rank in range(request.task.num_nodes):
+        env = job_env(handle, request.task, rank, request.job.task_id)
+        if rank < len(request.job.placement) and handle.offering.accelerators:
+            # Only the GPUs the scheduler gave this rank; other jobs hold the rest.
+            gpu_ids = request.job.placement[rank].gpu_ids
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(gpu) for gpu in gpu_ids)
+            for prefix in ("SKYHOP_", "SKYPILOT_"):
+                env[f"{prefix}NUM_GPUS_PER_NODE"] = str(len(gpu_ids))
+        specs.append(JobSpec(key=request.job.key, script=request.task.run, env=env, cwd=WORKDIR))
+    await _heartbeating(start_on_nodes(handle, specs))
+
+
+@activity.defn
+async def wait_job(request: WaitJobInput) -> JobOutcome:
+    """Wait for a started job to end on all its nodes; a retry (or a new worker) re-attaches to it."""
+    handle = request.job.handle_in(request.handle)
+    return await wait_on_nodes(handle, request.job.key, request.job.num_nodes)
+
+
+async def _heartbeating(work: Awaitable[T]) -> T:
+    """Await ``work`` while heartbeating, so a long sync is not mistaken for a dead worker."""
+    task = asyncio.ensure_future(work)
+    try:
+        while True:
+            done, _ = await asyncio.wait([task], timeout=_BEAT_S)
+            if done:
+                return task.result()
+            activity.heartbeat()
+    except asyncio.CancelledError:
+        task.cancel()
+        raise

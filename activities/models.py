@@ -20,6 +20,7 @@ __all__ = [
     "SetupInput",
     "SubmitJobInput",
     "SyncWorkdirInput",
+    "WaitJobInput",
 ]
 
 
@@ -59,6 +60,11 @@ class RunJobInput(BaseModel):
     job: JobRecord
     task: Task
     sync_workdir: bool = False
+
+
+class WaitJobInput(BaseModel):
+    handle: ClusterHandle
+    job: JobRecord
 
 
 class OpenClusterInput(BaseModel):

@@ -9,6 +9,7 @@ nodes that already belong to the cluster and creates only what is missing.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from enum import StrEnum
 from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict
@@ -17,15 +18,35 @@ from providers.errors import NotSupportedError
 from providers.runtime.jobs import JobSpec, NodeJobState
 
 __all__ = [
+    "CannotStopError",
     "Capabilities",
     "CheckResult",
     "ClusterHandle",
     "NodeHandle",
     "NodeRuntime",
+    "NodeStatus",
     "Offering",
     "Provider",
     "ProvisionRequest",
+    "StatusUnknownError",
 ]
+
+
+class CannotStopError(Exception):
+    """The provider has no stop/start (its nodes can only be created and removed)."""
+
+
+class StatusUnknownError(Exception):
+    """The provider cannot report the real state of its nodes."""
+
+
+class NodeStatus(StrEnum):
+    """A node's state as the provider sees it."""
+
+    UP = "UP"
+    STOPPED = "STOPPED"
+    TERMINATED = "TERMINATED"
+    """Gone: never created, removed, or removed outside skyhop."""
 
 
 class Offering(BaseModel):

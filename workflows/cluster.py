@@ -1,28 +1,48 @@
 """``ClusterWorkflow``: one entity workflow per cluster (id ``cluster:<name>``).
 
-It replaces SkyPilot's per-cluster lock and cluster table: every change to the cluster goes
-through it, one at a time. Launches take its lock with the ``claim`` signal and give it back with
-``release``; ``submit_job`` (an update) queues a job and the workflow runs it as an activity;
-``down`` (an update) tears the cluster down and ends the workflow.
+It replaces SkyPilot's per-cluster lock, cluster table, job table and skylet: every change to the
+cluster goes through it, one at a time.
+
+- Launches take its lock with the ``claim`` signal and give it back with ``release``.
+- ``submit_job`` (an update) queues a job; the scheduler (``workflows.scheduler``: FIFO with
+  head-of-line blocking) starts queued jobs as soon as their demand fits what is free. A started
+  job is two activities: ``start_job`` (SETTING_UP) and ``wait_job`` (RUNNING until it ends).
+- ``cancel``, ``stop``, ``start``, ``down``, ``set_autostop`` and ``refresh`` are updates;
+  stop/start/down/autostop hold the cluster's lock like a launch does.
+- One durable timer covers the nearest deadline: autostop (idle long enough) or the periodic
+  reconcile with the provider. It is re-armed only when that deadline moves, and being a server
+  timer it fires even when no worker was up at the time (the worker acts when it comes back).
+- The history stays bounded by continuing as new; everything is in ``ClusterInput``. Jobs survive
+  it: the new run re-attaches to running jobs (``wait_job`` is idempotent by job key), and the old
+  run's abandoned activities leave the jobs alone (only an explicit cancel stops a job).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
+from typing import Any
 
 from temporalio import workflow
+from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, FailureError
 
 with workflow.unsafe.imports_passed_through():
-    from activities import jobs, provisioning
-    from activities.models import RunJobInput
+    from activities import cluster_ops, jobs, provisioning, sync
+    from activities.cluster_ops import CancelJobsInput, ProbeResult, StartClusterInput, StopResult
+    from activities.models import FileMountsInput, RunJobInput, SetupInput, SyncWorkdirInput, WaitJobInput
     from optimizer import mismatch
+    from providers.base import ClusterHandle, NodeStatus
     from spec import Task
     from workflows.contract import (
         CLUSTER_WORKFLOW,
         LONG_QUEUE,
+        SHORT_QUEUE,
+        AutostopRequest,
+        CancelRequest,
+        CancelResult,
         ClaimGrant,
         ClaimRequest,
         ClusterInput,
@@ -32,11 +52,29 @@ with workflow.unsafe.imports_passed_through():
         JobStatus,
         JobSubmission,
         Release,
+        StartRequest,
     )
-    from workflows.options import HEARTBEAT, LONG_RETRY
+    from workflows.options import HEARTBEAT, LONG_RETRY, SHORT_RETRY, USER_ERRORS
+    from workflows.scheduler import capacity_of, demand_of, demand_problem, schedule
     from workflows.search import STATUS
 
-__all__ = ["ClusterWorkflow"]
+__all__ = ["MAX_ACTIVE_JOBS", "KEEP_FINISHED_JOBS", "RECONCILE_INTERVAL_S", "ClusterWorkflow"]
+
+MAX_ACTIVE_JOBS = 1000
+"""Queued plus running jobs a cluster accepts; more are refused (the state must fit one payload)."""
+KEEP_FINISHED_JOBS = 500
+"""Ended jobs kept in the record (and in ``skyhop queue``); older ones are dropped, oldest first."""
+RECONCILE_INTERVAL_S = 30 * 60
+"""How often an UP cluster asks its provider whether its nodes still exist."""
+
+_OPERATIONS = {"stop": "stopped", "start": "started", "down": "taken down", "autostop": "autostopped"}
+"""Lock holders that are this workflow's own operations (any other holder is a launch), and their words."""
+_START_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    maximum_interval=timedelta(seconds=10),
+    maximum_attempts=5,
+    non_retryable_error_types=USER_ERRORS,
+)
 
 
 @workflow.defn(name=CLUSTER_WORKFLOW)
@@ -44,30 +82,51 @@ class ClusterWorkflow:
     @workflow.init
     def __init__(self, input: ClusterInput) -> None:
         self.record = input.record
-        self._tasks: dict[int, Task] = {}
+        self._submissions = dict(input.submissions)
+        self._setup_task = input.setup_task
+        self._history_limit = input.history_limit
         self._runs: dict[int, asyncio.Task[None]] = {}
+        self._stopping: dict[int, JobRecord] = {}
+        """Ended jobs whose processes are still being stopped: their resources are not free yet."""
+        self._published: ClusterStatus | None = None
 
     @workflow.run
     async def run(self, input: ClusterInput) -> ClusterRecord:
-        self._publish()
+        self._resume_jobs()
+        self._changed()
         while True:
-            await workflow.wait_condition(
-                lambda: self._grantable() or self._closed() or self._should_continue_as_new()
-            )
+            armed = self._next_deadline()
+            if armed is not None and armed <= workflow.now().timestamp():
+                await self._on_deadline()
+                continue
+            try:
+                await workflow.wait_condition(
+                    lambda armed=armed: (  # type: ignore[misc]
+                        self._grantable()
+                        or self._closed()
+                        or self._should_continue_as_new()
+                        or self._next_deadline() != armed
+                    ),
+                    timeout=None if armed is None else timedelta(seconds=armed - workflow.now().timestamp()),
+                )
+            except TimeoutError:
+                continue
             if self._closed():
                 break
             if self._grantable():
                 await self._grant_next()
-                continue
-            await workflow.wait_condition(workflow.all_handlers_finished)
-            workflow.continue_as_new(ClusterInput(record=self.record))
+            elif self._should_continue_as_new():
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                workflow.continue_as_new(self._carried())
         await self._refuse_waiting()
         await workflow.wait_condition(workflow.all_handlers_finished)
         return self.record
 
+    # --- queries, signals and updates -------------------------------------------------------------
+
     @workflow.query
     def status(self) -> ClusterRecord:
-        """The cluster's record: status, handle, jobs."""
+        """The cluster's record: status, handle, autostop and jobs."""
         return self.record
 
     @workflow.signal
@@ -75,6 +134,7 @@ class ClusterWorkflow:
         """A launch asks for the lock; it will get ``claim_granted`` in turn."""
         if request.launch_id != self.record.holder and request.launch_id not in self.record.waiting:
             self.record.waiting.append(request.launch_id)
+            self._changed()
 
     @workflow.signal
     def release(self, release: Release) -> None:
@@ -86,27 +146,29 @@ class ClusterWorkflow:
             record.handle = release.handle
             record.status = ClusterStatus.UP
             record.ever_up = True
+            record.degraded = None
             record.launched_at = record.launched_at or workflow.now().timestamp()
+            record.refreshed_at = workflow.now().timestamp()
             record.resources = release.resources or record.resources
             record.num_nodes = release.num_nodes or record.num_nodes
             record.user = release.user or record.user
+        if release.task is not None and not release.failed:
+            self._setup_task = release.task
         if release.idle_minutes is not None:
             record.idle_minutes = release.idle_minutes
             record.autostop_down = release.autostop_down
+            record.idle_since = None  # setting autostop restarts the idle clock
         if release.failed and not record.ever_up:
             record.status = ClusterStatus.TERMINATED
         record.holder = None
-        self._publish()
+        self._changed()
 
     @workflow.update
-    async def submit_job(self, submission: JobSubmission) -> JobRecord:
+    def submit_job(self, submission: JobSubmission) -> JobRecord:
         """Queue a job; a repeated ``request_id`` returns the job it created the first time."""
-        for job in self.record.jobs:
-            if job.request_id == submission.request_id:
-                return job
-        reason = self._refusal(submission.task)
-        if reason is not None:
-            raise ApplicationError(reason, type="SubmitRejected")
+        existing = self._job_by_request(submission.request_id)
+        if existing is not None:
+            return existing
         now = workflow.now()
         job_id = self.record.next_job_id
         self.record.next_job_id += 1
@@ -119,82 +181,416 @@ class ClusterWorkflow:
             num_nodes=submission.task.num_nodes,
             resources=submission.task.resources.describe(),
             task_id=f"skyhop-{now:%Y-%m-%d-%H-%M-%S-%f}_{self.record.name}_{job_id}",
+            demand=demand_of(submission.task),
         )
         self.record.jobs.append(job)
-        self._tasks[job_id] = submission.task
-        self._runs[job_id] = asyncio.create_task(self._run_job(job, submission))
+        self._submissions[job_id] = submission
+        self._changed()
         return job
 
     @submit_job.validator
     def _validate_submit(self, submission: JobSubmission) -> None:
-        if any(job.request_id == submission.request_id for job in self.record.jobs):
+        if self._job_by_request(submission.request_id) is not None:
             return
         reason = self._refusal(submission.task)
         if reason is not None:
             raise ApplicationError(reason, type="SubmitRejected")
 
     @workflow.update
+    async def cancel(self, request: CancelRequest) -> CancelResult:
+        """Cancel queued jobs at once and stop running ones on every node they run on."""
+        by_id = {job.job_id: job for job in self.record.jobs}
+        wanted = [job.job_id for job in self.record.active_jobs] if request.all else request.job_ids
+        result = CancelResult(
+            unknown=[i for i in wanted if i not in by_id],
+            already_done=[i for i in wanted if i in by_id and by_id[i].status.done],
+        )
+        targets = [by_id[i] for i in wanted if i in by_id and not by_id[i].status.done]
+        result.cancelled = [job.job_id for job in targets]
+        await self._end_jobs(targets, JobStatus.CANCELLED, None, kill=True)
+        return result
+
+    @workflow.update
+    async def stop(self) -> ClusterRecord:
+        """Stop the nodes (disks kept); queued and running jobs are cancelled."""
+
+        async def stop() -> None:
+            self._require(ClusterStatus.UP, ClusterStatus.STOPPED, action="stopped")
+            await self._stop()
+
+        return await self._locked("stop", stop)
+
+    @stop.validator
+    def _validate_stop(self) -> None:
+        self._require(ClusterStatus.UP, ClusterStatus.STOPPED, action="stopped")
+
+    @workflow.update
+    async def start(self, request: StartRequest) -> ClusterRecord:
+        """Start a STOPPED cluster: its nodes again, or new ones in the same zone where none were kept."""
+
+        async def start() -> None:
+            self._require(ClusterStatus.UP, ClusterStatus.STOPPED, action="started")
+            await self._start()
+            if request.idle_minutes is not None:
+                self._set_autostop(AutostopRequest(idle_minutes=request.idle_minutes, down=request.down))
+
+        return await self._locked("start", start)
+
+    @start.validator
+    def _validate_start(self, request: StartRequest) -> None:
+        self._require(ClusterStatus.UP, ClusterStatus.STOPPED, action="started")
+
+    @workflow.update
     async def down(self) -> ClusterRecord:
         """Tear the cluster down (after any launch holding it finishes) and end the workflow."""
-        await workflow.wait_condition(lambda: self.record.holder is None)
         if self.record.status == ClusterStatus.TERMINATED:
             return self.record
-        self.record.holder = "down"
-        for run in self._runs.values():
-            run.cancel()
-        await asyncio.gather(*self._runs.values(), return_exceptions=True)
-        if self.record.handle is not None:
-            await workflow.execute_activity(
-                provisioning.terminate,
-                self.record.handle,
-                task_queue=LONG_QUEUE,
-                start_to_close_timeout=timedelta(minutes=30),
-                heartbeat_timeout=timedelta(minutes=5),
-                retry_policy=LONG_RETRY,
-            )
-        self.record.status = ClusterStatus.TERMINATED
-        self.record.holder = None
-        self._publish()
+        return await self._locked("down", self._down)
+
+    @workflow.update
+    def set_autostop(self, request: AutostopRequest) -> ClusterRecord:
+        """Set (or with ``idle_minutes=None`` cancel) autostop; the idle clock restarts now."""
+        self._set_autostop(request)
+        self._changed()
         return self.record
+
+    @set_autostop.validator
+    def _validate_autostop(self, request: AutostopRequest) -> None:
+        self._require(ClusterStatus.UP, ClusterStatus.INIT, action="given autostop")
+
+    @workflow.update
+    async def refresh(self) -> ClusterRecord:
+        """Ask the provider for the nodes' real state and reconcile the record with it."""
+        await self._reconcile()
+        return self.record
+
+    # --- jobs --------------------------------------------------------------------------------------
 
     def _refusal(self, task: Task) -> str | None:
         record = self.record
         if record.status != ClusterStatus.UP or record.handle is None:
             return f"cluster {record.name} is {record.status.value}, not UP"
+        if record.holder in _OPERATIONS:
+            return f"cluster {record.name} is being {_OPERATIONS[record.holder]}"
         if task.run is None:
             return "the task has no 'run' command"
-        return mismatch(task.resources, task.num_nodes, record.handle.offering, len(record.handle.nodes))
+        if len(record.active_jobs) >= MAX_ACTIVE_JOBS:
+            return (
+                f"cluster {record.name} already has {MAX_ACTIVE_JOBS} queued or running jobs, the most it "
+                "takes; wait for some to end, or cancel some with: skyhop cancel"
+            )
+        handle = record.handle
+        reason = mismatch(task.resources, task.num_nodes, handle.offering, len(handle.nodes))
+        if reason is not None:
+            return reason
+        problem = demand_problem(demand_of(task), capacity_of(handle))
+        if problem is not None:
+            return f"the job can never run on cluster {record.name}: {problem}"
+        return None
 
-    async def _run_job(self, job: JobRecord, submission: JobSubmission) -> None:
-        assert self.record.handle is not None
-        job.status = JobStatus.RUNNING
-        job.started_at = workflow.now().timestamp()
+    def _job_by_request(self, request_id: str) -> JobRecord | None:
+        for job in self.record.jobs:
+            if job.request_id == request_id:
+                return job
+        return None
+
+    def _schedule(self) -> None:
+        """Start every queued job that fits now, in order, stopping at the first that does not."""
+        record = self.record
+        if record.status != ClusterStatus.UP or record.handle is None or record.holder in _OPERATIONS:
+            return
+        queue = [job for job in record.active_jobs if job.status == JobStatus.PENDING]
+        if not queue:
+            return
+        taken = [job.placement for job in record.active_jobs if job.placement]
+        taken += [job.placement for job in self._stopping.values()]
+        placements = schedule(
+            capacity_of(record.handle), taken, [job.demand or demand_of(self._task(job)) for job in queue]
+        )
+        for job, placement in zip(queue, placements, strict=False):
+            job.placement = placement
+            job.status = JobStatus.SETTING_UP
+            self._runs[job.job_id] = asyncio.create_task(self._run_job(job, record.handle))
+
+    def _task(self, job: JobRecord) -> Task:
+        return self._submissions[job.job_id].task
+
+    def _resume_jobs(self) -> None:
+        """After a continue-as-new: re-attach to the jobs the previous run had started."""
+        handle = self.record.handle
+        for job in self.record.active_jobs:
+            resumable = job.status != JobStatus.PENDING and job.job_id in self._submissions
+            if resumable and handle is not None and job.job_id not in self._runs:
+                self._runs[job.job_id] = asyncio.create_task(self._run_job(job, handle))
+
+    async def _run_job(self, job: JobRecord, handle: ClusterHandle) -> None:
+        submission = self._submissions[job.job_id]
         try:
+            if job.status == JobStatus.SETTING_UP:
+                await workflow.execute_activity(
+                    jobs.start_job,
+                    RunJobInput(
+                        handle=handle, job=job, task=submission.task, sync_workdir=submission.sync_workdir
+                    ),
+                    task_queue=LONG_QUEUE,
+                    start_to_close_timeout=timedelta(hours=2),
+                    heartbeat_timeout=HEARTBEAT,
+                    retry_policy=_START_RETRY,
+                    summary=f"start job {job.job_id}",
+                )
+                job.status = JobStatus.RUNNING
+                job.started_at = workflow.now().timestamp()
             outcome = await workflow.execute_activity(
-                jobs.run_job,
-                RunJobInput(
-                    handle=self.record.handle,
-                    job=job,
-                    task=submission.task,
-                    sync_workdir=submission.sync_workdir,
-                ),
+                jobs.wait_job,
+                WaitJobInput(handle=handle, job=job),
                 task_queue=LONG_QUEUE,
                 start_to_close_timeout=timedelta(days=365),
                 heartbeat_timeout=HEARTBEAT,
                 retry_policy=LONG_RETRY,
                 summary=f"job {job.job_id}",
             )
-            job.status = JobStatus(outcome.status)
-            job.exit_code = outcome.exit_code
-            job.failed_rank = outcome.failed_rank
-            job.error = outcome.error
-        except (asyncio.CancelledError, ActivityError) as exc:
-            job.status = JobStatus.CANCELLED if isinstance(exc, asyncio.CancelledError) else JobStatus.FAILED
-            job.error = None if isinstance(exc, asyncio.CancelledError) else str(exc.cause or exc)
-        finally:
-            job.ended_at = workflow.now().timestamp()
-            self._tasks.pop(job.job_id, None)
-            self._runs.pop(job.job_id, None)
+            if not job.status.done:
+                job.status = JobStatus(outcome.status)
+                job.exit_code = outcome.exit_code
+                job.failed_rank = outcome.failed_rank
+                job.error = outcome.error
+            if outcome.lost_rank is not None and outcome.lost_rank < len(job.placement):
+                node = job.placement[outcome.lost_rank].node
+                self.record.degraded = f"node {node} stopped answering (while job {job.job_id} ran)"
+        except asyncio.CancelledError:
+            if not job.status.done:
+                job.status = JobStatus.CANCELLED
+        except ActivityError as exc:
+            if not job.status.done:
+                job.status = JobStatus.FAILED if job.status == JobStatus.RUNNING else JobStatus.FAILED_SETUP
+                job.error = _innermost(exc)
+        # Not in a ``finally``: when a worker evicts the workflow, this coroutine is closed and
+        # must not touch workflow state.
+        job.ended_at = job.ended_at or workflow.now().timestamp()
+        self._runs.pop(job.job_id, None)
+        self._submissions.pop(job.job_id, None)
+        self._changed()
+
+    async def _end_jobs(
+        self, targets: list[JobRecord], status: JobStatus, reason: str | None, kill: bool
+    ) -> None:
+        """Mark active jobs ended; with ``kill``, stop their processes before their resources are free."""
+        now = workflow.now().timestamp()
+        started = [job for job in targets if job.placement]
+        for job in targets:
+            job.status, job.error, job.ended_at = status, reason, now
+            self._submissions.pop(job.job_id, None)
+            run = self._runs.pop(job.job_id, None)
+            if run is not None:
+                run.cancel()
+            if kill and job.placement:
+                self._stopping[job.job_id] = job
+        failure: ActivityError | None = None
+        if kill and started and self.record.handle is not None:
+            try:
+                await workflow.execute_activity(
+                    cluster_ops.cancel_jobs,
+                    CancelJobsInput(handle=self.record.handle, jobs=started),
+                    task_queue=SHORT_QUEUE,
+                    start_to_close_timeout=timedelta(seconds=60),
+                    retry_policy=SHORT_RETRY,
+                )
+            except ActivityError as exc:
+                failure = exc
+            for job in started:
+                self._stopping.pop(job.job_id, None)
+        self._changed()
+        if failure is not None:
+            raise failure
+
+    # --- stop, start, down, autostop -----------------------------------------------------------------
+
+    async def _locked(self, name: str, work: Callable[[], Awaitable[None]]) -> ClusterRecord:
+        """Run a lifecycle operation holding the cluster's lock, as a launch does; the record after it."""
+        await workflow.wait_condition(lambda: self.record.holder is None)
+        self.record.holder = name
+        try:
+            await work()
+        except (FailureError, asyncio.CancelledError):
+            self._unlock()
+            raise
+        self._unlock()  # not in a ``finally``: see ``_run_job``
+        return self.record
+
+    def _unlock(self) -> None:
+        self.record.holder = None
+        self._changed()
+
+    def _require(self, *allowed: ClusterStatus, action: str) -> None:
+        status = self.record.status
+        if status not in allowed:
+            raise ApplicationError(
+                f"cluster {self.record.name} is {status.value}; only a cluster that is "
+                f"{' or '.join(s.value for s in allowed)} can be {action}",
+                type="ClusterStateError",
+            )
+
+    async def _stop(self) -> None:
+        record = self.record
+        if record.status != ClusterStatus.UP or record.handle is None:
+            return
+        await self._end_jobs(record.active_jobs, JobStatus.CANCELLED, "the cluster was stopped", kill=False)
+        result: StopResult = await workflow.execute_activity(
+            cluster_ops.stop_cluster,
+            record.handle,
+            task_queue=LONG_QUEUE,
+            start_to_close_timeout=timedelta(minutes=30),
+            heartbeat_timeout=timedelta(minutes=5),
+            retry_policy=LONG_RETRY,
+        )
+        record.status = ClusterStatus.STOPPED
+        record.stop_kept_nodes = result.kept_nodes
+
+    async def _start(self) -> None:
+        record = self.record
+        if record.status != ClusterStatus.STOPPED or record.handle is None:
+            return
+        recreate = not record.stop_kept_nodes
+        record.status = ClusterStatus.INIT
+        self._publish()
+        try:
+            handle: ClusterHandle = await self._long(
+                cluster_ops.start_cluster, StartClusterInput(handle=record.handle, recreate=recreate)
+            )
+            if recreate and self._setup_task is not None:
+                await self._set_up(handle, self._setup_task)
+        except (FailureError, asyncio.CancelledError):
+            record.status = ClusterStatus.STOPPED if not recreate else ClusterStatus.INIT
+            raise
+        record.handle = handle
+        record.status = ClusterStatus.UP
+        record.degraded = None
+        record.stop_kept_nodes = True
+        record.refreshed_at = workflow.now().timestamp()
+
+    async def _set_up(self, handle: ClusterHandle, task: Task) -> None:
+        """New nodes get what a launch gave the old ones: workdir, file mounts, setup."""
+        if task.workdir:
+            await self._long(sync.sync_workdir, SyncWorkdirInput(handle=handle, workdir=task.workdir))
+        if task.file_mounts:
+            await self._long(
+                sync.sync_file_mounts, FileMountsInput(handle=handle, file_mounts=task.file_mounts)
+            )
+        if task.setup:
+            key = f"setup-start-{workflow.uuid4().hex[:12]}"
+            await self._long(jobs.run_setup, SetupInput(handle=handle, task=task, key=key))
+
+    async def _down(self) -> None:
+        record = self.record
+        await self._end_jobs(
+            record.active_jobs, JobStatus.CANCELLED, "the cluster was taken down", kill=False
+        )
+        if record.handle is not None:
+            await self._long(provisioning.terminate, record.handle)
+        record.status = ClusterStatus.TERMINATED
+
+    def _set_autostop(self, request: AutostopRequest) -> None:
+        self.record.idle_minutes = request.idle_minutes
+        self.record.autostop_down = request.down and request.idle_minutes is not None
+        self.record.idle_since = workflow.now().timestamp() if self._idle() else None
+
+    async def _autostop(self) -> None:
+        await self._locked("autostop", self._down if self.record.autostop_down else self._stop)
+
+    # --- reconciling with the provider ------------------------------------------------------------
+
+    async def _reconcile(self) -> None:
+        """Make the record agree with the provider: vanished nodes fail their jobs and the cluster."""
+        record = self.record
+        record.refreshed_at = workflow.now().timestamp()
+        if record.handle is None or record.holder is not None or record.status == ClusterStatus.TERMINATED:
+            return
+        handle = record.handle
+        probe: ProbeResult = await workflow.execute_activity(
+            cluster_ops.probe_cluster,
+            handle,
+            task_queue=SHORT_QUEUE,
+            start_to_close_timeout=timedelta(seconds=60),
+            retry_policy=SHORT_RETRY,
+        )
+        if probe.statuses is None or record.holder is not None or record.handle != handle:
+            return
+        statuses = probe.statuses
+        bad = {rank: status for rank, status in enumerate(statuses) if status != NodeStatus.UP}
+        if not bad:
+            # Started outside skyhop, or a half-failed cluster whose nodes are all back.
+            record.status = ClusterStatus.UP
+            self._changed()
+            return
+        if record.status == ClusterStatus.STOPPED and all(s == NodeStatus.STOPPED for s in statuses):
+            return
+        reason = "; ".join(f"node {rank} is {status.value}" for rank, status in bad.items())
+        hit = [
+            job
+            for job in record.active_jobs
+            if not job.placement or any(a.node in bad for a in job.placement)
+        ]
+        await self._end_jobs(hit, JobStatus.FAILED, f"{reason} (changed outside skyhop)", kill=False)
+        if all(s == NodeStatus.TERMINATED for s in statuses):
+            record.status = ClusterStatus.TERMINATED
+        elif all(s == NodeStatus.STOPPED for s in statuses):
+            record.status = ClusterStatus.STOPPED
+        else:
+            record.status = ClusterStatus.INIT
+        record.degraded = f"{reason} (changed outside skyhop)"
+        self._changed()
+
+    # --- the main loop's deadlines -------------------------------------------------------------------
+
+    def _next_deadline(self) -> float | None:
+        record = self.record
+        deadlines = [record.autostop_at] if self._idle() else []
+        if record.status == ClusterStatus.UP and record.holder is None:
+            deadlines.append((record.refreshed_at or 0.0) + RECONCILE_INTERVAL_S)
+        return min((d for d in deadlines if d is not None), default=None)
+
+    async def _on_deadline(self) -> None:
+        now = workflow.now().timestamp()
+        autostop_at = self.record.autostop_at
+        if self._idle() and autostop_at is not None and autostop_at <= now:
+            try:
+                await self._autostop()
+            except ActivityError as exc:
+                workflow.logger.warning("autostop of %s failed: %s", self.record.name, _innermost(exc))
+                self.record.idle_since = now  # try again after another idle interval
+            return
+        try:
+            await self._reconcile()
+        except ActivityError:
+            workflow.logger.warning("reconciling cluster %s with its provider failed", self.record.name)
+
+    def _idle(self) -> bool:
+        record = self.record
+        return (
+            record.status == ClusterStatus.UP
+            and record.holder is None
+            and not record.waiting
+            and not record.active_jobs
+        )
+
+    def _changed(self) -> None:
+        """After any change: start what fits, keep the idle clock, trim old jobs, publish the status."""
+        self._schedule()
+        if not self._idle():
+            self.record.idle_since = None
+        elif self.record.idle_since is None:
+            self.record.idle_since = workflow.now().timestamp()
+        finished = len(self.record.jobs) - len(self.record.active_jobs)
+        if finished > KEEP_FINISHED_JOBS + 100:
+            self._trim_finished()
+        self._publish()
+
+    def _trim_finished(self) -> None:
+        done = [job.job_id for job in self.record.jobs if job.status.done]
+        dropped = set(done[: len(done) - KEEP_FINISHED_JOBS])
+        self.record.jobs = [job for job in self.record.jobs if job.job_id not in dropped]
+
+    # --- the lock and continue-as-new -------------------------------------------------------------------
 
     def _closed(self) -> bool:
         return self.record.status == ClusterStatus.TERMINATED and self.record.holder is None
@@ -203,12 +599,26 @@ class ClusterWorkflow:
         return self.record.holder is None and bool(self.record.waiting)
 
     def _should_continue_as_new(self) -> bool:
-        idle = self.record.holder is None and not self.record.waiting and not self._runs
-        return idle and workflow.info().is_continue_as_new_suggested()
+        info = workflow.info()
+        if self._history_limit is not None and info.get_current_history_length() >= self._history_limit:
+            return True
+        return info.is_continue_as_new_suggested()
+
+    def _carried(self) -> ClusterInput:
+        self._trim_finished()
+        return ClusterInput(
+            record=self.record,
+            submissions={
+                i: s for i, s in self._submissions.items() if i in {j.job_id for j in self.record.jobs}
+            },
+            setup_task=self._setup_task,
+            history_limit=self._history_limit,
+        )
 
     async def _grant_next(self) -> None:
         launch_id = self.record.waiting.pop(0)
         self.record.holder = launch_id
+        self._changed()
         try:
             await workflow.get_external_workflow_handle(launch_id).signal(
                 "claim_granted", ClaimGrant(record=self.record)
@@ -216,6 +626,7 @@ class ClusterWorkflow:
         except FailureError:
             # The launch is gone (terminated by an operator): the lock is free again.
             self.record.holder = None
+            self._changed()
 
     async def _refuse_waiting(self) -> None:
         while self.record.waiting:
@@ -225,6 +636,26 @@ class ClusterWorkflow:
                     "claim_granted", ClaimGrant(record=self.record, closed=True)
                 )
 
+    async def _long(self, activity: Any, arg: Any) -> Any:
+        return await workflow.execute_activity(
+            activity,
+            arg,
+            task_queue=LONG_QUEUE,
+            start_to_close_timeout=timedelta(hours=2),
+            heartbeat_timeout=HEARTBEAT,
+            retry_policy=LONG_RETRY,
+        )
+
     def _publish(self) -> None:
-        workflow.upsert_search_attributes([STATUS.value_set(self.record.status.value)])
-        workflow.set_current_details(f"cluster {self.record.name}: {self.record.status.value}")
+        """Upsert the status search attribute only when it changes (each upsert is a history event)."""
+        status = self.record.status
+        if status != self._published:
+            workflow.upsert_search_attributes([STATUS.value_set(status.value)])
+            workflow.set_current_details(f"cluster {self.record.name}: {status.value}")
+            self._published = status
+
+
+def _innermost(exc: BaseException) -> str:
+    while getattr(exc, "cause", None) is not None:
+        exc = exc.cause  # type: ignore[attr-defined]
+    return str(exc)

@@ -13,9 +13,13 @@ from pydantic import BaseModel, Field
 
 from providers.base import ClusterHandle, Offering
 from spec import Resources, Task
+from workflows.scheduler import Demand, NodeAllocation
 
 __all__ = [
     "CLUSTER_WORKFLOW",
+    "AutostopRequest",
+    "CancelRequest",
+    "CancelResult",
     "CLUSTER_NAME_PATTERN",
     "LAUNCH_WORKFLOW",
     "LONG_QUEUE",
@@ -35,6 +39,7 @@ __all__ = [
     "LaunchRequest",
     "LaunchResult",
     "Release",
+    "StartRequest",
     "cluster_workflow_id",
     "setup_key",
 ]
@@ -182,11 +187,21 @@ class JobRecord(BaseModel):
     failed_rank: int | None = None
     error: str | None = None
     task_id: str = ""
+    demand: Demand | None = None
+    """What the job asks of each of its nodes (vCPUs, GPUs); None on records from before queueing."""
+    placement: list[NodeAllocation] = []
+    """The nodes (and GPUs) the job was given, in job-rank order; empty while PENDING."""
 
     @property
     def key(self) -> str:
         """The job's key on its nodes (folder name under ``jobs/``)."""
         return f"job-{self.job_id}"
+
+    def handle_in(self, cluster: ClusterHandle) -> ClusterHandle:
+        """The cluster as the job sees it: the nodes it was placed on, in job-rank order."""
+        if not self.placement:
+            return cluster.model_copy(update={"nodes": cluster.nodes[: self.num_nodes]})
+        return cluster.model_copy(update={"nodes": [cluster.nodes[a.node] for a in self.placement]})
 
 
 class ClusterRecord(BaseModel):
@@ -208,12 +223,38 @@ class ClusterRecord(BaseModel):
     waiting: list[str] = []
     """Launches waiting for the lock, first come first served."""
     ever_up: bool = False
+    idle_since: float | None = None
+    """When the cluster last became idle (or autostop was set); None while a job is active."""
+    degraded: str | None = None
+    """Why the cluster is not fully healthy (a node stopped answering, or vanished), if it is not."""
+    refreshed_at: float | None = None
+    """When the provider was last asked for the nodes' real state."""
+    stop_kept_nodes: bool = True
+    """Whether the last stop kept the nodes (a provider that cannot stop removes them; start re-creates)."""
+
+    @property
+    def active_jobs(self) -> list[JobRecord]:
+        """Jobs that are PENDING, SETTING_UP or RUNNING."""
+        return [job for job in self.jobs if not job.status.done]
+
+    @property
+    def autostop_at(self) -> float | None:
+        """When autostop fires if the cluster stays idle, or None."""
+        if self.idle_minutes is None or self.idle_since is None or self.status != ClusterStatus.UP:
+            return None
+        return self.idle_since + self.idle_minutes * 60
 
 
 class ClusterInput(BaseModel):
     """Input of ``ClusterWorkflow``: a new cluster, or the state carried over a continue-as-new."""
 
     record: ClusterRecord
+    submissions: dict[int, JobSubmission] = {}
+    """Submissions of the jobs that have not ended, by job id (re-dispatched after a continue-as-new)."""
+    setup_task: Task | None = None
+    """The last launch's task: what a start re-runs on nodes that a stop could not keep."""
+    history_limit: int | None = None
+    """Continue as new once the history has this many events (default: when Temporal suggests it)."""
 
 
 class ClaimRequest(BaseModel):
@@ -242,6 +283,8 @@ class Release(BaseModel):
     idle_minutes: int | None = None
     autostop_down: bool = False
     failed: bool = False
+    task: Task | None = None
+    """The launch's task (its setup is re-run if the cluster is started again on new nodes)."""
 
 
 class JobSubmission(BaseModel):
@@ -252,3 +295,33 @@ class JobSubmission(BaseModel):
     user: str = "unknown"
     sync_workdir: bool = False
     """Sync ``task.workdir`` before the job starts (``exec``; a launch has synced it already)."""
+
+
+class CancelRequest(BaseModel):
+    """Update ``cancel``: cancel these jobs (or every active one with ``all``)."""
+
+    job_ids: list[int] = []
+    all: bool = False
+
+
+class CancelResult(BaseModel):
+    """What ``cancel`` did."""
+
+    cancelled: list[int] = []
+    """Jobs that were active and are now CANCELLED (their processes stopped on every node)."""
+    already_done: list[int] = []
+    unknown: list[int] = []
+
+
+class AutostopRequest(BaseModel):
+    """Update ``set_autostop``: stop (or down) after ``idle_minutes`` idle; None cancels autostop."""
+
+    idle_minutes: int | None = Field(default=None, ge=0)
+    down: bool = False
+
+
+class StartRequest(BaseModel):
+    """Update ``start``: bring a STOPPED cluster back, optionally setting autostop."""
+
+    idle_minutes: int | None = Field(default=None, ge=0)
+    down: bool = False

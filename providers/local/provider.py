@@ -1,4 +1,8 @@
-"""This machine as a cloud: a node is a folder under ``~/.skyhop/clusters/<name>/`` running real processes."""
+"""This machine as a cloud: a node is a folder under ``~/.skyhop/clusters/<name>/`` running real processes.
+
+Stopping a node kills its processes and keeps its folder (its disk), marked by a ``stopped`` file;
+starting removes the mark. A node whose folder is gone has been terminated.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,7 @@ import os
 import shutil
 from pathlib import Path
 
-from providers.base import ClusterHandle, NodeHandle, NodeRuntime, Offering, Provider
+from providers.base import ClusterHandle, NodeHandle, NodeRuntime, NodeStatus, Offering, Provider
 from providers.home import skyhop_home
 from providers.local.runtime import LocalNodeRuntime
 
@@ -56,3 +60,28 @@ class LocalProvider(Provider):
 
     def runtime(self, node: NodeHandle) -> NodeRuntime:
         return LocalNodeRuntime(node)
+
+    async def stop(self, handle: ClusterHandle) -> None:
+        await asyncio.gather(*(LocalNodeRuntime(node).cancel_all() for node in handle.nodes))
+        for node in handle.nodes:
+            folder = Path(node.runtime_dir)
+            if folder.is_dir():
+                (folder / _STOPPED).touch()
+
+    async def start(self, handle: ClusterHandle) -> ClusterHandle:
+        for node in handle.nodes:
+            (Path(node.runtime_dir) / _STOPPED).unlink(missing_ok=True)
+        await asyncio.gather(*(self.runtime(node).prepare() for node in handle.nodes))
+        return handle
+
+    async def node_statuses(self, handle: ClusterHandle) -> list[NodeStatus]:
+        return [_status(Path(node.runtime_dir)) for node in handle.nodes]
+
+
+_STOPPED = "stopped"
+
+
+def _status(folder: Path) -> NodeStatus:
+    if not folder.is_dir():
+        return NodeStatus.TERMINATED
+    return NodeStatus.STOPPED if (folder / _STOPPED).exists() else NodeStatus.UP

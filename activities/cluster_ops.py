@@ -1,0 +1,97 @@
+"""Activities of a cluster's lifecycle after launch: stop, start, cancel jobs, ask the provider.
+
+Each is idempotent: stopping a stopped node, starting a started one, cancelling an ended job or
+probing twice changes nothing, so Temporal may retry any of them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from pydantic import BaseModel
+from temporalio import activity
+
+from providers.base import CannotStopError, ClusterHandle, NodeStatus, StatusUnknownError
+from providers.registry import get_provider
+from workflows.contract import JobRecord
+
+__all__ = [
+    "CancelJobsInput",
+    "ProbeResult",
+    "StartClusterInput",
+    "StopResult",
+    "cancel_jobs",
+    "probe_cluster",
+    "start_cluster",
+    "stop_cluster",
+]
+
+
+class StopResult(BaseModel):
+    kept_nodes: bool
+    """False when the provider cannot stop, so the nodes were removed (start re-creates them)."""
+
+
+class StartClusterInput(BaseModel):
+    handle: ClusterHandle
+    recreate: bool = False
+    """Provision the same offering (same region and zone) again instead of starting stopped nodes."""
+
+
+class CancelJobsInput(BaseModel):
+    handle: ClusterHandle
+    jobs: list[JobRecord]
+
+
+class ProbeResult(BaseModel):
+    statuses: list[NodeStatus] | None
+    """Each node's real state in rank order, or None when the provider cannot tell."""
+
+
+@activity.defn
+async def stop_cluster(handle: ClusterHandle) -> StopResult:
+    """Stop every node, keeping disks; where the provider cannot stop, remove the nodes instead."""
+    activity.heartbeat()
+    provider = get_provider(handle.offering.provider)
+    try:
+        await provider.stop(handle)
+        return StopResult(kept_nodes=True)
+    except CannotStopError:
+        await provider.terminate(handle)
+        return StopResult(kept_nodes=False)
+
+
+@activity.defn
+async def start_cluster(request: StartClusterInput) -> ClusterHandle:
+    """Start the stopped nodes, or re-create them with the same offering when they were removed."""
+    activity.heartbeat()
+    handle = request.handle
+    provider = get_provider(handle.offering.provider)
+    if not request.recreate:
+        return await provider.start(handle)
+    fresh = await provider.provision(handle.cluster_name, handle.offering, len(handle.nodes))
+    return fresh.model_copy(update={"use_spot": handle.use_spot})
+
+
+@activity.defn
+async def cancel_jobs(request: CancelJobsInput) -> None:
+    """Stop the jobs' processes on every node they were placed on (a no-op for ended jobs)."""
+    provider = get_provider(request.handle.offering.provider)
+    kills = []
+    for job in request.jobs:
+        for node in job.handle_in(request.handle).nodes:
+            kills.append(provider.runtime(node).cancel_job(job.key))
+    # One unreachable node must not keep the others' processes alive.
+    results = await asyncio.gather(*kills, return_exceptions=True)
+    errors = [r for r in results if isinstance(r, BaseException)]
+    if errors:
+        raise errors[0]
+
+
+@activity.defn
+async def probe_cluster(handle: ClusterHandle) -> ProbeResult:
+    """The provider's view of each node: the truth that ``status --refresh`` reconciles with."""
+    try:
+        return ProbeResult(statuses=await get_provider(handle.offering.provider).node_statuses(handle))
+    except StatusUnknownError:
+        return ProbeResult(statuses=None)

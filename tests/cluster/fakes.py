@@ -1,0 +1,141 @@
+"""``ClusterWorkflow`` under a worker whose activities are fakes: for time-skipping and replay tests.
+
+The fakes are re-declared under the real activities' names (the way Temporal's samples mock
+activities) and record every call, so a test sees what the workflow asked the cloud to do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+
+from temporalio import activity
+from temporalio.api.enums.v1 import IndexedValueType
+from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
+from temporalio.client import Client, WorkflowHandle
+from temporalio.worker import Worker
+
+from activities.cluster_ops import CancelJobsInput, ProbeResult, StartClusterInput, StopResult
+from activities.models import RunJobInput, WaitJobInput
+from providers.base import ClusterHandle, NodeHandle, NodeStatus, Offering
+from providers.runtime.jobs import JobOutcome
+from workflows.cluster import ClusterWorkflow
+from workflows.contract import (
+    LONG_QUEUE,
+    SEARCH_ATTRIBUTES,
+    SHORT_QUEUE,
+    WORKFLOW_QUEUE,
+    ClusterInput,
+    ClusterRecord,
+    ClusterStatus,
+    cluster_workflow_id,
+)
+
+__all__ = ["FakeCloud", "register_search_attributes", "running_cluster", "serving", "up_record"]
+
+
+async def register_search_attributes(client: Client) -> None:
+    """The test server only has skyhop's search attributes once asked (it cannot list them)."""
+    kinds = {
+        name: IndexedValueType.Value(f"INDEXED_VALUE_TYPE_{kind.upper()}")
+        for name, kind in SEARCH_ATTRIBUTES.items()
+    }
+    await client.operator_service.add_search_attributes(
+        AddSearchAttributesRequest(namespace=client.namespace, search_attributes=kinds)
+    )
+
+
+def up_record(
+    name: str, *, idle_minutes: int | None = None, down: bool = False, cpus: float = 2
+) -> ClusterRecord:
+    """The record of an UP one-node cluster, as a launch leaves it."""
+    offering = Offering(provider="local", instance_type="local", cpus=cpus, memory_gib=4, price=0)
+    node = NodeHandle(rank=0, instance_id=f"{name}-0", ip="127.0.0.1", runtime_dir=f"/nonexistent/{name}")
+    return ClusterRecord(
+        name=name,
+        status=ClusterStatus.UP,
+        handle=ClusterHandle(cluster_name=name, offering=offering, nodes=[node]),
+        ever_up=True,
+        idle_minutes=idle_minutes,
+        autostop_down=down,
+    )
+
+
+class FakeCloud:
+    """Activities that touch nothing and record what they were asked; jobs end when released."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+        self.statuses: list[NodeStatus] | None = [NodeStatus.UP]
+        self.hold_jobs = False
+        self.released: set[str] = set()
+
+    @activity.defn(name="stop_cluster")
+    async def stop_cluster(self, handle: ClusterHandle) -> StopResult:
+        self.calls.append("stop_cluster")
+        return StopResult(kept_nodes=True)
+
+    @activity.defn(name="start_cluster")
+    async def start_cluster(self, request: StartClusterInput) -> ClusterHandle:
+        self.calls.append("start_cluster")
+        return request.handle
+
+    @activity.defn(name="terminate")
+    async def terminate(self, handle: ClusterHandle) -> None:
+        self.calls.append("terminate")
+
+    @activity.defn(name="start_job")
+    async def start_job(self, request: RunJobInput) -> None:
+        self.calls.append(f"start_job {request.job.job_id}")
+
+    @activity.defn(name="wait_job")
+    async def wait_job(self, request: WaitJobInput) -> JobOutcome:
+        while self.hold_jobs and request.job.key not in self.released:
+            activity.heartbeat()
+            await asyncio.sleep(0.05)
+        return JobOutcome(status="SUCCEEDED", exit_code=0)
+
+    @activity.defn(name="cancel_jobs")
+    async def cancel_jobs(self, request: CancelJobsInput) -> None:
+        self.calls.append("cancel_jobs " + ",".join(str(job.job_id) for job in request.jobs))
+
+    @activity.defn(name="probe_cluster")
+    async def probe_cluster(self, handle: ClusterHandle) -> ProbeResult:
+        self.calls.append("probe_cluster")
+        return ProbeResult(statuses=self.statuses)
+
+    def workers(self, client: Client) -> list[Worker]:
+        long = [self.stop_cluster, self.start_cluster, self.terminate, self.start_job, self.wait_job]
+        return [
+            # No sticky cache: every workflow task replays the whole history (a determinism check
+            # for free), and a stopped worker leaves no sticky queue behind for the server to wait on.
+            Worker(client, task_queue=WORKFLOW_QUEUE, workflows=[ClusterWorkflow], max_cached_workflows=0),
+            Worker(client, task_queue=LONG_QUEUE, activities=long),
+            Worker(client, task_queue=SHORT_QUEUE, activities=[self.cancel_jobs, self.probe_cluster]),
+        ]
+
+
+@asynccontextmanager
+async def serving(client: Client, cloud: FakeCloud) -> AsyncIterator[None]:
+    """Run the fake cloud's workers for the length of the block."""
+    async with AsyncExitStack() as stack:
+        for worker in cloud.workers(client):
+            await stack.enter_async_context(worker)
+        yield
+
+
+@asynccontextmanager
+async def running_cluster(
+    client: Client, record: ClusterRecord, cloud: FakeCloud, history_limit: int | None = None
+) -> AsyncIterator[WorkflowHandle[ClusterWorkflow, ClusterRecord]]:
+    """Start a ClusterWorkflow for ``record`` under the fake cloud's workers."""
+    async with serving(client, cloud):
+        handle = await client.start_workflow(
+            ClusterWorkflow.run,
+            ClusterInput(record=record, history_limit=history_limit),
+            id=cluster_workflow_id(f"{record.name}-{uuid.uuid4().hex[:6]}"),
+            task_queue=WORKFLOW_QUEUE,
+        )
+        yield handle
