@@ -127,6 +127,9 @@ class LaunchWorkflow:
                 if reason is not None:
                     raise ApplicationError(reason, type="ResourcesMismatch", non_retryable=True)
                 self._progress.reused = True
+                release = release.model_copy(
+                    update={"idle_minutes": request.idle_minutes, "autostop_down": request.down}
+                )
             else:
                 handle = await self._provision(record)
                 release = release.model_copy(
@@ -141,7 +144,7 @@ class LaunchWorkflow:
                 )
             self._progress.handle = handle
             await self._sync_and_setup(handle)
-            release = release.model_copy(update={"failed": False})
+            release = release.model_copy(update={"failed": False, "task": task})
         finally:
             cluster = workflow.get_external_workflow_handle(cluster_workflow_id(request.cluster_name))
             await cluster.signal("release", release)
