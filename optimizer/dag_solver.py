@@ -1,4 +1,4 @@
-"""Joint placement of a DAG's tasks with OR-Tools CP-SAT: node costs plus data-movement costs.
+"""Joint placement of a DAG's tasks with an OR-Tools MIP (SCIP): node costs plus data-movement costs.
 
 Each task picks one (provider, region) place; what moving data costs depends only on whether two
 places share a region, a provider, or neither. So the pairwise cost linearises with two small sets
@@ -10,8 +10,9 @@ of indicators per edge instead of one variable per pair of places:
   + sum_p leave_region[p] * (same_cloud[p] - sum_{r in p} same_region[r])
 
 Minimising pushes every indicator up to the product it stands for, so the model is exact. Two
-objectives (time, then cost) are solved lexicographically. One worker and a fixed seed make the
-choice among equal optima repeatable.
+objectives (time, then cost) are solved lexicographically. SCIP is deterministic, so equal optima
+resolve the same way every time. (``pywraplp`` loads in ~50 ms; CP-SAT's Python module pulls in
+pandas and takes ~700 ms, more than the whole optimize budget.)
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ from typing import Any
 
 __all__ = ["Choice", "Flow", "brute_force", "place", "total"]
 
-_SCALE = 1_000_000
-"""Objective values are scaled to integers (micro-dollars, micro-hours) for CP-SAT."""
+_TOLERANCE = 1e-7
+"""Slack when the first objective's optimum becomes a constraint for the second."""
 
 Values = tuple[float, float]
 """(primary, secondary) objective values, e.g. (cost, 0) or (hours, cost)."""
@@ -77,39 +78,33 @@ def brute_force(choices: list[list[Choice]], flows: list[Flow]) -> Values:
 
 def place(choices: list[list[Choice]], flows: list[Flow]) -> list[int]:
     """The placement minimising (primary, secondary) lexicographically."""
-    from ortools.sat.python import cp_model
+    from ortools.linear_solver import pywraplp
 
-    model = cp_model.CpModel()
-    x = [[model.new_bool_var(f"x{i}_{k}") for k in range(len(row))] for i, row in enumerate(choices)]
+    solver = pywraplp.Solver.CreateSolver("SCIP")
+    x = [[solver.BoolVar(f"x{i}_{k}") for k in range(len(row))] for i, row in enumerate(choices)]
     for row in x:
-        model.add_exactly_one(row)
-    terms: list[list[tuple[Any, Values]]] = [
-        [(x[i][k], c.values) for k, c in enumerate(row)] for i, row in enumerate(choices)
+        solver.Add(solver.Sum(row) == 1)
+    linear: list[tuple[Any, Values]] = [
+        (x[i][k], c.values) for i, row in enumerate(choices) for k, c in enumerate(row)
     ]
     for e, flow in enumerate(flows):
-        terms.append(_flow_terms(model, x, choices, flow, e))
-    linear = [(var, values) for group in terms for var, values in group]
-
-    def expression(axis: int) -> Any:
-        return sum(int(round(values[axis] * _SCALE)) * var for var, values in linear if values[axis])
-
-    solver = cp_model.CpSolver()
-    solver.parameters.num_workers = 1
-    solver.parameters.random_seed = 7
-    solver.parameters.max_time_in_seconds = 30.0
+        linear += _flow_terms(solver, x, choices, flow, e)
+    picks: list[int] = []
     for axis in (0, 1):
-        objective = expression(axis)
-        model.minimize(objective)
-        status = solver.solve(model)
-        if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-            raise RuntimeError(f"the placement model has no solution ({solver.status_name(status)})")
-        best = int(round(solver.objective_value))
-        model.add(objective <= best)
-    return [next(k for k, var in enumerate(row) if solver.value(var)) for row in x]
+        terms = [values[axis] * var for var, values in linear if values[axis]]
+        if picks and not terms:
+            break
+        objective = solver.Sum(terms)
+        solver.Minimize(objective)
+        if solver.Solve() != pywraplp.Solver.OPTIMAL:
+            raise RuntimeError("the placement model has no optimal solution")
+        picks = [next(k for k, var in enumerate(row) if var.solution_value() > 0.5) for row in x]
+        solver.Add(objective <= solver.Objective().Value() + _TOLERANCE)  # keep it while improving the next
+    return picks
 
 
 def _flow_terms(
-    model: Any, x: list[list[Any]], choices: list[list[Choice]], flow: Flow, e: int
+    solver: Any, x: list[list[Any]], choices: list[list[Choice]], flow: Flow, e: int
 ) -> list[tuple[Any, Values]]:
     """Variables (with their signed values) whose sum is the edge's data-movement cost."""
     u, v = flow.src, flow.dst
@@ -123,9 +118,9 @@ def _flow_terms(
         terms += [(var, cloud_cost) for var in on_u]
         if not on_u or not on_v:
             continue
-        same_cloud = model.new_bool_var(f"c{e}_{p}")
-        model.add(same_cloud <= sum(on_u))
-        model.add(same_cloud <= sum(on_v))
+        same_cloud = solver.BoolVar(f"c{e}_{p}")
+        solver.Add(same_cloud <= sum(on_u))
+        solver.Add(same_cloud <= sum(on_v))
         terms.append((same_cloud, (region_cost[0] - cloud_cost[0], region_cost[1] - cloud_cost[1])))
         same_regions = []
         for region in sorted({c.region for c in choices[u] if c.provider == p}):
@@ -133,11 +128,11 @@ def _flow_terms(
             in_v = [x[v][k] for k, c in enumerate(choices[v]) if (c.provider, c.region) == (p, region)]
             if not in_v:
                 continue
-            same = model.new_bool_var(f"r{e}_{p}_{region}")
-            model.add(same <= sum(in_u))
-            model.add(same <= sum(in_v))
+            same = solver.BoolVar(f"r{e}_{p}_{region}")
+            solver.Add(same <= sum(in_u))
+            solver.Add(same <= sum(in_v))
             same_regions.append(same)
             terms.append((same, (-region_cost[0], -region_cost[1])))
         if same_regions:
-            model.add(sum(same_regions) <= same_cloud)
+            solver.Add(sum(same_regions) <= same_cloud)
     return terms

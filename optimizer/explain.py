@@ -96,7 +96,7 @@ def _accelerator_reason(resources: Resources, loaded: list[Catalog], flat: list[
         alt = f"; did you mean {', '.join(close[:5])}?" if close else ""
         return f"no offering{where} has accelerator {name}{alt}"
     if not any(abs(n - count) <= 0.01 for n, _, _ in offers):
-        most = max(offers)
+        most = min(offers, key=lambda o: (-o[0], o[1], o[2]))
         counts = ", ".join(f"{name}:{n:g}" for n in sorted({n for n, _, _ in offers}))
         return (
             f"no offering{where} has {count:g} {name} on one node; the most is {most[0]:g} on "

@@ -144,7 +144,9 @@ class Resources(BaseModel):
                 choices, in_order = parse_accelerator_choices(data["accelerators"])
             except ValueError:
                 return data  # the field validator reports it, with its field path
-        if len(choices) > 1:
+        if len(choices) == 1:
+            data["accelerators"] = choices[0]
+        elif len(choices) > 1:
             if in_order and (data.get("any_of") is not None or data.get("ordered") is not None):
                 raise ValueError("a list of accelerators is already an order; drop 'any_of'/'ordered'")
             if data.get("ordered") is not None:

@@ -7,6 +7,7 @@ Writes go through a temporary file and a rename, so concurrent readers see whole
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import os
 import pickle
@@ -36,12 +37,24 @@ def cached_catalog(path: Path, read: Callable[[], Catalog]) -> Catalog:
         return _memory[key]
     entry = skyhop_home() / "catalogs" / "cache" / f"{key}.pickle"
     try:
-        catalog: Catalog = pickle.loads(entry.read_bytes())
+        catalog: Catalog = _unpickle(entry.read_bytes())
     except (OSError, pickle.UnpicklingError, EOFError, AttributeError, TypeError):
         catalog = read()
         _store(entry, catalog)
     _memory[key] = catalog
     return catalog
+
+
+def _unpickle(data: bytes) -> Catalog:
+    """Unpickle with the cyclic GC paused: ~100k small tuples would trigger it dozens of times."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        catalog: Catalog = pickle.loads(data)
+        return catalog
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _store(entry: Path, catalog: Catalog) -> None:
