@@ -1,4 +1,4 @@
-"""The CP-SAT placement agrees with brute force, and chains move data cheaply."""
+"""The MIP placement agrees with brute force, and chains move data cheaply."""
 
 from __future__ import annotations
 
