@@ -14,6 +14,7 @@ import typer
 
 from cli.catalog_commands import check_minimize, register_catalog_commands
 from cli.output import EXIT_DETACHED, EXIT_USAGE, fail, info
+from cli.queue_commands import register_queue_commands
 
 app = typer.Typer(
     name="skyhop",
@@ -220,11 +221,16 @@ def exec_(
 
 
 @app.command()
-def status(json_output: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
+def status(
+    json_output: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    refresh: Annotated[
+        bool, typer.Option("--refresh", "-r", help="Ask the providers for the nodes' real state first.")
+    ] = False,
+) -> None:
     """List clusters: name, infra, resources, status, launch time, autostop."""
     from cli.clusters import run_status
 
-    _run(run_status(json_output))
+    _run(run_status(json_output, refresh=refresh))
 
 
 @app.command()
@@ -234,15 +240,29 @@ def logs(
     follow: Annotated[
         bool, typer.Option("--follow/--no-follow", help="Keep streaming until the job ends.")
     ] = True,
+    tail: Annotated[
+        int | None,
+        typer.Option("--tail", help="Start from the last N lines instead of the beginning.", min=0),
+    ] = None,
+    status_only: Annotated[
+        bool,
+        typer.Option(
+            "--status",
+            help="Print the job's status only; exit 0 succeeded, 100 failed, 101 not ended, 102 no such job, "
+            "103 cancelled.",
+        ),
+    ] = False,
 ) -> None:
     """Print a job's output; exits with the job's exit code once it has ended."""
 
     async def show() -> int:
         from cli.launching import exit_code_of
-        from cli.logs import follow_job
+        from cli.logs import follow_job, print_job_status
         from cli.session import open_client
 
-        job = await follow_job(await open_client(), cluster, job_id, follow=follow)
+        if status_only:
+            return await print_job_status(await open_client(), cluster, job_id)
+        job = await follow_job(await open_client(), cluster, job_id, follow=follow, tail_lines=tail)
         return exit_code_of(job) if job.status.done else 0
 
     _run(show())
@@ -307,6 +327,9 @@ def worker(
     import worker as worker_module
 
     worker_module.main(["--address", address] if address else [])
+
+
+register_queue_commands(app)
 
 
 def main() -> None:

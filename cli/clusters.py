@@ -12,7 +12,7 @@ from workflows.contract import ClusterRecord, ClusterStatus, cluster_workflow_id
 if TYPE_CHECKING:
     from temporalio.client import Client
 
-__all__ = ["list_clusters", "run_down", "run_status"]
+__all__ = ["list_clusters", "refresh_clusters", "run_down", "run_status"]
 
 _RUNNING_CLUSTERS = "SkyhopKind = 'cluster' AND ExecutionStatus = 'Running'"
 
@@ -42,14 +42,38 @@ def _row(record: ClusterRecord) -> list[str]:
     autostop = "-"
     if record.idle_minutes is not None:
         autostop = f"{record.idle_minutes}m" + (" (down)" if record.autostop_down else "")
-    return [record.name, infra, resources, record.status.value, age(record.launched_at), autostop]
+    status = record.status.value + (" (degraded)" if record.degraded else "")
+    return [record.name, infra, resources, status, age(record.launched_at), autostop]
 
 
-async def run_status(as_json: bool) -> int:
-    """Print the clusters as a table, or as JSON."""
+async def refresh_clusters(client: Client) -> None:
+    """Have every live cluster reconcile with its provider (at once); a cluster that fails is left as is."""
+    from temporalio.client import WorkflowUpdateFailedError
+    from temporalio.service import RPCError
+
+    ids = [wf.id async for wf in client.list_workflows(_RUNNING_CLUSTERS)]
+    results = await asyncio.gather(
+        *(
+            client.get_workflow_handle(wid).execute_update("refresh", result_type=ClusterRecord)
+            for wid in ids
+        ),
+        return_exceptions=True,
+    )
+    for wid, result in zip(ids, results, strict=True):
+        if isinstance(result, WorkflowUpdateFailedError | RPCError):
+            info(f"Could not refresh {wid.removeprefix('cluster:')}: {result.cause or result}")
+        elif isinstance(result, BaseException):
+            raise result
+
+
+async def run_status(as_json: bool, *, refresh: bool = False) -> int:
+    """Print the clusters as a table, or as JSON (after asking the providers, with ``refresh``)."""
     from cli.session import open_client
 
-    records = await list_clusters(await open_client())
+    client = await open_client()
+    if refresh:
+        await refresh_clusters(client)
+    records = await list_clusters(client)
     if as_json:
         print(
             json.dumps([r.model_dump(mode="json", exclude={"holder", "waiting"}) for r in records], indent=2)
@@ -59,6 +83,9 @@ async def run_status(as_json: bool) -> int:
         info("No clusters. Launch one with: skyhop launch TASK.yaml")
         return 0
     table(["CLUSTER", "INFRA", "RESOURCES", "STATUS", "LAUNCHED", "AUTOSTOP"], [_row(r) for r in records])
+    for record in records:
+        if record.degraded:
+            info(f"{record.name}: {record.degraded}")
     return 0
 
 

@@ -9,8 +9,10 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
+from collections import deque
 from typing import TYPE_CHECKING, BinaryIO
 
+from cli.output import info
 from providers.registry import get_provider
 from providers.runtime.jobs import JobOutcome, combine_node_states
 from workflows.contract import ClusterRecord, JobRecord, JobStatus, cluster_workflow_id
@@ -20,7 +22,7 @@ if TYPE_CHECKING:
 
     from providers.base import ClusterHandle
 
-__all__ = ["LogTail", "JobNotFoundError", "cluster_record", "follow_job"]
+__all__ = ["LogTail", "JobNotFoundError", "cluster_record", "find_job", "follow_job", "print_job_status"]
 
 _RECORD_CHECK_S = 1.0
 
@@ -57,10 +59,31 @@ class LogTail:
                 continue
             lines = (self.pending[rank] + chunk).split(b"\n")
             self.pending[rank] = lines.pop()
-            prefix = f"(rank {rank}, {self.nodes[rank].ip}) ".encode()
-            self.out.write(b"".join(prefix + line + b"\n" for line in lines))
+            self._write_lines(rank, lines)
         self.out.flush()
         return wrote
+
+    async def skip_to_last(self, count: int) -> None:
+        """Write only the last ``count`` complete lines so far on each node; ``pump`` goes on from there."""
+        for rank, runtime in enumerate(self.runtimes):
+            kept: deque[bytes] = deque(maxlen=count)
+            offset, rest = 0, b""
+            while chunk := await runtime.read_log(self.key, offset):
+                offset += len(chunk)
+                lines = (rest + chunk).split(b"\n")
+                rest = lines.pop()
+                kept.extend(lines)
+            # An unfinished last line is read again by the next pump, whole.
+            self.offsets[rank] = offset - len(rest)
+            if len(self.nodes) == 1:
+                self.out.write(b"".join(line + b"\n" for line in kept))
+            else:
+                self._write_lines(rank, list(kept))
+        self.out.flush()
+
+    def _write_lines(self, rank: int, lines: list[bytes]) -> None:
+        prefix = f"(rank {rank}, {self.nodes[rank].ip}) ".encode()
+        self.out.write(b"".join(prefix + line + b"\n" for line in lines))
 
     def flush_partial(self) -> None:
         """Write unterminated last lines (multi-node output is line-prefixed)."""
@@ -89,16 +112,38 @@ async def cluster_record(client: Client, cluster_name: str) -> ClusterRecord:
         raise JobNotFoundError(f"cluster {cluster_name!r} not found; see 'skyhop status'") from None
 
 
-async def follow_job(
-    client: Client, cluster_name: str, job_id: int | None, *, follow: bool = True, out: BinaryIO | None = None
-) -> JobRecord:
-    """Print the job's log (following it until it ends, unless ``follow`` is False); its final record."""
+async def find_job(client: Client, cluster_name: str, job_id: int | None) -> tuple[ClusterRecord, JobRecord]:
+    """The cluster's record and its job ``job_id`` (the latest job when None)."""
     record = await cluster_record(client, cluster_name)
     if not record.jobs:
         raise JobNotFoundError(f"cluster {cluster_name!r} has no jobs yet")
-    job = _find(record, job_id if job_id is not None else record.jobs[-1].job_id)
-    assert record.handle is not None
-    tail = LogTail(record.handle, job.key, job.num_nodes, out or sys.stdout.buffer)
+    return record, _find(record, job_id if job_id is not None else record.jobs[-1].job_id)
+
+
+async def follow_job(
+    client: Client,
+    cluster_name: str,
+    job_id: int | None,
+    *,
+    follow: bool = True,
+    tail_lines: int | None = None,
+    out: BinaryIO | None = None,
+) -> JobRecord:
+    """Print the job's log (following it until it ends, unless ``follow`` is False); its final record.
+
+    ``tail_lines`` starts from the last lines written so far instead of the beginning.
+    """
+    record, job = await find_job(client, cluster_name, job_id)
+    if job.status == JobStatus.PENDING:
+        if not follow:
+            info(f"Job {job.job_id} is PENDING: it waits for resources on the cluster and has no output yet.")
+            return job
+        record, job = await _wait_until_placed(client, cluster_name, job)
+    if record.handle is None:
+        raise JobNotFoundError(f"cluster {cluster_name!r} has no nodes to read job {job.job_id}'s log from")
+    tail = LogTail(job.handle_in(record.handle), job.key, job.num_nodes, out or sys.stdout.buffer)
+    if tail_lines is not None:
+        await tail.skip_to_last(tail_lines)
     poll, checked = 0.02, time.monotonic()
     while True:
         wrote = await tail.pump()
@@ -122,6 +167,40 @@ async def follow_job(
             }
         )
     return job
+
+
+STATUS_EXIT_CODES = {
+    JobStatus.SUCCEEDED: 0,
+    JobStatus.FAILED: 100,
+    JobStatus.FAILED_SETUP: 100,
+    JobStatus.CANCELLED: 103,
+}
+"""``logs --status`` exit codes, SkyPilot's: 101 for a job that has not ended, 102 for no such job."""
+
+
+async def print_job_status(client: Client, cluster_name: str, job_id: int | None) -> int:
+    """Print ``Job N: STATUS`` (and why it failed); the exit code tells the status to scripts."""
+    try:
+        _, job = await find_job(client, cluster_name, job_id)
+    except JobNotFoundError as exc:
+        info(str(exc))
+        return 102
+    reason = f" ({job.error})" if job.error else ""
+    print(f"Job {job.job_id}: {job.status.value}{reason}")
+    return STATUS_EXIT_CODES.get(job.status, 101)
+
+
+async def _wait_until_placed(
+    client: Client, cluster_name: str, job: JobRecord
+) -> tuple[ClusterRecord, JobRecord]:
+    """Wait while the job is queued: which nodes its log is on is only known once it is placed."""
+    info(f"Job {job.job_id} is PENDING: waiting for resources on cluster {cluster_name} ...")
+    while True:
+        await asyncio.sleep(_RECORD_CHECK_S)
+        record = await cluster_record(client, cluster_name)
+        job = _find(record, job.job_id)
+        if job.status != JobStatus.PENDING:
+            return record, job
 
 
 def _find(record: ClusterRecord, job_id: int) -> JobRecord:

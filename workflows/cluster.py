@@ -226,13 +226,16 @@ class ClusterWorkflow:
 
     @workflow.update
     async def start(self, request: StartRequest) -> ClusterRecord:
-        """Start a STOPPED cluster: its nodes again, or new ones in the same zone where none were kept."""
+        """Start a STOPPED cluster: its nodes again, or new ones in the same zone where none were kept.
+
+        Autostop is what ``request`` says (none unless it sets ``idle_minutes``).
+        """
 
         async def start() -> None:
             self._require(ClusterStatus.UP, ClusterStatus.STOPPED, action="started")
             await self._start()
-            if request.idle_minutes is not None:
-                self._set_autostop(AutostopRequest(idle_minutes=request.idle_minutes, down=request.down))
+            # As in SkyPilot, a start without -i leaves the cluster without autostop.
+            self._set_autostop(AutostopRequest(idle_minutes=request.idle_minutes, down=request.down))
 
         return await self._locked("start", start)
 
@@ -364,6 +367,8 @@ class ClusterWorkflow:
             if not job.status.done:
                 job.status = JobStatus.FAILED if job.status == JobStatus.RUNNING else JobStatus.FAILED_SETUP
                 job.error = _innermost(exc)
+            if isinstance(exc.cause, ApplicationError) and exc.cause.type == "NodeLost":
+                self.record.degraded = f"{_innermost(exc)} (while starting job {job.job_id})"
         # Not in a ``finally``: when a worker evicts the workflow, this coroutine is closed and
         # must not touch workflow state.
         job.ended_at = job.ended_at or workflow.now().timestamp()
