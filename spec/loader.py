@@ -29,13 +29,16 @@ def looks_like_yaml_path(entrypoint: str) -> bool:
 
 
 def load_task(entrypoint: str) -> Task:
-    """Load a task from a YAML path or turn a shell command into ``run:``."""
-    if not looks_like_yaml_path(entrypoint):
-        return Task(run=entrypoint)
-    documents = _read_documents(entrypoint)
-    if len(documents) != 1:
-        raise SpecError("", f"{entrypoint}: expected one task document, found {len(documents)}")
-    return task_from_dict(documents[0], base=Path.cwd())
+    """Load one task from a YAML path (its ``outputs``/``estimated_runtime`` only matter in a
+    chain) or turn a shell command into ``run:``."""
+    dag = load_dag(entrypoint)
+    if len(dag.tasks) != 1:
+        raise SpecError(
+            "",
+            f"{entrypoint} holds a chain of {len(dag.tasks)} tasks; launch and exec run one task "
+            "(skyhop launch --dryrun shows where the chain would run)",
+        )
+    return dag.tasks[0].task
 
 
 def load_dag(entrypoint: str) -> Dag:
