@@ -15,6 +15,7 @@ import typer
 from cli.catalog_commands import check_minimize, register_catalog_commands
 from cli.output import EXIT_DETACHED, EXIT_USAGE, fail, info
 from cli.queue_commands import register_queue_commands
+from cli.ssh_commands import ssh_app
 
 app = typer.Typer(
     name="skyhop",
@@ -31,6 +32,7 @@ server_app = typer.Typer(
     help="The embedded Temporal server and worker this machine runs.", no_args_is_help=True
 )
 app.add_typer(server_app, name="server")
+app.add_typer(ssh_app, name="ssh")
 register_catalog_commands(app)
 
 _CLUSTER_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")

@@ -1,0 +1,126 @@
+"""``skyhop ssh up|status|down`` as a user runs them, against real sshd hosts."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from providers.ssh.inventory import known_hosts_path, read_inventory
+from tests.conftest import run, skyhop
+from tests.ssh.conftest import pools_yaml
+from tests.ssh.hosts import SSHHosts
+
+
+def _env() -> dict[str, str]:
+    return dict(os.environ)
+
+
+def test_ssh_up_probes_every_host_and_pins_its_key(ssh_hosts: SSHHosts, lab_pool: str) -> None:
+    hosts = {h.spec.address + f":{h.spec.port}": h for h in read_inventory().pools[lab_pool]}
+    assert len(hosts) == 3
+    for test_host in ssh_hosts.hosts:
+        host = hosts[f"{test_host.address}:{test_host.port}"]
+        assert host.facts is not None and host.error is None
+        assert host.facts.cpus == os.cpu_count() and host.facts.memory_gib > 0
+        assert host.host_key is not None and host.known_hosts_line in known_hosts_path().read_text()
+        assert host.facts.home == "/root"
+    if not ssh_hosts.loopback:
+        node1, node3 = (
+            hosts[f"{h.address}:{h.port}"].facts for h in (ssh_hosts.hosts[0], ssh_hosts.hosts[2])
+        )
+        assert node1 is not None and node3 is not None
+        assert (node1.hostname, node1.rsync, node1.accelerators) == ("node1", True, {})
+        assert (node3.hostname, node3.rsync, node3.accelerators) == ("node3", False, {"A100-80GB": 2.0})
+
+
+def test_ssh_status_shows_reachability_size_and_holder(ssh_hosts: SSHHosts, lab_pool: str) -> None:
+    from providers.base import Offering
+    from providers.ssh import SSHProvider
+
+    provider = SSHProvider()
+    offering = next(o for o in provider.offerings() if o.region == lab_pool and not o.accelerators)
+    handle = run(provider.provision("status-held", offering, 1))
+    try:
+        out = skyhop("ssh", "status", env=_env())
+        assert out.returncode == 0, out.stderr
+        first = ssh_hosts.hosts[0]
+        row = next(line for line in out.stdout.splitlines() if f"{first.address}:{first.port}" in line)
+        assert row.split()[:4] == ["lab", f"{first.address}:{first.port}", "root", "reachable"]
+        assert "status-held (rank 0)" in row
+        rows = json.loads(skyhop("ssh", "status", "--json", env=_env()).stdout)
+        assert {r["host"] for r in rows if r["reachable"]} >= {
+            f"{h.address}:{h.port}" for h in ssh_hosts.hosts
+        }
+        # A held host's pool cannot be removed.
+        refused = skyhop("ssh", "down", lab_pool, env=_env())
+        assert refused.returncode == 1
+        assert "held by cluster 'status-held'" in refused.stderr and "Traceback" not in refused.stderr
+        assert lab_pool in read_inventory().pools
+    finally:
+        run(provider.terminate(handle))
+    assert isinstance(offering, Offering)
+
+
+def test_an_unreachable_host_is_reported_and_the_others_registered(
+    ssh_hosts: SSHHosts, doomed_hosts: SSHHosts, tmp_path: Path
+) -> None:
+    doomed_hosts.hosts[1].kill()
+    path = pools_yaml(tmp_path / "pools.yaml", {"flaky": doomed_hosts.hosts}, doomed_hosts.key)
+    out = skyhop("ssh", "up", str(path), env=_env())
+    assert out.returncode == 1
+    assert "1 of 2 host(s) did not answer" in out.stderr and "Traceback" not in out.stderr
+    assert "UNREACHABLE" in out.stdout and "Pool flaky: 1 of 2 host(s) ready." in out.stderr
+    flaky = read_inventory().pools["flaky"]
+    assert flaky[0].facts is not None and flaky[1].facts is None and flaky[1].error
+    down = skyhop("ssh", "down", "flaky", env=_env())
+    assert down.returncode == 0 and "flaky" not in read_inventory().pools
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("lab: [1, 2]", "lab: expected a mapping with 'hosts', got list"),
+        ("lab:\n  user: root\n  hosts: []", "lab.hosts: expected a non-empty list of hosts"),
+        (
+            "lab:\n  user: root\n  hosts: [{ip: h, port: 70000}]",
+            "lab.hosts[0].port: expected an integer from 1 to 65535",
+        ),
+        ("lab:\n  hosts: [h1]", "lab.hosts[0]: no 'user' for this host"),
+        ("lab:\n  user: root\n  password: x\n  hosts: [h1]", "lab.password: not supported"),
+        ("lab:\n  user: root\n  hots: [h1]", "lab: unknown field 'hots'"),
+        (
+            "lab:\n  user: root\n  identity_file: /nonexistent/key\n  hosts: [h1]",
+            "/nonexistent/key does not exist",
+        ),
+        ("lab:\n  user: root\n  hosts: [h1, h1]", "lab.hosts[1]: h1:22 is listed twice"),
+        ("'bad name':\n  user: root\n  hosts: [h1]", "pool name 'bad name' is invalid"),
+        ("lab: {", "not valid YAML"),
+    ],
+)
+def test_bad_pools_files_fail_with_one_line_and_register_nothing(
+    tmp_path: Path, content: str, message: str
+) -> None:
+    path = tmp_path / "pools.yaml"
+    path.write_text(content)
+    before = read_inventory()
+    out = skyhop("ssh", "up", str(path), env=_env())
+    assert out.returncode == 2
+    assert message in out.stderr and len(out.stderr.strip().splitlines()) == 1, out.stderr
+    assert read_inventory() == before
+
+
+def test_ssh_up_reads_the_default_pools_file(ssh_hosts: SSHHosts, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    env = {**_env(), "HOME": str(home), "SKYHOP_HOME": str(home / ".skyhop")}
+    missing = skyhop("ssh", "up", env=env)
+    assert missing.returncode == 2 and "ssh_node_pools.yaml" in missing.stderr
+    (home / ".skyhop").mkdir(parents=True)
+    pools_yaml(home / ".skyhop" / "ssh_node_pools.yaml", {"solo": ssh_hosts.hosts[:1]}, ssh_hosts.key)
+    out = skyhop("ssh", "up", env=env)
+    assert out.returncode == 0, out.stderr
+    assert "Pool solo: 1 of 1 host(s) ready." in out.stderr
+    unknown = skyhop("ssh", "down", "nope", env=env)
+    assert unknown.returncode == 1 and "no ssh pool named 'nope'; registered pools: solo" in unknown.stderr
