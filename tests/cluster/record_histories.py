@@ -1,0 +1,105 @@
+"""Record ``ClusterWorkflow`` histories for the replay tests: ``python -m tests.cluster.record_histories``.
+
+Run it only when adding a scenario. A code change that makes an existing history fail to replay
+would break clusters that are running right now: guard the change with ``workflow.patched``
+instead of re-recording.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from pathlib import Path
+
+from temporalio.client import Client, WorkflowHandle
+
+from spec import Resources, Task
+from tests.cluster.fakes import FakeCloud, query_status, running_cluster, up_record
+from tests.cluster.test_autostop import time_skipping
+from workflows.cluster import ClusterWorkflow
+from workflows.contract import (
+    AutostopRequest,
+    CancelRequest,
+    ClusterRecord,
+    JobStatus,
+    JobSubmission,
+    StartRequest,
+)
+
+HISTORIES = Path(__file__).parent / "histories"
+
+Handle = WorkflowHandle[ClusterWorkflow, ClusterRecord]
+
+
+async def _until(handle: Handle, predicate: object) -> ClusterRecord:
+    while True:
+        record = await query_status(handle)
+        if predicate(record):  # type: ignore[operator]
+            return record
+        await asyncio.sleep(0.05)
+
+
+async def _save(client: Client, handle: Handle, name: str, run_id: str | None = None) -> None:
+    history = await client.get_workflow_handle(handle.id, run_id=run_id).fetch_history()
+    (HISTORIES / f"{name}.json").write_text(history.to_json())
+    print(f"recorded {name}: {len(history.events)} events")
+
+
+async def lifecycle(client: Client) -> None:
+    """Queue, placement, cancel, refresh, autostop setting, stop, start, down."""
+    cloud = FakeCloud()
+    cloud.hold_jobs = True
+    async with running_cluster(client, up_record("lifecycle", cpus=1), cloud) as h:
+        half = Task(run="sleep 1", resources=Resources(cpus="0.5"))
+        for i in range(3):
+            await h.execute_update(ClusterWorkflow.submit_job, JobSubmission(request_id=f"r{i}", task=half))
+        await _until(h, lambda r: [j.status for j in r.jobs][:2] == [JobStatus.RUNNING] * 2)
+        await h.execute_update(ClusterWorkflow.cancel, CancelRequest(job_ids=[1]))
+        await _until(h, lambda r: r.jobs[2].status == JobStatus.RUNNING)
+        cloud.released.add("job-2")
+        await _until(h, lambda r: r.jobs[1].status == JobStatus.SUCCEEDED)
+        await h.execute_update(ClusterWorkflow.refresh)
+        await h.execute_update(ClusterWorkflow.set_autostop, AutostopRequest(idle_minutes=10))
+        await h.execute_update(ClusterWorkflow.stop)
+        await h.execute_update(ClusterWorkflow.start, StartRequest(idle_minutes=5, down=True))
+        await h.execute_update(ClusterWorkflow.down)
+        await h.result()
+        await _save(client, h, "lifecycle")
+
+
+async def autostop(client: Client, sleep: object) -> None:
+    """An idle cluster stops itself on its durable timer; a later job resets nothing (it is STOPPED)."""
+    cloud = FakeCloud()
+    async with running_cluster(client, up_record("autostop", idle_minutes=10), cloud) as h:
+        await sleep(timedelta(minutes=11))  # type: ignore[operator]
+        await _until(h, lambda r: r.status.value == "STOPPED")
+        await h.execute_update(ClusterWorkflow.down)
+        await h.result()
+        await _save(client, h, "autostop")
+
+
+async def continue_as_new(client: Client) -> None:
+    """Jobs submitted across a forced continue-as-new; the first run's history ends with it."""
+    cloud = FakeCloud()
+    async with running_cluster(client, up_record("can"), cloud, history_limit=40) as h:
+        first = (await h.describe()).run_id
+        for i in range(12):
+            await h.execute_update(
+                ClusterWorkflow.submit_job, JobSubmission(request_id=f"r{i}", task=Task(run="true"))
+            )
+        await _until(h, lambda r: len(r.jobs) == 12 and all(j.status.done for j in r.jobs))
+        await _save(client, h, "continue_as_new_first_run", run_id=first)
+
+
+async def main() -> None:
+    HISTORIES.mkdir(exist_ok=True)
+    async with time_skipping() as env:
+        await lifecycle(env.client)
+    async with time_skipping() as env:
+        await autostop(env.client, env.sleep)
+    async with time_skipping() as env:
+        await continue_as_new(env.client)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
