@@ -56,6 +56,8 @@ def build_workers(client: Client, *, long_slots: int = 200, short_slots: int = 5
             client,
             task_queue=WORKFLOW_QUEUE,
             workflows=[LaunchWorkflow, ClusterWorkflow],
+            # Failover re-optimizes between attempts as a local activity: no task queue round trip.
+            activities=[planning.optimize],
             max_concurrent_workflow_tasks=100,
         ),
         Worker(

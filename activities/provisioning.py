@@ -53,7 +53,6 @@ async def heartbeating(work: Awaitable[T]) -> T:
     """
     task = asyncio.ensure_future(work)
     while True:
-        activity.heartbeat()
         try:
             done, _ = await asyncio.wait([task], timeout=_HEARTBEAT_EVERY_S)
         except asyncio.CancelledError:
@@ -62,6 +61,7 @@ async def heartbeating(work: Awaitable[T]) -> T:
             raise
         if done:
             return task.result()
+        activity.heartbeat()
 
 
 @activity.defn

@@ -217,15 +217,16 @@ class LaunchWorkflow:
         if not tried:
             self._enter("optimize")
         try:
-            plan = await workflow.execute_activity(
+            # Local: between attempts it runs in this worker, saving a task queue round trip each.
+            plan = await workflow.execute_local_activity(
                 planning.optimize,
                 OptimizeInput(task=self.request.task, blocklist=blocklist),
-                task_queue=SHORT_QUEUE,
                 start_to_close_timeout=timedelta(seconds=60),
                 retry_policy=SHORT_RETRY,
             )
-        except ActivityError as exc:
-            cause = exc.cause
+        except (ActivityError, ApplicationError) as exc:
+            # A local activity's failure arrives as its ApplicationError itself, not wrapped.
+            cause = exc.cause if isinstance(exc, ActivityError) else exc
             if tried and isinstance(cause, ApplicationError) and cause.type == "NoFeasibleOffering":
                 return None
             raise
