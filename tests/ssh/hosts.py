@@ -13,7 +13,9 @@ at teardown, processes by pid.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import pwd
 import random
 import shutil
 import signal
@@ -45,14 +47,15 @@ class SSHHost:
     proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
 
     def pids(self) -> list[int]:
-        """Every process running on the node (namespace mode: all processes in its namespace)."""
+        """Every process running on the node (loopback mode: sshd and its sessions; detached jobs escape)."""
         if self.netns is None:
-            return [self.proc.pid] if self.proc is not None and self.proc.poll() is None else []
+            alive = self.proc is not None and self.proc.poll() is None
+            return [self.proc.pid, *_descendants(self.proc.pid)] if alive and self.proc else []
         out = subprocess.run(["ip", "netns", "pids", self.netns], capture_output=True, text=True)
         return [int(pid) for pid in out.stdout.split()]
 
     def kill(self) -> None:
-        """The node dies: sshd and everything it started (in loopback mode, sshd only)."""
+        """The node dies: sshd, its sessions and (namespace mode) everything it started."""
         for pid in self.pids():
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
@@ -87,9 +90,11 @@ class SSHHosts:
         self.key = folder / "id_test"
         self.hosts: list[SSHHost] = []
         self.bridge: str | None = None
+        self.started_at = time.time()
         self.loopback = loopback or os.environ.get("SKYHOP_TEST_SSH_LOOPBACK") == "1" or not _can_netns()
 
     def start(self) -> None:
+        self.started_at = time.time()
         subprocess.run(
             ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "skyhop-test", "-f", str(self.key)],
             check=True,
@@ -180,6 +185,33 @@ class SSHHosts:
                 subprocess.run(["ip", "link", "del", host.veth], capture_output=True)
         if self.bridge is not None:
             subprocess.run(["ip", "link", "del", self.bridge], capture_output=True)
+        if self.loopback:
+            self._remove_leftover_nodes()
+
+    def _remove_leftover_nodes(self) -> None:
+        """Loopback nodes share this machine: stop jobs a lost node left and remove its folders."""
+        for folder in (Path(pwd.getpwuid(os.getuid()).pw_dir) / ".skyhop-node").glob("*"):
+            if folder.stat().st_mtime < self.started_at:
+                continue
+            for state_file in folder.glob("jobs/*/state.json"):
+                with contextlib.suppress(OSError, ValueError, KeyError, ProcessLookupError):
+                    state = json.loads(state_file.read_text())
+                    os.killpg(state["pid"], signal.SIGKILL)
+                    os.kill(state["runner_pid"], signal.SIGKILL)
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _descendants(pid: int) -> list[int]:
+    parents: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            parents[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+    found, frontier = [], [pid]
+    while frontier:
+        children = [child for child, parent in parents.items() if parent in frontier]
+        found += children
+        frontier = children
+    return found
 
 
 def _ip(*args: str) -> None:

@@ -186,3 +186,34 @@ def test_a_node_lost_mid_job_fails_the_job_naming_it(
         assert read_inventory().held_by(cluster) == {}
 
     run(scenario())
+
+
+def test_a_failing_node_fails_the_gang_with_its_exit_code_and_stops_the_others(
+    temporal_server: DevServer, live_worker: WorkerProcess, lab_pool: str
+) -> None:
+    cluster = unique_cluster("ssh")
+    task = Task(
+        num_nodes=2,
+        run='if [ "$SKYHOP_NODE_RANK" = 1 ]; then sleep 1; exit 7; fi; echo waiting; sleep 300',
+        resources=Resources(infra=f"ssh/{lab_pool}"),
+    )
+
+    async def scenario() -> None:
+        client = await client_for(temporal_server.address)
+        result = await launch(client, cluster, task)
+        try:
+            await asyncio.to_thread(
+                wait_for,
+                lambda: _record(temporal_server.address, cluster).jobs[0].status.done,
+                60,
+                "the job to end",
+            )
+            job = (await record(client, cluster)).jobs[0]
+            assert (job.status, job.exit_code, job.failed_rank) == (JobStatus.FAILED, 7, 1)
+            head = await SSHProvider().runtime(result.handle.nodes[0]).job_state("job-1")
+            assert head is not None and head.status == "CANCELLED"
+            await close_connections()
+        finally:
+            await down(client, cluster)
+
+    run(scenario())
