@@ -16,8 +16,8 @@ from pydantic import BaseModel
 from temporalio import activity
 
 from providers.base import ClusterHandle, ProvisionRequest
-from providers.errors import FailureScope, ProviderError, TransientError
-from providers.registry import get_provider
+from providers.errors import FailureScope, ProviderError, ProviderUnavailableError, TransientError
+from providers.registry import UnknownProviderError, get_provider
 
 __all__ = ["AttemptFailure", "AttemptOutcome", "provision_attempt", "terminate"]
 
@@ -67,18 +67,27 @@ async def heartbeating(work: Awaitable[T]) -> T:
 @activity.defn
 async def provision_attempt(request: ProvisionRequest) -> AttemptOutcome:
     """Bring up the cluster in the offering's zone; idempotent, so a retry never creates a second set."""
-    provider = get_provider(request.offering.provider)
+    try:
+        provider = get_provider(request.offering.provider)
+    except UnknownProviderError as exc:
+        # A catalog offers a cloud this installation cannot launch on: fail over to another.
+        unavailable = ProviderUnavailableError(str(exc), "UnknownProvider", leftover=False)
+        return AttemptOutcome(failure=_failure(unavailable))
     try:
         handle = await heartbeating(provider.launch(request))
     except TransientError:
         raise
     except ProviderError as exc:
-        failure = AttemptFailure(
-            scope=exc.scope, kind=exc.kind, code=exc.code, message=exc.message, leftover=exc.leftover
-        )
+        failure = _failure(exc)
         activity.logger.info("provision attempt at %s failed: %s", request.offering.location, failure)
         return AttemptOutcome(failure=failure)
     return AttemptOutcome(handle=handle)
+
+
+def _failure(exc: ProviderError) -> AttemptFailure:
+    return AttemptFailure(
+        scope=exc.scope, kind=exc.kind, code=exc.code, message=exc.message, leftover=exc.leftover
+    )
 
 
 @activity.defn

@@ -31,8 +31,6 @@ _PROVIDERS = {
     "local": "providers.local:LocalProvider",
     "sim": "providers.sim.provider:SimProvider",
     "aws": "providers.aws.provider:AWSProvider",
-    "gcp": "providers.gcp.provider:GCPProvider",
-    "azure": "providers.azure.provider:AzureProvider",
     "ssh": "providers.ssh:SSHProvider",
 }
 _ALWAYS_ENABLED = ("local",)
