@@ -88,12 +88,15 @@ def task_candidates(
     node: DagTask, catalogs: CatalogSet, blocklist: Blocklist, minimize: Minimize
 ) -> list[Candidate]:
     """Every candidate for the task, best first; for ``ordered``, only the first alternative's."""
+    from providers.registry import disabled_provider_names
+
     resources = node.task.resources
     flat = flat_offerings(catalogs, resources)
+    clouds = [name for name in catalogs.names if name not in disabled_provider_names()]
     pools: list[list[Candidate]] = []
     for index, alternative in enumerate(resources.alternatives):
         offerings = [o for o in flat if offering_fits(alternative, o) and not blocklist.blocks(o)]
-        for name in catalogs.names:
+        for name in clouds:
             policy = policy_for(name)
             if policy is not None and (alternative.cloud in (None, name)):
                 offerings += catalog_launchables(alternative, catalogs.get(name), policy, blocklist)

@@ -21,6 +21,7 @@ __all__ = [
     "UnknownProviderError",
     "all_provider_names",
     "check_cache_path",
+    "disabled_provider_names",
     "get_provider",
     "provider_names",
     "read_checks",
@@ -81,6 +82,11 @@ def provider_names() -> list[str]:
         return name not in _ONLY_WHEN_CHECKED
 
     return [name for name in _PROVIDERS if candidate(name)]
+
+
+def disabled_provider_names() -> set[str]:
+    """Providers the last ``skyhop check`` disabled: never candidates, whatever catalogs offer."""
+    return {name for name, result in read_checks().items() if not result.enabled}
 
 
 def get_provider(name: str) -> Provider:
