@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import BaseModel
 
 from optimizer.blocklist import Blocklist
-from providers.base import ClusterHandle, Offering
+from providers.base import ClusterHandle
 from spec import Task
 from workflows.contract import JobRecord, JobSubmission
 
@@ -15,7 +15,6 @@ __all__ = [
     "FileMountsInput",
     "OpenClusterInput",
     "OptimizeInput",
-    "ProvisionInput",
     "RunJobInput",
     "SetupInput",
     "SubmitJobInput",
@@ -29,13 +28,6 @@ class OptimizeInput(BaseModel):
     blocklist: Blocklist = Blocklist()
     """Places failover has ruled out."""
     minimize: Literal["cost", "time"] = "cost"
-
-
-class ProvisionInput(BaseModel):
-    cluster_name: str
-    offering: Offering
-    num_nodes: int
-    use_spot: bool = False
 
 
 class SyncWorkdirInput(BaseModel):

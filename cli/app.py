@@ -176,7 +176,7 @@ def launch(
     if not yes:
         from cli.planning import print_plan
 
-        if print_plan(task) != 0:
+        if print_plan(task, check_minimize(minimize)) != 0:
             raise typer.Exit(1)
         typer.confirm(f"Launch on cluster {cluster_name!r}?", default=True, abort=True, err=True)
     from cli.launching import run_launch
@@ -189,6 +189,7 @@ def launch(
             idle_minutes=idle_minutes,
             down=down,
             retry_until_up=retry_until_up,
+            minimize=check_minimize(minimize),
         )
     )
 

@@ -7,7 +7,7 @@ import getpass
 import sys
 import time
 import uuid
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from cli.output import EXIT_DETACHED, fail, info
 from spec import Task
@@ -55,6 +55,7 @@ async def run_launch(
     idle_minutes: int | None,
     down: bool,
     retry_until_up: bool = False,
+    minimize: Literal["cost", "time"] = "cost",
 ) -> int:
     """Start a LaunchWorkflow, print its stages as they happen, then stream the job."""
     from temporalio.client import WorkflowFailureError
@@ -72,6 +73,7 @@ async def run_launch(
         idle_minutes=idle_minutes,
         down=down,
         retry_until_up=retry_until_up,
+        minimize=minimize,
     )
     workflow_id = f"launch:{cluster_name}:{uuid.uuid4().hex[:12]}"
     handle = await client.start_workflow(

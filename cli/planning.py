@@ -20,11 +20,11 @@ if TYPE_CHECKING:
 __all__ = ["dryrun", "plan_document", "print_plan"]
 
 
-def print_plan(task: Task) -> int:
+def print_plan(task: Task, minimize: Minimize = "cost") -> int:
     """Optimize in-process (no server needed) and print the plan table."""
     from spec import Dag
 
-    _show(_place(Dag.chain([task]), "cost"))
+    _show(_place(Dag.chain([task]), minimize))
     return 0
 
 

@@ -8,6 +8,7 @@ Any Temporal client, in any language, can drive skyhop with these: start ``Launc
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
@@ -114,6 +115,8 @@ class LaunchRequest(BaseModel):
     """With ``idle_minutes``: tear the cluster down instead of stopping it."""
     retry_until_up: bool = False
     """When every candidate failed, wait (exponential backoff) and search again, until one is up."""
+    minimize: Literal["cost", "time"] = "cost"
+    """What the optimizer minimises: $ (price x estimated hours) or estimated hours."""
 
 
 class FailoverAttempt(BaseModel):

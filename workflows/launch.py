@@ -220,7 +220,7 @@ class LaunchWorkflow:
             # Local: between attempts it runs in this worker, saving a task queue round trip each.
             plan = await workflow.execute_local_activity(
                 planning.optimize,
-                OptimizeInput(task=self.request.task, blocklist=blocklist),
+                OptimizeInput(task=self.request.task, blocklist=blocklist, minimize=self.request.minimize),
                 start_to_close_timeout=timedelta(seconds=60),
                 retry_policy=SHORT_RETRY,
             )
