@@ -32,6 +32,9 @@ def _why(resources: Resources, catalogs: CatalogSet, flat: list[Offering], block
     names = [n for n in catalogs.names if cloud in (None, n)]
     flat = [o for o in flat if cloud in (None, o.provider)]
     if not names and not flat:
+        if cloud == "ssh":
+            pool = f" {resources.region!r}" if resources.region else ""
+            return f"no SSH node pool{pool} is up; register hosts with: skyhop ssh up pools.yaml"
         available = sorted(set(catalogs.names) | {o.provider for o in flat})
         where = "the catalog folder" if catalogs.restricted else "this installation"
         return f"infra {cloud!r} has no catalog in {where} (available: {', '.join(available) or 'none'})"

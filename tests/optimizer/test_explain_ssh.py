@@ -1,0 +1,19 @@
+"""Asking for an SSH pool before any is up says how to bring one up."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from optimizer import NoFeasibleOfferingError, optimize
+from spec import Resources, Task
+from tests.optimizer.catalogs import catalog_set
+
+
+def test_no_pool_points_to_ssh_up(tmp_path: Path) -> None:
+    task = Task(run="x", resources=Resources(infra="ssh/lab"))
+    with pytest.raises(
+        NoFeasibleOfferingError, match="no SSH node pool 'lab' is up; register hosts with: skyhop ssh up"
+    ):
+        optimize(task, catalog_set(tmp_path))
