@@ -55,13 +55,21 @@ with workflow.unsafe.imports_passed_through():
         StartRequest,
     )
     from workflows.options import HEARTBEAT, LONG_RETRY, SHORT_RETRY, USER_ERRORS
-    from workflows.scheduler import capacity_of, demand_of, demand_problem, schedule
+    from workflows.scheduler import capacity_of, demand_of, demand_problem, free_resources, place
     from workflows.search import STATUS
 
-__all__ = ["MAX_ACTIVE_JOBS", "KEEP_FINISHED_JOBS", "RECONCILE_INTERVAL_S", "ClusterWorkflow"]
+__all__ = [
+    "KEEP_FINISHED_JOBS",
+    "MAX_ACTIVE_JOBS",
+    "MAX_QUEUED_BYTES",
+    "RECONCILE_INTERVAL_S",
+    "ClusterWorkflow",
+]
 
 MAX_ACTIVE_JOBS = 1000
 """Queued plus running jobs a cluster accepts; more are refused (the state must fit one payload)."""
+MAX_QUEUED_BYTES = 800_000
+"""Total JSON size of the submissions of active jobs (they are carried over a continue-as-new)."""
 KEEP_FINISHED_JOBS = 500
 """Ended jobs kept in the record (and in ``skyhop queue``); older ones are dropped, oldest first."""
 RECONCILE_INTERVAL_S = 30 * 60
@@ -86,6 +94,14 @@ class ClusterWorkflow:
         self._setup_task = input.setup_task
         self._history_limit = input.history_limit
         self._runs: dict[int, asyncio.Task[None]] = {}
+        # Indexes over ``record.jobs``, so that handling one event costs the same with 10 jobs or
+        # 1,000 (a replay handles every event again, so a scan per event would be quadratic).
+        jobs = self.record.jobs
+        self._by_request = {job.request_id: job for job in jobs}
+        self._pending = {job.job_id: job for job in jobs if job.status == JobStatus.PENDING}
+        self._started = {j.job_id: j for j in jobs if not j.status.done and j.status != JobStatus.PENDING}
+        self._finished = sum(1 for job in jobs if job.status.done)
+        self._sizes = {i: _size(s) for i, s in self._submissions.items()}
         self._stopping: dict[int, JobRecord] = {}
         """Ended jobs whose processes are still being stopped: their resources are not free yet."""
         self._published: ClusterStatus | None = None
@@ -184,7 +200,10 @@ class ClusterWorkflow:
             demand=demand_of(submission.task),
         )
         self.record.jobs.append(job)
+        self._by_request[job.request_id] = job
+        self._pending[job_id] = job
         self._submissions[job_id] = submission
+        self._sizes[job_id] = _size(submission)
         self._changed()
         return job
 
@@ -192,7 +211,7 @@ class ClusterWorkflow:
     def _validate_submit(self, submission: JobSubmission) -> None:
         if self._job_by_request(submission.request_id) is not None:
             return
-        reason = self._refusal(submission.task)
+        reason = self._refusal(submission.task) or self._too_much(submission)
         if reason is not None:
             raise ApplicationError(reason, type="SubmitRejected")
 
@@ -277,11 +296,6 @@ class ClusterWorkflow:
             return f"cluster {record.name} is being {_OPERATIONS[record.holder]}"
         if task.run is None:
             return "the task has no 'run' command"
-        if len(record.active_jobs) >= MAX_ACTIVE_JOBS:
-            return (
-                f"cluster {record.name} already has {MAX_ACTIVE_JOBS} queued or running jobs, the most it "
-                "takes; wait for some to end, or cancel some with: skyhop cancel"
-            )
         handle = record.handle
         reason = mismatch(task.resources, task.num_nodes, handle.offering, len(handle.nodes))
         if reason is not None:
@@ -291,28 +305,55 @@ class ClusterWorkflow:
             return f"the job can never run on cluster {record.name}: {problem}"
         return None
 
-    def _job_by_request(self, request_id: str) -> JobRecord | None:
-        for job in self.record.jobs:
-            if job.request_id == request_id:
-                return job
+    def _too_much(self, submission: JobSubmission) -> str | None:
+        name = self.record.name
+        if len(self._pending) + len(self._started) >= MAX_ACTIVE_JOBS:
+            return (
+                f"cluster {name} already has {MAX_ACTIVE_JOBS} queued or running jobs, the most it takes; "
+                "wait for some to end, or cancel some with: skyhop cancel"
+            )
+        if sum(self._sizes.values()) + _size(submission) > MAX_QUEUED_BYTES:
+            return (
+                f"the queued jobs of cluster {name} would exceed {MAX_QUEUED_BYTES // 1000} kB of task "
+                "definitions; wait for some to end, or put long scripts in files in the workdir"
+            )
         return None
+
+    def _job_by_request(self, request_id: str) -> JobRecord | None:
+        return self._by_request.get(request_id)
+
+    def _mark(self, job: JobRecord, status: JobStatus) -> None:
+        """Move a job to ``status``, keeping the indexes in step."""
+        if not job.status.done and status.done:
+            self._finished += 1
+            self._submissions.pop(job.job_id, None)
+            self._sizes.pop(job.job_id, None)
+        job.status = status
+        self._pending.pop(job.job_id, None)
+        if status.done:
+            self._started.pop(job.job_id, None)
+        elif status != JobStatus.PENDING:
+            self._started[job.job_id] = job
 
     def _schedule(self) -> None:
         """Start every queued job that fits now, in order, stopping at the first that does not."""
         record = self.record
         if record.status != ClusterStatus.UP or record.handle is None or record.holder in _OPERATIONS:
             return
-        queue = [job for job in record.active_jobs if job.status == JobStatus.PENDING]
-        if not queue:
+        if not self._pending:
             return
-        taken = [job.placement for job in record.active_jobs if job.placement]
+        taken = [job.placement for job in self._started.values()]
         taken += [job.placement for job in self._stopping.values()]
-        placements = schedule(
-            capacity_of(record.handle), taken, [job.demand or demand_of(self._task(job)) for job in queue]
-        )
-        for job, placement in zip(queue, placements, strict=False):
+        free = free_resources(capacity_of(record.handle), taken)
+        placed = []
+        for job in self._pending.values():
+            placement = place(free, job.demand or demand_of(self._task(job)))
+            if placement is None:
+                break  # head-of-line blocking: nothing overtakes the first job that does not fit
+            placed.append((job, placement))
+        for job, placement in placed:
             job.placement = placement
-            job.status = JobStatus.SETTING_UP
+            self._mark(job, JobStatus.SETTING_UP)
             self._runs[job.job_id] = asyncio.create_task(self._run_job(job, record.handle))
 
     def _task(self, job: JobRecord) -> Task:
@@ -321,8 +362,8 @@ class ClusterWorkflow:
     def _resume_jobs(self) -> None:
         """After a continue-as-new: re-attach to the jobs the previous run had started."""
         handle = self.record.handle
-        for job in self.record.active_jobs:
-            resumable = job.status != JobStatus.PENDING and job.job_id in self._submissions
+        for job in list(self._started.values()):
+            resumable = job.job_id in self._submissions
             if resumable and handle is not None and job.job_id not in self._runs:
                 self._runs[job.job_id] = asyncio.create_task(self._run_job(job, handle))
 
@@ -341,7 +382,7 @@ class ClusterWorkflow:
                     retry_policy=_START_RETRY,
                     summary=f"start job {job.job_id}",
                 )
-                job.status = JobStatus.RUNNING
+                self._mark(job, JobStatus.RUNNING)
                 job.started_at = workflow.now().timestamp()
             outcome = await workflow.execute_activity(
                 jobs.wait_job,
@@ -353,7 +394,7 @@ class ClusterWorkflow:
                 summary=f"job {job.job_id}",
             )
             if not job.status.done:
-                job.status = JobStatus(outcome.status)
+                self._mark(job, JobStatus(outcome.status))
                 job.exit_code = outcome.exit_code
                 job.failed_rank = outcome.failed_rank
                 job.error = outcome.error
@@ -362,10 +403,12 @@ class ClusterWorkflow:
                 self.record.degraded = f"node {node} stopped answering (while job {job.job_id} ran)"
         except asyncio.CancelledError:
             if not job.status.done:
-                job.status = JobStatus.CANCELLED
+                self._mark(job, JobStatus.CANCELLED)
         except ActivityError as exc:
             if not job.status.done:
-                job.status = JobStatus.FAILED if job.status == JobStatus.RUNNING else JobStatus.FAILED_SETUP
+                self._mark(
+                    job, JobStatus.FAILED if job.status == JobStatus.RUNNING else JobStatus.FAILED_SETUP
+                )
                 job.error = _innermost(exc)
             if isinstance(exc.cause, ApplicationError) and exc.cause.type == "NodeLost":
                 self.record.degraded = f"{_innermost(exc)} (while starting job {job.job_id})"
@@ -373,7 +416,6 @@ class ClusterWorkflow:
         # must not touch workflow state.
         job.ended_at = job.ended_at or workflow.now().timestamp()
         self._runs.pop(job.job_id, None)
-        self._submissions.pop(job.job_id, None)
         self._changed()
 
     async def _end_jobs(
@@ -383,8 +425,8 @@ class ClusterWorkflow:
         now = workflow.now().timestamp()
         started = [job for job in targets if job.placement]
         for job in targets:
-            job.status, job.error, job.ended_at = status, reason, now
-            self._submissions.pop(job.job_id, None)
+            self._mark(job, status)
+            job.error, job.ended_at = reason, now
             run = self._runs.pop(job.job_id, None)
             if run is not None:
                 run.cancel()
@@ -575,7 +617,8 @@ class ClusterWorkflow:
             record.status == ClusterStatus.UP
             and record.holder is None
             and not record.waiting
-            and not record.active_jobs
+            and not self._pending
+            and not self._started
         )
 
     def _changed(self) -> None:
@@ -585,15 +628,18 @@ class ClusterWorkflow:
             self.record.idle_since = None
         elif self.record.idle_since is None:
             self.record.idle_since = workflow.now().timestamp()
-        finished = len(self.record.jobs) - len(self.record.active_jobs)
-        if finished > KEEP_FINISHED_JOBS + 100:
+        if self._finished > KEEP_FINISHED_JOBS + 100:
             self._trim_finished()
         self._publish()
 
     def _trim_finished(self) -> None:
         done = [job.job_id for job in self.record.jobs if job.status.done]
-        dropped = set(done[: len(done) - KEEP_FINISHED_JOBS])
+        dropped = set(done[: max(len(done) - KEEP_FINISHED_JOBS, 0)])
+        for job in self.record.jobs:
+            if job.job_id in dropped:
+                self._by_request.pop(job.request_id, None)
         self.record.jobs = [job for job in self.record.jobs if job.job_id not in dropped]
+        self._finished -= len(dropped)
 
     # --- the lock and continue-as-new -------------------------------------------------------------------
 
@@ -613,9 +659,7 @@ class ClusterWorkflow:
         self._trim_finished()
         return ClusterInput(
             record=self.record,
-            submissions={
-                i: s for i, s in self._submissions.items() if i in {j.job_id for j in self.record.jobs}
-            },
+            submissions=self._submissions,
             setup_task=self._setup_task,
             history_limit=self._history_limit,
         )
@@ -664,3 +708,7 @@ def _innermost(exc: BaseException) -> str:
     while getattr(exc, "cause", None) is not None:
         exc = exc.cause  # type: ignore[attr-defined]
     return str(exc)
+
+
+def _size(submission: JobSubmission) -> int:
+    return len(submission.model_dump_json())
