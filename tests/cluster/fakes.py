@@ -20,9 +20,10 @@ from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Worker
 
 from activities.cluster_ops import CancelJobsInput, ProbeResult, StartClusterInput, StopResult
-from activities.models import RunJobInput, WaitJobInput
+from activities.models import RunJobInput, SetupInput, SyncWorkdirInput, WaitJobInput
 from providers.base import ClusterHandle, NodeHandle, NodeStatus, Offering
 from providers.runtime.jobs import JobOutcome
+from spec import Task
 from workflows.cluster import ClusterWorkflow
 from workflows.contract import (
     LONG_QUEUE,
@@ -94,15 +95,16 @@ class FakeCloud:
         self.statuses: list[NodeStatus] | None = [NodeStatus.UP]
         self.hold_jobs = False
         self.released: set[str] = set()
+        self.can_stop = True
 
     @activity.defn(name="stop_cluster")
     async def stop_cluster(self, handle: ClusterHandle) -> StopResult:
         self.calls.append("stop_cluster")
-        return StopResult(kept_nodes=True)
+        return StopResult(kept_nodes=self.can_stop)
 
     @activity.defn(name="start_cluster")
     async def start_cluster(self, request: StartClusterInput) -> ClusterHandle:
-        self.calls.append("start_cluster")
+        self.calls.append("start_cluster recreate" if request.recreate else "start_cluster")
         return request.handle
 
     @activity.defn(name="terminate")
@@ -124,13 +126,29 @@ class FakeCloud:
     async def cancel_jobs(self, request: CancelJobsInput) -> None:
         self.calls.append("cancel_jobs " + ",".join(str(job.job_id) for job in request.jobs))
 
+    @activity.defn(name="sync_workdir")
+    async def sync_workdir(self, request: SyncWorkdirInput) -> None:
+        self.calls.append(f"sync_workdir {request.workdir}")
+
+    @activity.defn(name="run_setup")
+    async def run_setup(self, request: SetupInput) -> None:
+        self.calls.append(f"run_setup {request.task.setup}")
+
     @activity.defn(name="probe_cluster")
     async def probe_cluster(self, handle: ClusterHandle) -> ProbeResult:
         self.calls.append("probe_cluster")
         return ProbeResult(statuses=self.statuses)
 
     def workers(self, client: Client) -> list[Worker]:
-        long = [self.stop_cluster, self.start_cluster, self.terminate, self.start_job, self.wait_job]
+        long = [
+            self.stop_cluster,
+            self.start_cluster,
+            self.terminate,
+            self.start_job,
+            self.wait_job,
+            self.sync_workdir,
+            self.run_setup,
+        ]
         return [
             # No sticky cache: every workflow task replays the whole history (a determinism check
             # for free), and a stopped worker leaves no sticky queue behind for the server to wait on.
@@ -151,13 +169,17 @@ async def serving(client: Client, cloud: FakeCloud) -> AsyncIterator[None]:
 
 @asynccontextmanager
 async def running_cluster(
-    client: Client, record: ClusterRecord, cloud: FakeCloud, history_limit: int | None = None
+    client: Client,
+    record: ClusterRecord,
+    cloud: FakeCloud,
+    history_limit: int | None = None,
+    setup_task: Task | None = None,
 ) -> AsyncIterator[WorkflowHandle[ClusterWorkflow, ClusterRecord]]:
     """Start a ClusterWorkflow for ``record`` under the fake cloud's workers."""
     async with serving(client, cloud):
         handle = await client.start_workflow(
             ClusterWorkflow.run,
-            ClusterInput(record=record, history_limit=history_limit),
+            ClusterInput(record=record, history_limit=history_limit, setup_task=setup_task),
             id=cluster_workflow_id(f"{record.name}-{uuid.uuid4().hex[:6]}"),
             task_queue=WORKFLOW_QUEUE,
         )

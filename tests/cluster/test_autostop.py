@@ -17,7 +17,14 @@ from spec import Task
 from tests.cluster.fakes import FakeCloud, register_search_attributes, running_cluster, serving, up_record
 from tests.conftest import run
 from workflows.cluster import ClusterWorkflow
-from workflows.contract import AutostopRequest, ClusterRecord, ClusterStatus, JobRecord, JobSubmission
+from workflows.contract import (
+    AutostopRequest,
+    ClusterRecord,
+    ClusterStatus,
+    JobRecord,
+    JobSubmission,
+    StartRequest,
+)
 
 TEST_SERVER = str(Path(sys.executable).parent / "temporal-test-server")
 
@@ -134,5 +141,34 @@ def test_autostop_fires_when_no_worker_was_up_at_the_deadline() -> None:
                 await skipping
                 assert await state(h) == ClusterStatus.STOPPED
                 assert cloud.calls.count("stop_cluster") == 1
+
+    run(scenario())
+
+
+def test_where_the_provider_cannot_stop_start_recreates_the_nodes_and_sets_them_up_again() -> None:
+    async def scenario() -> None:
+        cloud = FakeCloud()
+        cloud.can_stop = False
+        launched = Task(
+            workdir="/src/project", setup="pip install -r requirements.txt", run="python train.py"
+        )
+        record = up_record("nostop", idle_minutes=10)
+        async with (
+            time_skipping() as env,
+            running_cluster(env.client, record, cloud, setup_task=launched) as h,
+        ):
+            await env.sleep(timedelta(minutes=11))
+            stopped = await h.query(ClusterWorkflow.status)
+            assert stopped.status == ClusterStatus.STOPPED and not stopped.stop_kept_nodes
+            started = await h.execute_update(ClusterWorkflow.start, StartRequest())
+            assert started.status == ClusterStatus.UP and started.stop_kept_nodes
+            assert started.idle_minutes is None  # a start without -i has no autostop
+            tail = cloud.calls[cloud.calls.index("stop_cluster") :]
+            assert tail == [
+                "stop_cluster",
+                "start_cluster recreate",
+                "sync_workdir /src/project",
+                "run_setup pip install -r requirements.txt",
+            ]
 
     run(scenario())
