@@ -32,6 +32,7 @@ _PROVIDERS = {
     "local": "providers.local:LocalProvider",
     "sim": "providers.sim.provider:SimProvider",
     "aws": "providers.aws.provider:AWSProvider",
+    "gcp": "providers.gcp.provider:GCPProvider",
     "ssh": "providers.ssh:SSHProvider",
 }
 _ALWAYS_ENABLED = ("local",)

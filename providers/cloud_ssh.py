@@ -1,0 +1,42 @@
+"""How the command runner reaches a cloud instance: over SSH, with skyhop's own key, as one login.
+
+Clouds that put skyhop's public key on their instances at creation (GCP metadata, Azure
+``osProfile``) share this: the node handle names the login and the runtime folder under its
+home, and the runtime is an ``SSHNodeRuntime`` on the public address where there is one.
+"""
+
+from __future__ import annotations
+
+from providers.base import NodeHandle, NodeRuntime
+from providers.cloud import Instance
+
+__all__ = ["ssh_node", "ssh_runtime"]
+
+
+def ssh_node(cluster_name: str, instance: Instance, user: str) -> NodeHandle:
+    """The handle of one instance whose login is ``user`` (home ``/home/<user>``)."""
+    from providers.ssh.runtime import runtime_dir
+
+    return NodeHandle(
+        rank=instance.rank,
+        instance_id=instance.instance_id,
+        ip=instance.private_ip or instance.public_ip or "",
+        public_ip=instance.public_ip,
+        ssh_user=user,
+        runtime_dir=runtime_dir(f"/home/{user}", cluster_name, instance.rank),
+    )
+
+
+def ssh_runtime(node: NodeHandle, default_user: str) -> NodeRuntime:
+    """The SSH runtime of a node created by ``ssh_node``."""
+    from providers.keys import key_paths
+    from providers.ssh.connection import Endpoint
+    from providers.ssh.runtime import SSHNodeRuntime
+
+    endpoint = Endpoint(
+        address=node.public_ip or node.ip,
+        port=node.ssh_port,
+        user=node.ssh_user or default_user,
+        identity_file=str(key_paths()[0]),
+    )
+    return SSHNodeRuntime(node, endpoint, home=f"/home/{endpoint.user}", has_rsync=True)

@@ -1,0 +1,133 @@
+"""The request bodies skyhop sends to Compute Engine: one instance of a cluster, and its firewall rule.
+
+GPUs are attached as ``guestAccelerators`` only to N1 machines (the A2/A3/G2 families have theirs
+built in); any GPU machine must terminate on host maintenance, since GPUs cannot live-migrate.
+Spot nodes are deleted when preempted, as AWS's one-time spot instances are, so a preempted node
+reads as gone rather than stopped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from typing import Any
+
+from providers.base import ProvisionRequest
+from providers.cloud import CLUSTER_TAG, RANK_TAG
+
+__all__ = [
+    "DEFAULT_IMAGE",
+    "NETWORK",
+    "SSH_USER",
+    "accelerator_type",
+    "firewall_body",
+    "firewall_name",
+    "instance_body",
+    "instance_name",
+    "request_id",
+]
+
+SSH_USER = "skyhop"
+DEFAULT_IMAGE = "projects/ubuntu-os-cloud/global/images/family/ubuntu-2204-lts"
+NETWORK = "global/networks/default"
+_MAX_NAME = 63
+_ACCELERATORS = {
+    "T4": "nvidia-tesla-t4",
+    "V100": "nvidia-tesla-v100",
+    "P100": "nvidia-tesla-p100",
+    "P4": "nvidia-tesla-p4",
+    "K80": "nvidia-tesla-k80",
+    "L4": "nvidia-l4",
+    "A100": "nvidia-tesla-a100",
+    "A100-80GB": "nvidia-a100-80gb",
+    "H100": "nvidia-h100-80gb",
+}
+_ATTACHING_FAMILIES = ("n1-",)
+
+
+def _fit(name: str, suffix: str = "") -> str:
+    """``name + suffix`` within GCP's 63-character limit, kept unique by a hash of the full name."""
+    if len(name + suffix) <= _MAX_NAME:
+        return name + suffix
+    digest = hashlib.sha256(name.encode()).hexdigest()[:8]
+    return f"{name[: _MAX_NAME - len(suffix) - 9].rstrip('-')}-{digest}{suffix}"
+
+
+def instance_name(cluster_name: str, rank: int) -> str:
+    """The instance of node ``rank``: the same name on every retry, so an insert cannot duplicate it."""
+    return _fit(cluster_name, f"-{rank}")
+
+
+def firewall_name(cluster_name: str) -> str:
+    """The cluster's firewall rule, which is also the network tag its instances carry."""
+    return _fit(f"skyhop-{cluster_name}")
+
+
+def request_id(request: ProvisionRequest, rank: int) -> str:
+    """GCP's idempotency token for one insert: the same for every retry of one attempt's rank."""
+    seed = f"{request.attempt_id}|{request.cluster_name}|{request.offering.zone}|{rank}"
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"skyhop:{seed}"))
+
+
+def accelerator_type(name: str) -> str:
+    """GCP's accelerator type for a catalog accelerator name (``T4`` -> ``nvidia-tesla-t4``)."""
+    return _ACCELERATORS.get(name, f"nvidia-{name.lower()}")
+
+
+def instance_body(project: str, request: ProvisionRequest, rank: int, public_key: str) -> dict[str, Any]:
+    """The ``instances.insert`` body of node ``rank`` (compute_v1 ``Instance`` fields)."""
+    offering = request.offering
+    zone = offering.zone or ""
+    scheduling: dict[str, Any] = {}
+    body: dict[str, Any] = {
+        "name": instance_name(request.cluster_name, rank),
+        "machine_type": f"zones/{zone}/machineTypes/{offering.instance_type}",
+        "labels": {CLUSTER_TAG: request.cluster_name, RANK_TAG: str(rank)},
+        "tags": {"items": [firewall_name(request.cluster_name)]},
+        "metadata": {"items": [{"key": "ssh-keys", "value": f"{SSH_USER}:{public_key}"}]},
+        "disks": [
+            {
+                "boot": True,
+                "auto_delete": True,
+                "initialize_params": {
+                    "source_image": request.image_id or DEFAULT_IMAGE,
+                    "disk_type": f"zones/{zone}/diskTypes/pd-balanced",
+                    **({"disk_size_gb": request.disk_size} if request.disk_size else {}),
+                },
+            }
+        ],
+        "network_interfaces": [
+            {"network": NETWORK, "access_configs": [{"name": "External NAT", "type_": "ONE_TO_ONE_NAT"}]}
+        ],
+    }
+    if offering.accelerators:
+        scheduling["on_host_maintenance"] = "TERMINATE"
+        if offering.instance_type.startswith(_ATTACHING_FAMILIES):
+            types = f"projects/{project}/zones/{zone}/acceleratorTypes"
+            body["guest_accelerators"] = [
+                {"accelerator_type": f"{types}/{accelerator_type(n)}", "accelerator_count": int(count)}
+                for n, count in offering.accelerators.items()
+            ]
+    if request.use_spot:
+        scheduling.update(
+            provisioning_model="SPOT",
+            instance_termination_action="DELETE",
+            on_host_maintenance="TERMINATE",
+            automatic_restart=False,
+        )
+    if scheduling:
+        body["scheduling"] = scheduling
+    return body
+
+
+def firewall_body(cluster_name: str, ports: list[str]) -> dict[str, Any]:
+    """A rule letting TCP traffic from anywhere reach ``ports`` on the cluster's tagged instances."""
+    return {
+        "name": firewall_name(cluster_name),
+        "network": NETWORK,
+        "direction": "INGRESS",
+        "allowed": [{"I_p_protocol": "tcp", "ports": ports}],
+        "source_ranges": ["0.0.0.0/0"],
+        "target_tags": [firewall_name(cluster_name)],
+        "description": f"skyhop cluster {cluster_name}",
+    }

@@ -1,0 +1,268 @@
+"""``gcp``: Compute Engine through google-cloud-compute (REST).
+
+Each node is one instance labelled with the cluster name and rank, named after them, and inserted
+with a request id derived from the attempt: a retried call is deduplicated by GCP, a retried
+activity finds the instance by its labels, and a racing insert meets ``alreadyExists``. One
+firewall rule per cluster opens SSH and the task's ports to the instances carrying its network tag.
+GCP calls zones one at a time (SkyPilot's ``zones_provision_loop``), so every offering has a zone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from providers.base import (
+    Capabilities,
+    CheckResult,
+    ClusterHandle,
+    NodeHandle,
+    NodeRuntime,
+    Offering,
+    ProvisionRequest,
+)
+from providers.catalog import load_catalogs
+from providers.cloud import CLUSTER_TAG, RANK_TAG, CloudProvider, Instance, InstanceState, catalog_offerings
+from providers.cloud_ssh import ssh_node, ssh_runtime
+from providers.errors import ProviderError
+from providers.gcp import bodies
+from providers.gcp.api import SETUP_HINT, ComputeApi
+from providers.gcp.errors import classify
+from providers.keys import public_key
+
+__all__ = ["GCPProvider"]
+
+T = TypeVar("T")
+
+_STATES = {
+    "PROVISIONING": InstanceState.PENDING,
+    "STAGING": InstanceState.PENDING,
+    "REPAIRING": InstanceState.PENDING,
+    "RUNNING": InstanceState.RUNNING,
+    "STOPPING": InstanceState.STOPPING,
+    "SUSPENDING": InstanceState.STOPPING,
+    "TERMINATED": InstanceState.STOPPED,
+    "SUSPENDED": InstanceState.STOPPED,
+    "STOPPED": InstanceState.STOPPED,
+}
+"""GCP's ``TERMINATED`` is a stopped instance whose disk is kept; a deleted one is no longer listed."""
+
+
+def _zone_region(zone: str) -> str:
+    return zone.rsplit("-", 1)[0]
+
+
+class GCPProvider(CloudProvider):
+    """Compute Engine instances in the catalog's zones."""
+
+    name = "gcp"
+    capabilities = Capabilities(
+        spot=True, stop_start=True, multi_node=True, open_ports=True, custom_image=True
+    )
+    poll_interval_s = 2.0
+
+    def __init__(self) -> None:
+        self._api: ComputeApi | None = None
+
+    def offerings(self) -> list[Offering]:
+        return catalog_offerings(load_catalogs().get(self.name), self.name)
+
+    async def _call(self, work: Callable[[ComputeApi], T]) -> T:
+        """Run blocking SDK calls in a thread with the session; their errors come out classified."""
+
+        def with_api() -> T:
+            if self._api is None:
+                self._api = ComputeApi()
+            return work(self._api)
+
+        try:
+            return await asyncio.to_thread(with_api)
+        except ProviderError:
+            raise
+        except Exception as exc:
+            classified = classify(exc)
+            if classified is None:
+                raise
+            raise classified from exc
+
+    async def check(self) -> CheckResult:
+        try:
+            api, project = await self._call(
+                lambda api: (api, api.projects.get(project=api.project, **api.options))
+            )
+        except ProviderError as exc:
+            return CheckResult(enabled=False, reason=f"{exc.code}: {exc.message}", hint=SETUP_HINT)
+        return CheckResult(enabled=True, reason=f"project {project.name} as {api.identity}")
+
+    async def list_instances(self, cluster_name: str, region: str | None) -> list[Instance]:
+        def aggregated(api: ComputeApi) -> list[Instance]:
+            pages = api.instances.aggregated_list(
+                request={
+                    "project": api.project,
+                    "filter": f'labels.{CLUSTER_TAG} = "{cluster_name}"',
+                },
+                **api.options,
+            )
+            found = []
+            for scope, scoped in pages:
+                zone = scope.rpartition("/")[2]
+                if region is not None and _zone_region(zone) != region:
+                    continue
+                for item in scoped.instances:
+                    interface = item.network_interfaces[0] if item.network_interfaces else None
+                    nat = (
+                        interface.access_configs[0].nat_i_p if interface and interface.access_configs else ""
+                    )
+                    found.append(
+                        Instance(
+                            instance_id=item.name,
+                            rank=int(item.labels.get(RANK_TAG, "0")),
+                            zone=zone,
+                            state=_STATES.get(item.status, InstanceState.PENDING),
+                            private_ip=interface.network_i_p if interface else None,
+                            public_ip=nat or None,
+                        )
+                    )
+            return found
+
+        return await self._call(aggregated)
+
+    async def create_instances(self, request: ProvisionRequest, ranks: list[int]) -> None:
+        from google.api_core.exceptions import Conflict
+
+        zone = request.offering.zone or ""
+        key = public_key()
+        inserted: list[Any] = []
+
+        def insert(api: ComputeApi) -> None:
+            self._ensure_firewall(api, request.cluster_name, request.ports)
+            for rank in ranks:
+                body = bodies.instance_body(api.project, request, rank, key)
+                try:
+                    operation = api.instances.insert(
+                        request={
+                            "project": api.project,
+                            "zone": zone,
+                            "instance_resource": body,
+                            "request_id": bodies.request_id(request, rank),
+                        },
+                        **api.options,
+                    )
+                except Conflict:
+                    continue  # an earlier try created it: the labels will find it
+                inserted.append(operation)
+
+        def wait(api: ComputeApi) -> None:
+            failures: list[ProviderError] = []
+            for operation in inserted:
+                try:
+                    api.wait(operation, zone)
+                except ProviderError as exc:
+                    failures.append(exc)
+            if failures:
+                failures[0].leftover = len(failures) < len(inserted)
+                raise failures[0]
+
+        try:
+            await self._call(insert)
+        except ProviderError as exc:
+            exc.leftover = bool(inserted)
+            raise
+        await self._call(wait)
+
+    def _ensure_firewall(self, api: ComputeApi, cluster_name: str, ports: list[str]) -> None:
+        """The cluster's rule exists and allows SSH and ``ports`` (created once, widened as needed)."""
+        from google.api_core.exceptions import Conflict, NotFound
+        from google.cloud import compute_v1
+
+        name = bodies.firewall_name(cluster_name)
+        wanted = ["22", *ports]
+        try:
+            rule = api.firewalls.get(project=api.project, firewall=name, **api.options)
+        except NotFound:
+            try:
+                operation = api.firewalls.insert(
+                    project=api.project,
+                    firewall_resource=compute_v1.Firewall(bodies.firewall_body(cluster_name, wanted)),
+                    **api.options,
+                )
+            except Conflict:
+                return
+            api.wait(operation)
+            return
+        have = [port for allowed in rule.allowed for port in allowed.ports]
+        if set(wanted) <= set(have):
+            return
+        ports_now = have + [p for p in wanted if p not in have]
+        operation = api.firewalls.patch(
+            project=api.project,
+            firewall=name,
+            firewall_resource=compute_v1.Firewall(allowed=[{"I_p_protocol": "tcp", "ports": ports_now}]),
+            **api.options,
+        )
+        api.wait(operation)
+
+    async def open_ports(self, handle: ClusterHandle, ports: list[str]) -> None:
+        await self._call(lambda api: self._ensure_firewall(api, handle.cluster_name, ports))
+
+    async def _each(self, verb: str, instances: list[Instance], missing_ok: bool) -> None:
+        """Call ``instances.<verb>`` on every instance, then wait for all the operations."""
+        from google.api_core.exceptions import NotFound
+
+        def act(api: ComputeApi) -> None:
+            pending = []
+            for instance in instances:
+                try:
+                    pending.append(
+                        (
+                            getattr(api.instances, verb)(
+                                project=api.project,
+                                zone=instance.zone,
+                                instance=instance.instance_id,
+                                **api.options,
+                            ),
+                            instance.zone,
+                        )
+                    )
+                except NotFound:
+                    if not missing_ok:
+                        raise
+            for operation, zone in pending:
+                api.wait(operation, zone)
+
+        await self._call(act)
+
+    async def terminate_instances(self, region: str | None, instances: list[Instance]) -> None:
+        await self._each("delete", instances, missing_ok=True)
+
+    async def terminate(self, handle: ClusterHandle) -> None:
+        """Delete the nodes, then the cluster's firewall rule once no node of it is left anywhere."""
+        from google.api_core.exceptions import NotFound
+
+        await super().terminate(handle)
+        if await self.list_instances(handle.cluster_name, None):
+            return
+
+        def remove_rule(api: ComputeApi) -> None:
+            try:
+                operation = api.firewalls.delete(
+                    project=api.project, firewall=bodies.firewall_name(handle.cluster_name), **api.options
+                )
+            except NotFound:
+                return
+            api.wait(operation)
+
+        await self._call(remove_rule)
+
+    async def stop_instances(self, region: str | None, instances: list[Instance]) -> None:
+        await self._each("stop", instances, missing_ok=False)
+
+    async def start_instances(self, region: str | None, instances: list[Instance]) -> None:
+        await self._each("start", instances, missing_ok=False)
+
+    def node(self, request: ProvisionRequest, instance: Instance) -> NodeHandle:
+        return ssh_node(request.cluster_name, instance, bodies.SSH_USER)
+
+    def runtime(self, node: NodeHandle) -> NodeRuntime:
+        return ssh_runtime(node, bodies.SSH_USER)

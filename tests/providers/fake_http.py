@@ -1,0 +1,136 @@
+"""A small JSON HTTP server on a loopback port that stands in for a cloud API in contract tests.
+
+A fake routes ``(method, path regex)`` to handlers. Every request is recorded; a request whose
+method, path or body breaks the API's documented contract is answered with the cloud's own error
+payload *and* recorded in ``violations``, which the tests' fixtures require to be empty, so a
+wrong request fails the test even when the provider would have swallowed the error.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import urllib.parse
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from tests.helpers import free_port
+
+__all__ = ["ApiError", "Call", "FakeApi", "Reply"]
+
+Reply = tuple[int, Any] | tuple[int, Any, dict[str, str]]
+"""(status, JSON body) or (status, JSON body, extra headers)."""
+
+
+@dataclass
+class Call:
+    """One request the fake received."""
+
+    method: str
+    path: str
+    query: dict[str, str]
+    headers: dict[str, str]
+    body: Any
+    match: dict[str, str] = field(default_factory=dict)
+
+
+class ApiError(Exception):
+    """Raised by a handler to answer with the cloud's error payload; ``violation`` also records it."""
+
+    def __init__(self, status: int, code: str, message: str, *, violation: bool = False) -> None:
+        super().__init__(f"{status} {code}: {message}")
+        self.status, self.code, self.message, self.violation = status, code, message, violation
+
+
+Handler = Callable[[Call], Reply]
+
+
+class FakeApi:
+    """Routes, recording and the server thread; subclasses add routes and the error payload shape."""
+
+    def __init__(self) -> None:
+        self.calls: list[Call] = []
+        self.violations: list[str] = []
+        self.lock = threading.RLock()
+        self._routes: list[tuple[str, re.Pattern[str], Handler]] = []
+        self._server: ThreadingHTTPServer | None = None
+        self.url = ""
+
+    def route(self, method: str, pattern: str, handler: Handler) -> None:
+        self._routes.append((method, re.compile(pattern + r"$"), handler))
+
+    def error_body(self, error: ApiError) -> Any:
+        raise NotImplementedError
+
+    def check(self, condition: bool, message: str) -> None:
+        """A contract rule about the request: a violation when it does not hold."""
+        if not condition:
+            raise ApiError(400, "InvalidRequest", message, violation=True)
+
+    def called(self, method: str, path_part: str = "") -> list[Call]:
+        return [c for c in self.calls if c.method == method and path_part in c.path]
+
+    def dispatch(self, call: Call) -> Reply:
+        with self.lock:
+            self.calls.append(call)
+            for method, pattern, handler in self._routes:
+                found = pattern.match(call.path)
+                if found and method == call.method:
+                    call.match = found.groupdict()
+                    try:
+                        return handler(call)
+                    except ApiError as error:
+                        if error.violation:
+                            self.violations.append(f"{call.method} {call.path}: {error.message}")
+                        return error.status, self.error_body(error)
+            self.violations.append(f"unexpected request {call.method} {call.path}")
+            return 404, self.error_body(ApiError(404, "NotFound", f"no route for {call.path}"))
+
+    def start(self) -> str:
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def _serve(self) -> None:
+                parts = urllib.parse.urlsplit(self.path)
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length) if length else b""
+                try:
+                    body = json.loads(raw) if raw else None
+                except ValueError:
+                    body = raw.decode(errors="replace")
+                call = Call(
+                    method=self.command,
+                    path=urllib.parse.unquote(parts.path),
+                    query=dict(urllib.parse.parse_qsl(parts.query)),
+                    headers={k.lower(): v for k, v in self.headers.items()},
+                    body=body,
+                )
+                status, payload, *extra = fake.dispatch(call)
+                data = b"" if payload is None else json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json; charset=utf-8")
+                self.send_header("Content-Length", str(len(data)))
+                for name, value in (extra[0] if extra else {}).items():
+                    self.send_header(name, value)
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _serve
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
+        self._server.daemon_threads = True
+        threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True).start()
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        return self.url
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
