@@ -12,6 +12,7 @@ from temporalio.exceptions import ApplicationError
 from activities.models import RunJobInput, SetupInput, WaitJobInput
 from activities.node_jobs import WORKDIR, job_env, run_on_nodes, start_on_nodes, wait_on_nodes
 from activities.sync import sync_workdir_to
+from providers.registry import get_provider
 from providers.runtime.jobs import JobOutcome, JobSpec
 
 __all__ = ["run_setup", "start_job", "wait_job"]
@@ -62,7 +63,17 @@ async def start_job(request: RunJobInput) -> None:
             for prefix in ("SKYHOP_", "SKYPILOT_"):
                 env[f"{prefix}NUM_GPUS_PER_NODE"] = str(len(gpu_ids))
         specs.append(JobSpec(key=request.job.key, script=request.task.run, env=env, cwd=WORKDIR))
-    await _heartbeating(start_on_nodes(handle, specs))
+    try:
+        await _heartbeating(start_on_nodes(handle, specs))
+    except asyncio.CancelledError:
+        # Cancelled by the workflow (the job was cancelled while it started): whatever did start
+        # must not run on unseen, holding resources the scheduler thinks are free.
+        details = activity.cancellation_details()
+        if details is not None and details.cancel_requested:
+            provider = get_provider(handle.offering.provider)
+            kills = (provider.runtime(node).cancel_job(request.job.key) for node in handle.nodes)
+            await asyncio.shield(asyncio.gather(*kills, return_exceptions=True))
+        raise
 
 
 @activity.defn

@@ -291,7 +291,12 @@ class ClusterWorkflow:
     def _refusal(self, task: Task) -> str | None:
         record = self.record
         if record.status != ClusterStatus.UP or record.handle is None:
-            return f"cluster {record.name} is {record.status.value}, not UP"
+            hint = (
+                f"; start it with: skyhop start {record.name}"
+                if record.status == ClusterStatus.STOPPED
+                else ""
+            )
+            return f"cluster {record.name} is {record.status.value}, not UP{hint}"
         if record.holder in _OPERATIONS:
             return f"cluster {record.name} is being {_OPERATIONS[record.holder]}"
         if task.run is None:

@@ -51,8 +51,8 @@ class LocalProvider(Provider):
             )
             for rank in range(num_nodes)
         ]
-        await asyncio.gather(*(self.runtime(node).prepare() for node in nodes))
-        return ClusterHandle(cluster_name=cluster_name, offering=offering, nodes=nodes)
+        # Starting prepares every node; on a stopped cluster it also starts the nodes again.
+        return await self.start(ClusterHandle(cluster_name=cluster_name, offering=offering, nodes=nodes))
 
     async def terminate(self, handle: ClusterHandle) -> None:
         await asyncio.gather(*(LocalNodeRuntime(node).cancel_all() for node in handle.nodes))

@@ -171,7 +171,10 @@ def test_stop_keeps_the_disk_and_start_brings_the_cluster_back(
     assert rec.jobs[0].error == "the cluster was stopped"
     assert "STOPPED" in skyhop("status", env=cli_env).stdout
     refused = skyhop("exec", cluster, "echo x", env=cli_env)
-    assert refused.returncode == 1 and "STOPPED, not UP" in refused.stderr
+    assert (
+        refused.returncode == 1
+        and f"STOPPED, not UP; start it with: skyhop start {cluster}" in refused.stderr
+    )
 
     started = skyhop("start", cluster, "-y", "-i", "30", env=cli_env)
     assert started.returncode == 0 and "status UP" in started.stderr, started.stderr
@@ -180,6 +183,12 @@ def test_stop_keeps_the_disk_and_start_brings_the_cluster_back(
     assert again.returncode == 0 and again.stdout == "ready\n"  # the disk was kept
     twice = skyhop("start", cluster, "-y", env=cli_env)
     assert twice.returncode == 0
+
+    # A launch on a stopped cluster starts it too (and the provider sees its nodes UP again).
+    assert skyhop("stop", cluster, "-y", env=cli_env).returncode == 0
+    relaunched = skyhop("launch", "-y", "-c", cluster, "cat setup.txt", env=cli_env)
+    assert relaunched.returncode == 0 and relaunched.stdout.endswith("ready\n"), relaunched.stderr
+    assert not (skyhop_home() / "clusters" / cluster / "node-0" / "stopped").exists()
 
 
 def test_autostop_from_the_cli_stops_then_down_removes(
