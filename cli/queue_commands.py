@@ -48,7 +48,12 @@ def queue(
     skip_finished: Annotated[bool, typer.Option("--skip-finished", "-s", help="Only active jobs.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Show the job queue of clusters (default: every cluster), current user's jobs unless -a."""
+    """Show the job queue of clusters (default: every cluster), current user's jobs unless -a.
+
+    Jobs start in submission order once their CPUs and GPUs are free.
+    A job that does not fit yet holds back the jobs behind it (FIFO with
+    head-of-line blocking, as in SkyPilot): big jobs are never starved.
+    """
     _run(run_queue(clusters or [], all_users=all_users, skip_finished=skip_finished, as_json=as_json))
 
 
