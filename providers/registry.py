@@ -33,6 +33,7 @@ _PROVIDERS = {
     "sim": "providers.sim.provider:SimProvider",
     "aws": "providers.aws.provider:AWSProvider",
     "gcp": "providers.gcp.provider:GCPProvider",
+    "azure": "providers.azure.provider:AzureProvider",
     "ssh": "providers.ssh:SSHProvider",
 }
 _ALWAYS_ENABLED = ("local",)

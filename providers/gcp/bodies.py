@@ -8,12 +8,12 @@ reads as gone rather than stopped.
 
 from __future__ import annotations
 
-import hashlib
 import uuid
 from typing import Any
 
 from providers.base import ProvisionRequest
 from providers.cloud import CLUSTER_TAG, RANK_TAG
+from providers.naming import fit_name
 
 __all__ = [
     "DEFAULT_IMAGE",
@@ -45,22 +45,14 @@ _ACCELERATORS = {
 _ATTACHING_FAMILIES = ("n1-",)
 
 
-def _fit(name: str, suffix: str = "") -> str:
-    """``name + suffix`` within GCP's 63-character limit, kept unique by a hash of the full name."""
-    if len(name + suffix) <= _MAX_NAME:
-        return name + suffix
-    digest = hashlib.sha256(name.encode()).hexdigest()[:8]
-    return f"{name[: _MAX_NAME - len(suffix) - 9].rstrip('-')}-{digest}{suffix}"
-
-
 def instance_name(cluster_name: str, rank: int) -> str:
     """The instance of node ``rank``: the same name on every retry, so an insert cannot duplicate it."""
-    return _fit(cluster_name, f"-{rank}")
+    return fit_name(cluster_name, _MAX_NAME, f"-{rank}")
 
 
 def firewall_name(cluster_name: str) -> str:
     """The cluster's firewall rule, which is also the network tag its instances carry."""
-    return _fit(f"skyhop-{cluster_name}")
+    return fit_name(f"skyhop-{cluster_name}", _MAX_NAME)
 
 
 def request_id(request: ProvisionRequest, rank: int) -> str:
