@@ -214,13 +214,14 @@ def _cause(exc: BaseException) -> str:
     """The innermost message of a workflow/activity failure chain (what the user can act on)."""
     while getattr(exc, "cause", None) is not None:
         exc = exc.cause  # type: ignore[attr-defined]
-    return str(exc)
+    # A failure's ``message`` is the sentence alone; str() would prefix its type name.
+    return getattr(exc, "message", None) or str(exc)
 
 
 async def run_exec(task: Task, cluster_name: str, *, detach: bool) -> int:
     """Queue ``task`` on an UP cluster (no provisioning, no setup) and stream it."""
     from temporalio.client import WorkflowUpdateFailedError
-    from temporalio.service import RPCError
+    from temporalio.service import RPCError, RPCStatusCode
 
     from cli.session import open_client
     from workflows.contract import JobSubmission, cluster_workflow_id
@@ -235,7 +236,9 @@ async def run_exec(task: Task, cluster_name: str, *, detach: bool) -> int:
         )
     except WorkflowUpdateFailedError as exc:
         fail(f"cannot run on cluster {cluster_name}: {_cause(exc)}")
-    except RPCError:
+    except RPCError as exc:
+        if exc.status != RPCStatusCode.NOT_FOUND:
+            fail(f"Temporal refused the submission: {exc.message}")
         fail(f"cluster {cluster_name!r} not found; launch it with: skyhop launch -c {cluster_name} TASK")
     if detach:
         info(f"Job {job.job_id} submitted on cluster {cluster_name}.")
