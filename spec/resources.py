@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from spec.quantity import Quantity, parse_memory, parse_quantity
 
-__all__ = ["KNOWN_INFRA", "Resources", "parse_accelerator_choices", "parse_accelerators"]
+__all__ = ["Autostop", "KNOWN_INFRA", "Resources", "parse_accelerator_choices", "parse_accelerators"]
 
 KNOWN_INFRA = ("local", "sim", "ssh", "aws", "gcp", "azure", "kubernetes")
 """Infrastructure names ``infra``/``cloud`` accept (``k8s`` is an alias of ``kubernetes``)."""
@@ -105,6 +105,34 @@ def _expand_choices(item: object) -> list[object]:
     return [{**item, "accelerators": choice} for choice in choices] if len(choices) > 1 else [item]
 
 
+_DURATION = re.compile(r"^(\d+)\s*([mhdw]?)$")
+_MINUTES_PER = {"": 1, "m": 1, "h": 60, "d": 60 * 24, "w": 60 * 24 * 7}
+
+
+class Autostop(BaseModel):
+    """SkyPilot's ``resources.autostop``, in its canonical form."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    idle_minutes: int = Field(default=5, ge=0)
+    down: bool = False
+    """Tear the cluster down instead of stopping it."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _short_forms(cls, data: Any) -> Any:
+        if data is True:
+            return {}
+        if isinstance(data, int) and not isinstance(data, bool):
+            return {"idle_minutes": data}
+        if isinstance(data, str):
+            match = _DURATION.match(data.strip().lower())
+            if not match:
+                raise ValueError(f"autostop must be true, minutes, or like '30m', '10h', '2d', got {data!r}")
+            return {"idle_minutes": int(match.group(1)) * _MINUTES_PER[match.group(2)]}
+        return data
+
+
 class Resources(BaseModel):
     """Per-node requirements and placement constraints of a task."""
 
@@ -123,6 +151,9 @@ class Resources(BaseModel):
     disk_size: int | None = Field(default=None, gt=0)
     ports: list[str] | None = None
     image_id: str | None = None
+    autostop: Autostop | None = None
+    """Stop (or tear down) the cluster after this long idle: ``true`` (5 min), minutes, ``"10h"``,
+    or ``{idle_minutes, down}``. Default: never."""
     any_of: list[Resources] | None = None
     """Alternatives, each complete (outer fields merged in); the cheapest feasible one wins."""
     ordered: list[Resources] | None = None
@@ -217,6 +248,11 @@ class Resources(BaseModel):
     @classmethod
     def _check_accelerators(cls, value: object) -> dict[str, float] | None:
         return None if value is None else parse_accelerators(value)
+
+    @field_validator("autostop", mode="before")
+    @classmethod
+    def _autostop_off(cls, value: object) -> object:
+        return None if value is False else value
 
     @field_validator("ports", mode="before")
     @classmethod

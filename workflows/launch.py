@@ -127,19 +127,19 @@ class LaunchWorkflow:
                 if reason is not None:
                     raise ApplicationError(reason, type="ResourcesMismatch", non_retryable=True)
                 self._progress.reused = True
-                release = release.model_copy(
-                    update={"idle_minutes": request.idle_minutes, "autostop_down": request.down}
-                )
+                idle_minutes, down = self._autostop()
+                release = release.model_copy(update={"idle_minutes": idle_minutes, "autostop_down": down})
             else:
                 handle = await self._provision(record)
+                idle_minutes, down = self._autostop()
                 release = release.model_copy(
                     update={
                         "handle": handle,
                         "resources": task.resources,
                         "num_nodes": task.num_nodes,
                         "user": request.user,
-                        "idle_minutes": request.idle_minutes,
-                        "autostop_down": request.down,
+                        "idle_minutes": idle_minutes,
+                        "autostop_down": down,
                     }
                 )
             self._progress.handle = handle
@@ -149,6 +149,13 @@ class LaunchWorkflow:
             cluster = workflow.get_external_workflow_handle(cluster_workflow_id(request.cluster_name))
             await cluster.signal("release", release)
         return handle, not self._progress.reused
+
+    def _autostop(self) -> tuple[int | None, bool]:
+        """Idle minutes and down-or-stop: ``-i``/``--down`` win over the task's ``resources.autostop``."""
+        if self.request.idle_minutes is not None:
+            return self.request.idle_minutes, self.request.down
+        autostop = self.request.task.resources.autostop
+        return (autostop.idle_minutes, autostop.down) if autostop is not None else (None, False)
 
     async def _provision(self, record: ClusterRecord) -> ClusterHandle:
         """Search until a candidate comes up; with ``retry_until_up``, search again after a durable timer."""

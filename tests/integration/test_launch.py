@@ -115,6 +115,22 @@ def test_infeasible_request_fails_at_optimize_and_leaves_nothing(
     run(scenario())
 
 
+def test_resources_autostop_is_set_on_the_cluster(
+    temporal_server: DevServer, live_worker: WorkerProcess
+) -> None:
+    cluster = unique_cluster()
+    task = Task(run="true", resources=Resources(autostop={"idle_minutes": 7, "down": True}))  # type: ignore[arg-type]
+
+    async def scenario() -> None:
+        client = await client_for(temporal_server.address)
+        await launch(client, cluster, task)
+        rec = await record(client, cluster)
+        assert (rec.idle_minutes, rec.autostop_down) == (7, True)
+        await down(client, cluster)
+
+    run(scenario())
+
+
 def test_temporal_cli_starts_a_launch_with_json_input(
     temporal_server: DevServer, live_worker: WorkerProcess
 ) -> None:

@@ -88,3 +88,25 @@ def test_overrides_replace_fields_and_fill_required_envs(
     assert result.envs == {"TOKEN": "abc", "FROM_HERE": "yes"}
     with pytest.raises(SpecError, match="resources.cpus"):
         TaskOverrides(cpus="-1").apply(task)
+
+
+@pytest.mark.parametrize(
+    ("raw", "minutes", "down"),
+    [
+        (True, 5, False),
+        (10, 10, False),
+        ("10h", 600, False),
+        ("2d", 2880, False),
+        ({"idle_minutes": 3, "down": True}, 3, True),
+    ],
+)
+def test_resources_autostop_forms(raw: object, minutes: int, down: bool) -> None:
+    autostop = task_from_dict({"resources": {"autostop": raw}}, Path(".")).resources.autostop
+    assert autostop is not None and (autostop.idle_minutes, autostop.down) == (minutes, down)
+
+
+def test_resources_autostop_off_and_bad() -> None:
+    assert task_from_dict({"resources": {"autostop": False}}, Path(".")).resources.autostop is None
+    assert "resources.autostop: autostop must be true, minutes, or like '30m'" in _error(
+        {"resources": {"autostop": "soon"}}
+    )
