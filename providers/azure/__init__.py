@@ -1,1 +1,1 @@
-"""azure: catalog data (catalog.csv) and its pricing-API client (pricing.py)."""
+"""azure: virtual machines (provider.py), the catalog (catalog.csv), its pricing client (pricing.py)."""

@@ -1,1 +1,1 @@
-"""gcp: catalog data (catalog.csv) and its pricing-API client (pricing.py)."""
+"""gcp: Compute Engine instances (provider.py), the catalog (catalog.csv), its pricing client (pricing.py)."""

@@ -38,9 +38,6 @@ class ComputeApi:
 
     def __init__(self) -> None:
         import google.auth
-        from google.api_core.client_options import ClientOptions
-        from google.api_core.retry import Retry
-        from google.cloud import compute_v1
 
         try:
             credentials, adc_project = google.auth.default(scopes=_SCOPES)
@@ -49,6 +46,11 @@ class ComputeApi:
         project = config.project_setting() or adc_project
         if not project:
             raise CredentialsError("no GCP project is set", "NoProject")
+        # Only now the SDK itself (its import takes most of a second): there are credentials to use.
+        from google.api_core.client_options import ClientOptions
+        from google.api_core.retry import Retry
+        from google.cloud import compute_v1
+
         self.project: str = project
         self.identity = str(getattr(credentials, "service_account_email", "") or "application default user")
         endpoint = config.compute_endpoint()

@@ -95,7 +95,8 @@ def classify(exc: BaseException) -> ProviderError | None:
         status = exc.code if isinstance(exc.code, int) else None
         return _classified(reason, exc.message, status)
     if isinstance(exc, auth.DefaultCredentialsError | auth.RefreshError):
-        return CredentialsError(str(exc), type(exc).__name__)
+        # Its first sentence says what is wrong; the rest points at docs the setup hint covers.
+        return CredentialsError(str(exc).split(". ")[0], type(exc).__name__)
     if isinstance(exc, auth.TransportError | requests.ConnectionError | requests.Timeout | api.RetryError):
         return TransientError(str(exc), type(exc).__name__)
     return None
