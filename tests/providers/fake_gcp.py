@@ -99,6 +99,8 @@ class FakeGCP(FakeApi):
         self.request_ids: dict[str, str] = {}
         self.zone_faults: dict[str, tuple[str, str, int, str]] = {}
         """zone -> the error its insert operations end with."""
+        self.fault_after = 0
+        """How many inserts into a faulty zone succeed before its fault applies (a partial multi-node)."""
         self.insert_http_errors: dict[str, tuple[int, str, str]] = {}
         """zone -> (status, reason, message) the insert call itself fails with."""
         self.transient_list_failures = 0
@@ -278,6 +280,8 @@ class FakeGCP(FakeApi):
                 f"The resource 'projects/{self.project}/zones/{zone}/instances/{name}' already exists",
             )
         fault = self.zone_faults.get(zone)
+        if fault is not None and self.fault_after > 0:
+            self.fault_after, fault = self.fault_after - 1, None
         operation = self._operation("insert", f"instances/{name}", zone, fault)
         self.request_ids[request_id] = operation["name"]
         if fault is None:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from providers.base import NodeStatus, Offering, ProvisionRequest
+from providers.base import ClusterHandle, NodeStatus, Offering, ProvisionRequest
 from providers.errors import (
     CapacityError,
     CredentialsError,
@@ -132,6 +132,17 @@ def test_exhausted_zone_blocks_only_that_zone_and_the_next_zone_succeeds(gcp: Fa
     assert {zone for zone, _ in gcp.instances} == {"us-central1-b"}
     run(_provider().terminate(handle))
     assert gcp.instances == {}
+
+
+def test_a_partial_multi_node_attempt_fails_as_capacity_and_compensation_removes_it(gcp: FakeGCP) -> None:
+    gcp.zone_faults["us-central1-a"] = OperationFault.POOL_EXHAUSTED
+    gcp.fault_after = 1
+    request = _request(nodes=3)
+    with pytest.raises(CapacityError) as failed:
+        run(_provider().launch(request))
+    assert failed.value.leftover is True and [name for _, name in gcp.instances] == ["train-0"]
+    run(_provider().terminate(ClusterHandle(cluster_name="train", offering=request.offering, nodes=[])))
+    assert gcp.instances == {} and gcp.firewalls == {}
 
 
 @pytest.mark.parametrize(
