@@ -89,14 +89,21 @@ def _check_cluster_name(name: str) -> str:
 
 
 def _task(entrypoint: list[str], **overrides: Any) -> Any:
-    from spec import SpecError, TaskOverrides, load_task
+    from spec import SpecError, load_task
 
     if not entrypoint:
         fail("give a task YAML file or a command to run", EXIT_USAGE)
     try:
-        return TaskOverrides(**overrides).apply(load_task(" ".join(entrypoint)))
+        return _overrides(**overrides).apply(load_task(" ".join(entrypoint)))
     except SpecError as exc:
         fail(str(exc), EXIT_USAGE)
+
+
+def _overrides(**flags: Any) -> Any:
+    """The task-field flags as ``TaskOverrides`` (repeatable ``--env`` defaults to none)."""
+    from spec import TaskOverrides
+
+    return TaskOverrides(**{**flags, "envs": flags.get("envs") or []})
 
 
 def _default_cluster_name() -> str:
@@ -143,26 +150,7 @@ def launch(
     Prints each stage (optimize, provision, sync, setup, exec) as it happens, then streams the
     job's output and exits with its exit code. Ctrl-C detaches; the job keeps running.
     """
-    if dryrun:
-        from cli.planning import dryrun as plan_only
-        from spec import TaskOverrides
-
-        overrides = TaskOverrides(
-            name=name,
-            workdir=workdir,
-            num_nodes=num_nodes,
-            cpus=cpus,
-            memory=memory,
-            gpus=gpus,
-            infra=infra,
-            envs=env or [],
-        )
-        plan = plan_only(
-            " ".join(entrypoint), overrides, as_json=json_output, minimize=check_minimize(minimize)
-        )
-        raise typer.Exit(plan)
-    task = _task(
-        entrypoint,
+    flags = dict(
         name=name,
         workdir=workdir,
         num_nodes=num_nodes,
@@ -170,8 +158,16 @@ def launch(
         memory=memory,
         gpus=gpus,
         infra=infra,
-        envs=env or [],
+        envs=env,
     )
+    if dryrun:
+        from cli.planning import dryrun as plan_only
+
+        plan = plan_only(
+            " ".join(entrypoint), _overrides(**flags), as_json=json_output, minimize=check_minimize(minimize)
+        )
+        raise typer.Exit(plan)
+    task = _task(entrypoint, **flags)
     cluster_name = _check_cluster_name(cluster) if cluster else _default_cluster_name()
     if not yes:
         from cli.planning import print_plan
@@ -216,7 +212,7 @@ def exec_(
         cpus=cpus,
         memory=memory,
         gpus=gpus,
-        envs=env or [],
+        envs=env,
     )
     from cli.launching import run_exec
 
