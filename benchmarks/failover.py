@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+sys.path[0] = str(REPO)  # in place of benchmarks/, whose queue.py would shadow the standard library's
 
 FAILING_ZONES = 20
 
