@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -24,13 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-BIN = Path(sys.executable).parent
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
 def _timed(argv: list[str], env: dict[str, str]) -> float:
@@ -63,16 +56,10 @@ def main() -> None:
     )
     parser.add_argument("--runs", type=int, default=20)
     args = parser.parse_args()
-    home = Path(tempfile.mkdtemp(prefix="skyhop-bench-"))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SKYHOP_")}
-    env.update(
-        HOME=str(home),
-        SKYHOP_HOME=str(home / ".skyhop"),
-        SKYHOP_SERVER_PORT=str(_free_port()),
-        SKYHOP_UI_PORT=str(_free_port()),
-    )
-    skyhop = str(BIN / "skyhop")
-    try:
+    from tests.helpers import SKYHOP_CLI as skyhop
+    from tests.helpers import embedded_skyhop
+
+    with embedded_skyhop(Path(tempfile.mkdtemp(prefix="skyhop-bench-"))) as env:
         subprocess.run(
             [skyhop, "launch", "-y", "-c", "bench", "echo ready"], env=env, check=True, capture_output=True
         )
@@ -86,9 +73,6 @@ def main() -> None:
         os.environ.update(env)
         address = f"127.0.0.1:{env['SKYHOP_SERVER_PORT']}"
         update_times = asyncio.run(_update_round_trips(address, "bench", args.runs))
-    finally:
-        subprocess.run([skyhop, "down", "-a", "-y"], env=env, capture_output=True)
-        subprocess.run([skyhop, "server", "stop"], env=env, capture_output=True)
     exec_median = statistics.median(exec_times)
     floor = statistics.median(import_times) + statistics.median(update_times)
     print(f"runs                            {args.runs}")

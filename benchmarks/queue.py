@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -30,19 +29,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-BIN = Path(sys.executable).parent
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
 SLOTS = 4
 IN_FLIGHT = 8
 """Concurrent submissions. On the SQLite dev server, more than about 8 updates in flight on one
 workflow start to collide (speculative workflow tasks are lost and their updates retried), and
 throughput drops: ``--in-flight 16`` shows it."""
 _TRANSIENT = {"UNAVAILABLE", "RESOURCE_EXHAUSTED", "ABORTED", "INTERNAL"}
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _peak_rss_mb(pid: int) -> float:
@@ -65,6 +59,7 @@ async def _bench(
     from cli.client import connect
     from cli.config import TemporalConfig
     from spec import Resources, Task
+    from tests.helpers import SKYHOP_CLI
     from workflows.contract import ClusterRecord, JobRecord, JobSubmission, cluster_workflow_id
 
     client = await connect(TemporalConfig(), address)
@@ -116,9 +111,7 @@ async def _bench(
         await status()
         query_times.append(time.perf_counter() - t0)
         t0 = time.perf_counter()
-        subprocess.run(
-            [str(BIN / "skyhop"), "queue", cluster, "-a"], env=env, check=True, capture_output=True
-        )
+        subprocess.run([SKYHOP_CLI, "queue", cluster, "-a"], env=env, check=True, capture_output=True)
         cli_times.append(time.perf_counter() - t0)
         t0 = time.perf_counter()
         subprocess.run([sys.executable, "-c", "import temporalio.client"], check=True)
@@ -174,19 +167,13 @@ def main() -> None:
     parser.add_argument("--latency-samples", type=int, default=50)
     parser.add_argument("--in-flight", type=int, default=IN_FLIGHT)
     args = parser.parse_args()
+    from tests.helpers import SKYHOP_CLI, embedded_skyhop
+
     home = Path(tempfile.mkdtemp(prefix="skyhop-bench-"))
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SKYHOP_")}
-    env.update(
-        HOME=str(home),
-        SKYHOP_HOME=str(home / ".skyhop"),
-        SKYHOP_SERVER_PORT=str(_free_port()),
-        SKYHOP_UI_PORT=str(_free_port()),
-    )
-    skyhop = str(BIN / "skyhop")
-    try:
+    with embedded_skyhop(home) as env:
         cluster_yaml = home / "cluster.yaml"
         cluster_yaml.write_text("resources:\n  infra: local\n")  # no run: just bring the cluster up
-        subprocess.run([skyhop, "launch", "-y", "-c", "bench", str(cluster_yaml)], env=env, check=True)
+        subprocess.run([SKYHOP_CLI, "launch", "-y", "-c", "bench", str(cluster_yaml)], env=env, check=True)
         os.environ.update(env)
         from cli.embedded import read_state
 
@@ -195,9 +182,6 @@ def main() -> None:
         address = f"127.0.0.1:{env['SKYHOP_SERVER_PORT']}"
         figures = asyncio.run(_bench(address, "bench", args.jobs, args.latency_samples, args.in_flight, env))
         worker_mb, server_mb = _peak_rss_mb(state.worker_pid), _peak_rss_mb(state.server_pid)
-    finally:
-        subprocess.run([skyhop, "down", "-a", "-y"], env=env, capture_output=True)
-        subprocess.run([skyhop, "server", "stop"], env=env, capture_output=True)
     waits = figures["waits"]
     rate = args.jobs / figures["submit_s"]
     print(f"jobs submitted                    {args.jobs} ({args.in_flight} in flight), {SLOTS} CPU slots")

@@ -9,14 +9,13 @@ from __future__ import annotations
 import asyncio
 import os
 import subprocess
-import sys
 from collections.abc import Coroutine, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
 
-from tests.helpers import DevServer, WorkerProcess, kill_leftover_jobs
+from tests.helpers import SKYHOP_CLI, DevServer, WorkerProcess, kill_leftover_jobs
 
 T = TypeVar("T")
 
@@ -74,7 +73,7 @@ def skyhop(
 ) -> subprocess.CompletedProcess[str]:
     """Run the ``skyhop`` CLI as a user would, in a subprocess."""
     return subprocess.run(
-        [str(Path(sys.executable).parent / "skyhop"), *args],
+        [SKYHOP_CLI, *args],
         env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout, input=input,
     )  # fmt: skip
 

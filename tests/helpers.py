@@ -1,4 +1,5 @@
-"""Processes the tests start themselves: a Temporal dev server and skyhop workers, stopped by pid."""
+"""Processes the tests (and the benchmarks) start themselves, stopped by pid: a Temporal dev server,
+skyhop workers, and embedded skyhops with a HOME and ports of their own."""
 
 from __future__ import annotations
 
@@ -10,13 +11,27 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from cli.embedded import temporal_binary
 from workflows.contract import SEARCH_ATTRIBUTES
 
-__all__ = ["DevServer", "WorkerProcess", "free_port", "group_members", "kill_leftover_jobs", "wait_for"]
+__all__ = [
+    "SKYHOP_CLI",
+    "DevServer",
+    "WorkerProcess",
+    "embedded_env",
+    "embedded_skyhop",
+    "free_port",
+    "group_members",
+    "kill_leftover_jobs",
+    "stop_embedded",
+    "wait_for",
+]
+
+SKYHOP_CLI = str(Path(sys.executable).parent / "skyhop")
+"""The ``skyhop`` command installed next to this interpreter."""
 
 
 def free_port() -> int:
@@ -142,3 +157,38 @@ def kill_leftover_jobs(home: Path) -> None:
                 os.killpg(state["pid"], signal.SIGKILL)
             with contextlib.suppress(ProcessLookupError, PermissionError, TypeError):
                 os.kill(state["runner_pid"], signal.SIGKILL)
+
+
+def embedded_env(home: Path) -> dict[str, str]:
+    """Environment of a user with no Temporal configured: the CLI starts its own."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SKYHOP_")}
+    env.update(
+        HOME=str(home),
+        SKYHOP_HOME=str(home / ".skyhop"),
+        SKYHOP_SERVER_PORT=str(free_port()),
+        SKYHOP_UI_PORT=str(free_port()),
+    )
+    return env
+
+
+def stop_embedded(env: dict[str, str]) -> None:
+    """Tear down clusters, stop the embedded server, and kill by pid whatever is left."""
+    state_file = Path(env["SKYHOP_HOME"]) / "server" / "server.json"
+    if not state_file.exists():
+        return
+    state = json.loads(state_file.read_text())
+    for command in (["down", "-a", "-y"], ["server", "stop"]):
+        subprocess.run([SKYHOP_CLI, *command], env=env, capture_output=True, timeout=120)
+    for pid in (state["worker_pid"], state["server_pid"]):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+@contextlib.contextmanager
+def embedded_skyhop(home: Path) -> Iterator[dict[str, str]]:
+    """An embedded skyhop living in ``home``: its environment for the block, stopped after it."""
+    env = embedded_env(home)
+    try:
+        yield env
+    finally:
+        stop_embedded(env)

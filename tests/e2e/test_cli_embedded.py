@@ -5,14 +5,13 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import REPO, skyhop
-from tests.helpers import wait_for
+from tests.helpers import SKYHOP_CLI, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -73,7 +72,7 @@ def test_detach_and_ctrl_c_leave_the_job_running(user_env: dict[str, str], tmp_p
     wait_for(marker.exists, 30, "the detached job to finish")
 
     proc = subprocess.Popen(
-        [str(Path(sys.executable).parent / "skyhop"), "exec", "bg", "echo started; sleep 5; echo finished"],
+        [SKYHOP_CLI, "exec", "bg", "echo started; sleep 5; echo finished"],
         env=user_env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     assert proc.stdout is not None
@@ -124,7 +123,7 @@ def test_dryrun_prints_the_plan_without_a_server(fresh_env: dict[str, str]) -> N
 def test_concurrent_first_calls_start_one_server_and_one_worker(fresh_env: dict[str, str]) -> None:
     starts = [
         subprocess.Popen(
-            [str(Path(sys.executable).parent / "skyhop"), "server", "start"],
+            [SKYHOP_CLI, "server", "start"],
             env=fresh_env,
             cwd=REPO,
             stdout=subprocess.PIPE,
