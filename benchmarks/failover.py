@@ -16,9 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -30,12 +28,6 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path[0] = str(REPO)  # in place of benchmarks/, whose queue.py would shadow the standard library's
 
 FAILING_ZONES = 20
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _zones() -> list[tuple[str, str]]:
@@ -132,28 +124,15 @@ def main() -> None:
         home = Path(tmp)
         os.environ.update(HOME=str(home), SKYHOP_HOME=str(home / ".skyhop"))
         os.environ.pop("SKYHOP_TEMPORAL_ADDRESS", None)
-        from cli.embedded import temporal_binary
-        from workflows.contract import SEARCH_ATTRIBUTES
+        from tests.helpers import DevServer
 
         _write_sim(home, args.latency)
-        port = _free_port()
-        argv = [
-            temporal_binary(), "server", "start-dev", "--ip", "127.0.0.1", "--port", str(port),
-            "--ui-port", str(_free_port()), "--db-filename", str(home / "t.db"), "--log-level", "error",
-        ]  # fmt: skip
-        for name, kind in SEARCH_ATTRIBUTES.items():
-            argv += ["--search-attribute", f"{name}={kind}"]
-        server = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        server = DevServer(home)
         try:
-            deadline = time.monotonic() + 60
-            while socket.socket().connect_ex(("127.0.0.1", port)) != 0:
-                if time.monotonic() > deadline:
-                    raise SystemExit("the Temporal dev server did not start")
-                time.sleep(0.05)
-            results = asyncio.run(_measure(f"127.0.0.1:{port}", args.runs))
+            server.start()
+            results = asyncio.run(_measure(server.address, args.runs))
         finally:
-            server.terminate()
-            server.wait(10)
+            server.stop()
     totals = [f[0] for _, f in results]
     baselines = [b[0] for b, _ in results]
     providers = [f[1] for _, f in results]
