@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from providers.error_table import ErrorTable
 from providers.errors import (
     CapacityError,
     CredentialsError,
@@ -61,6 +62,7 @@ _CODES: dict[str, type[ProviderError]] = {
     "ServiceUnavailable": TransientError,
     "Unavailable": TransientError,
 }
+_TABLE = ErrorTable(_CODES)
 
 
 def classify(exc: BaseException) -> ProviderError | None:
@@ -76,7 +78,7 @@ def classify(exc: BaseException) -> ProviderError | None:
     if isinstance(exc, ClientError):
         error: dict[str, Any] = exc.response.get("Error", {})
         code, message = str(error.get("Code", "Unknown")), str(error.get("Message", exc))
-        return _CODES.get(code, UnclassifiedError)(message, code)
+        return _TABLE.error(code, message)
     if isinstance(exc, NoCredentialsError | PartialCredentialsError):
         return CredentialsError(str(exc), type(exc).__name__)
     if isinstance(exc, ConnectionError):

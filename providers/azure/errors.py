@@ -8,6 +8,7 @@ Azure offerings have no zone, so capacity errors (which block the zone tried) bl
 
 from __future__ import annotations
 
+from providers.error_table import HTTP_STATUSES, ErrorTable
 from providers.errors import (
     CapacityError,
     CredentialsError,
@@ -47,16 +48,7 @@ _CODES: dict[str, type[ProviderError]] = {
     "InternalExecutionError": TransientError,
     "AnotherOperationInProgress": TransientError,
 }
-_STATUSES: dict[int, type[ProviderError]] = {
-    400: InvalidRequestError,
-    401: CredentialsError,
-    403: CredentialsError,
-    429: TransientError,
-    500: TransientError,
-    502: TransientError,
-    503: TransientError,
-    504: TransientError,
-}
+_TABLE = ErrorTable(_CODES, HTTP_STATUSES)
 
 
 def classify(exc: BaseException) -> ProviderError | None:
@@ -78,8 +70,7 @@ def classify(exc: BaseException) -> ProviderError | None:
         status = exc.status_code
         if code == "OperationNotAllowed" and "quota" in message.lower():
             return QuotaError(message, code)
-        kind = _CODES.get(code) or (_STATUSES.get(status) if status else None) or UnclassifiedError
-        return kind(message, code or f"HTTP{status}")
+        return _TABLE.error(code, message, status)
     if isinstance(exc, ServiceRequestError):
         return TransientError(exc.message, type(exc).__name__)
     if isinstance(exc, AzureError):

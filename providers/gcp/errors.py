@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from providers.error_table import HTTP_STATUSES, ErrorTable
 from providers.errors import (
     CapacityError,
     CredentialsError,
@@ -21,7 +22,6 @@ from providers.errors import (
     ProviderUnavailableError,
     QuotaError,
     TransientError,
-    UnclassifiedError,
 )
 
 __all__ = ["classify", "classify_operation"]
@@ -52,16 +52,7 @@ _CODES: dict[str, type[ProviderError]] = {
     "backendError": TransientError,
     "internalError": TransientError,
 }
-_STATUSES: dict[int, type[ProviderError]] = {
-    400: InvalidRequestError,
-    401: CredentialsError,
-    403: CredentialsError,
-    429: TransientError,
-    500: TransientError,
-    502: TransientError,
-    503: TransientError,
-    504: TransientError,
-}
+_TABLE = ErrorTable(_CODES, HTTP_STATUSES)
 _GLOBAL_GPU_QUOTA = "GPUS_ALL_REGIONS"
 
 
@@ -71,8 +62,7 @@ def _classified(code: str, message: str, status: int | None) -> ProviderError:
         return ProviderUnavailableError(message, code)
     if status == 401:
         return CredentialsError(message, code or "HTTP401")
-    kind = _CODES.get(code) or (_STATUSES.get(status) if status else None) or UnclassifiedError
-    return kind(message, code or f"HTTP{status}")
+    return _TABLE.error(code, message, status)
 
 
 def classify_operation(errors: Iterable[Any], status: int | None) -> ProviderError:
