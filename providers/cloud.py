@@ -25,7 +25,7 @@ from providers.base import (
     Provider,
     ProvisionRequest,
 )
-from providers.catalog import Catalog
+from providers.catalog import Catalog, load_catalogs
 from providers.errors import CapacityError, NotSupportedError, ProviderError
 
 __all__ = ["CLUSTER_TAG", "RANK_TAG", "CloudProvider", "Instance", "InstanceState", "catalog_offerings"]
@@ -94,6 +94,13 @@ class CloudProvider(Provider):
     boot_timeout_s = 600.0
     """How long an instance may stay pending before the attempt counts as out of capacity."""
     poll_interval_s = 1.0
+
+    def catalog(self) -> Catalog:
+        """What this provider offers: its own shipped or fetched catalog."""
+        return load_catalogs().get(self.name)
+
+    def offerings(self) -> list[Offering]:
+        return catalog_offerings(self.catalog(), self.name)
 
     @abstractmethod
     async def list_instances(self, cluster_name: str, region: str | None) -> list[Instance]:

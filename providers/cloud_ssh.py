@@ -1,7 +1,7 @@
 """How the command runner reaches a cloud instance: over SSH, with skyhop's own key, as one login.
 
-Clouds that put skyhop's public key on their instances at creation (GCP metadata, Azure
-``osProfile``) share this: the node handle names the login and the runtime folder under its
+Clouds that put skyhop's public key on their instances at creation (an EC2 key pair, GCP
+metadata, Azure ``osProfile``) share this: the node handle names the login and the runtime folder under its
 home, and the runtime is an ``SSHNodeRuntime`` on the public address where there is one.
 """
 

@@ -9,29 +9,18 @@ retried activity creates a second instance.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 from providers.aws.errors import classify
-from providers.base import (
-    Capabilities,
-    CheckResult,
-    ClusterHandle,
-    NodeHandle,
-    NodeRuntime,
-    Offering,
-    ProvisionRequest,
-)
-from providers.catalog import load_catalogs
-from providers.cloud import CLUSTER_TAG, RANK_TAG, CloudProvider, Instance, InstanceState, catalog_offerings
+from providers.base import Capabilities, CheckResult, ClusterHandle, NodeHandle, NodeRuntime, ProvisionRequest
+from providers.cloud import CLUSTER_TAG, RANK_TAG, Instance, InstanceState
+from providers.cloud_sdk import SdkCloudProvider
+from providers.cloud_ssh import ssh_node, ssh_runtime
 from providers.errors import CredentialsError, ProviderError
 from providers.keys import public_key
 
 __all__ = ["AWSProvider"]
-
-T = TypeVar("T")
 
 SSH_USER = "ubuntu"
 _UBUNTU_OWNER = "099720109477"
@@ -49,7 +38,14 @@ def _client_token(request: ProvisionRequest, rank: int) -> str:
     return hashlib.sha256(seed.encode()).hexdigest()[:40]
 
 
-class AWSProvider(CloudProvider):
+def _ec2(session: Any, region: str | None) -> Any:
+    from botocore.config import Config
+
+    config = Config(retries={"max_attempts": 4, "mode": "standard"}, connect_timeout=10, read_timeout=60)
+    return session.client("ec2", region_name=region or "us-east-1", config=config)
+
+
+class AWSProvider(SdkCloudProvider[Any]):
     """EC2 instances in the catalog's regions and zones."""
 
     name = "aws"
@@ -57,47 +53,27 @@ class AWSProvider(CloudProvider):
         spot=True, stop_start=True, multi_node=True, open_ports=True, custom_image=True
     )
     poll_interval_s = 2.0
+    setup_hint = "run 'aws configure', or set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
 
     def __init__(self) -> None:
         import boto3
 
-        self._session = boto3.session.Session()
+        session = boto3.session.Session()  # reads local configuration only: nothing worth deferring
+        super().__init__(lambda: session, classify)
 
-    def offerings(self) -> list[Offering]:
-        return catalog_offerings(load_catalogs().get(self.name), self.name)
-
-    def _ec2(self, region: str | None) -> Any:
-        from botocore.config import Config
-
-        config = Config(retries={"max_attempts": 4, "mode": "standard"}, connect_timeout=10, read_timeout=60)
-        return self._session.client("ec2", region_name=region or "us-east-1", config=config)
-
-    async def _call(self, work: Callable[[], T]) -> T:
-        """Run blocking boto3 calls in a thread; their errors come out classified."""
-        try:
-            return await asyncio.to_thread(work)
-        except Exception as exc:
-            classified = classify(exc)
-            if classified is None:
-                raise
-            raise classified from exc
+    def whoami(self, session: Any) -> str:
+        identity = session.client("sts", region_name="us-east-1").get_caller_identity()
+        return f"authenticated as {identity.get('Arn', 'unknown')}"
 
     async def check(self) -> CheckResult:
-        hint = "run 'aws configure', or set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
-        if self._session.get_credentials() is None:
-            return CheckResult(enabled=False, reason="no AWS credentials found", hint=hint)
-        try:
-            identity = await self._call(
-                lambda: self._session.client("sts", region_name="us-east-1").get_caller_identity()
-            )
-        except ProviderError as exc:
-            return CheckResult(enabled=False, reason=f"{exc.code}: {exc.message}", hint=hint)
-        return CheckResult(enabled=True, reason=f"authenticated as {identity.get('Arn', 'unknown')}")
+        if self.session().get_credentials() is None:
+            return CheckResult(enabled=False, reason="no AWS credentials found", hint=self.setup_hint)
+        return await super().check()
 
     async def list_instances(self, cluster_name: str, region: str | None) -> list[Instance]:
-        def describe() -> list[Instance]:
+        def describe(session: Any) -> list[Instance]:
             pages = (
-                self._ec2(region)
+                _ec2(session, region)
                 .get_paginator("describe_instances")
                 .paginate(
                     Filters=[
@@ -141,9 +117,9 @@ class AWSProvider(CloudProvider):
                 TagSpecifications=[{"ResourceType": "instance", "Tags": tags}],
             )
 
-        def create() -> None:
+        def create(session: Any) -> None:
             nonlocal created
-            ec2 = self._ec2(region)
+            ec2 = _ec2(session, region)
             base = self._run_arguments(ec2, request)
             for rank in ranks:
                 run_one(ec2, base, rank)
@@ -245,21 +221,23 @@ class AWSProvider(CloudProvider):
 
     async def open_ports(self, handle: ClusterHandle, ports: list[str]) -> None:
         await self._call(
-            lambda: self._security_group(self._ec2(handle.offering.region), handle.cluster_name, ports)
+            lambda session: self._security_group(
+                _ec2(session, handle.offering.region), handle.cluster_name, ports
+            )
         )
 
     async def terminate_instances(self, region: str | None, instances: list[Instance]) -> None:
         if instances:
             ids = [i.instance_id for i in instances]
-            await self._call(lambda: self._ec2(region).terminate_instances(InstanceIds=ids))
+            await self._call(lambda session: _ec2(session, region).terminate_instances(InstanceIds=ids))
 
     async def terminate(self, handle: ClusterHandle) -> None:
         """Terminate the nodes, then remove the cluster's security group once nothing uses it."""
         await super().terminate(handle)
         region = handle.offering.region
 
-        def remove_group() -> None:
-            ec2 = self._ec2(region)
+        def remove_group(session: Any) -> None:
+            ec2 = _ec2(session, region)
             name = f"skyhop-{handle.cluster_name}"
             groups = ec2.describe_security_groups(Filters=[{"Name": "group-name", "Values": [name]}])[
                 "SecurityGroups"
@@ -286,33 +264,14 @@ class AWSProvider(CloudProvider):
 
     async def stop_instances(self, region: str | None, instances: list[Instance]) -> None:
         ids = [i.instance_id for i in instances]
-        await self._call(lambda: self._ec2(region).stop_instances(InstanceIds=ids))
+        await self._call(lambda session: _ec2(session, region).stop_instances(InstanceIds=ids))
 
     async def start_instances(self, region: str | None, instances: list[Instance]) -> None:
         ids = [i.instance_id for i in instances]
-        await self._call(lambda: self._ec2(region).start_instances(InstanceIds=ids))
+        await self._call(lambda session: _ec2(session, region).start_instances(InstanceIds=ids))
 
     def node(self, request: ProvisionRequest, instance: Instance) -> NodeHandle:
-        from providers.ssh.runtime import runtime_dir
-
-        return NodeHandle(
-            rank=instance.rank,
-            instance_id=instance.instance_id,
-            ip=instance.private_ip or instance.public_ip or "",
-            public_ip=instance.public_ip,
-            ssh_user=SSH_USER,
-            runtime_dir=runtime_dir(f"/home/{SSH_USER}", request.cluster_name, instance.rank),
-        )
+        return ssh_node(request.cluster_name, instance, SSH_USER)
 
     def runtime(self, node: NodeHandle) -> NodeRuntime:
-        from providers.keys import key_paths
-        from providers.ssh.connection import Endpoint
-        from providers.ssh.runtime import SSHNodeRuntime
-
-        endpoint = Endpoint(
-            address=node.public_ip or node.ip,
-            port=node.ssh_port,
-            user=node.ssh_user or SSH_USER,
-            identity_file=str(key_paths()[0]),
-        )
-        return SSHNodeRuntime(node, endpoint, home=f"/home/{endpoint.user}", has_rsync=True)
+        return ssh_runtime(node, SSH_USER)

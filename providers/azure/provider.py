@@ -9,32 +9,20 @@ an authentication one blocks at least the region.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 from providers.azure import bodies
 from providers.azure.api import SETUP_HINT, ArmApi
 from providers.azure.errors import classify
-from providers.base import (
-    Capabilities,
-    CheckResult,
-    ClusterHandle,
-    NodeHandle,
-    NodeRuntime,
-    Offering,
-    ProvisionRequest,
-)
-from providers.catalog import load_catalogs
-from providers.cloud import CLUSTER_TAG, RANK_TAG, CloudProvider, Instance, InstanceState, catalog_offerings
+from providers.base import Capabilities, ClusterHandle, NodeHandle, NodeRuntime, ProvisionRequest
+from providers.cloud import CLUSTER_TAG, RANK_TAG, Instance, InstanceState
+from providers.cloud_sdk import SdkCloudProvider
 from providers.cloud_ssh import ssh_node, ssh_runtime
 from providers.errors import InvalidRequestError, ProviderError
 from providers.keys import public_key
 
 __all__ = ["AzureProvider"]
-
-T = TypeVar("T")
 
 _POWER = {
     "PowerState/starting": InstanceState.PENDING,
@@ -54,7 +42,7 @@ def _region(region: str | None) -> str:
     return region
 
 
-class AzureProvider(CloudProvider):
+class AzureProvider(SdkCloudProvider[ArmApi]):
     """Azure VMs in the catalog's regions."""
 
     name = "azure"
@@ -62,37 +50,13 @@ class AzureProvider(CloudProvider):
         spot=True, stop_start=True, multi_node=True, open_ports=True, custom_image=True
     )
     poll_interval_s = 5.0
+    setup_hint = SETUP_HINT
 
     def __init__(self) -> None:
-        self._api: ArmApi | None = None
+        super().__init__(ArmApi, classify)
 
-    def offerings(self) -> list[Offering]:
-        return catalog_offerings(load_catalogs().get(self.name), self.name)
-
-    async def _call(self, work: Callable[[ArmApi], T]) -> T:
-        """Run blocking SDK calls in a thread with the session; their errors come out classified."""
-
-        def with_api() -> T:
-            if self._api is None:
-                self._api = ArmApi()
-            return work(self._api)
-
-        try:
-            return await asyncio.to_thread(with_api)
-        except ProviderError:
-            raise
-        except Exception as exc:
-            classified = classify(exc)
-            if classified is None:
-                raise
-            raise classified from exc
-
-    async def check(self) -> CheckResult:
-        try:
-            who = await self._call(lambda api: api.check())
-        except ProviderError as exc:
-            return CheckResult(enabled=False, reason=f"{exc.code}: {exc.message}", hint=SETUP_HINT)
-        return CheckResult(enabled=True, reason=who)
+    def whoami(self, session: ArmApi) -> str:
+        return session.check()
 
     async def list_instances(self, cluster_name: str, region: str | None) -> list[Instance]:
         from azure.core.exceptions import ResourceNotFoundError

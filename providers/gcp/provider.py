@@ -9,21 +9,11 @@ GCP calls zones one at a time (SkyPilot's ``zones_provision_loop``), so every of
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
-from providers.base import (
-    Capabilities,
-    CheckResult,
-    ClusterHandle,
-    NodeHandle,
-    NodeRuntime,
-    Offering,
-    ProvisionRequest,
-)
-from providers.catalog import load_catalogs
-from providers.cloud import CLUSTER_TAG, RANK_TAG, CloudProvider, Instance, InstanceState, catalog_offerings
+from providers.base import Capabilities, ClusterHandle, NodeHandle, NodeRuntime, ProvisionRequest
+from providers.cloud import CLUSTER_TAG, RANK_TAG, Instance, InstanceState
+from providers.cloud_sdk import SdkCloudProvider
 from providers.cloud_ssh import ssh_node, ssh_runtime
 from providers.errors import ProviderError
 from providers.gcp import bodies
@@ -32,8 +22,6 @@ from providers.gcp.errors import classify
 from providers.keys import public_key
 
 __all__ = ["GCPProvider"]
-
-T = TypeVar("T")
 
 _STATES = {
     "PROVISIONING": InstanceState.PENDING,
@@ -53,7 +41,7 @@ def _zone_region(zone: str) -> str:
     return zone.rsplit("-", 1)[0]
 
 
-class GCPProvider(CloudProvider):
+class GCPProvider(SdkCloudProvider[ComputeApi]):
     """Compute Engine instances in the catalog's zones."""
 
     name = "gcp"
@@ -61,39 +49,14 @@ class GCPProvider(CloudProvider):
         spot=True, stop_start=True, multi_node=True, open_ports=True, custom_image=True
     )
     poll_interval_s = 2.0
+    setup_hint = SETUP_HINT
 
     def __init__(self) -> None:
-        self._api: ComputeApi | None = None
+        super().__init__(ComputeApi, classify)
 
-    def offerings(self) -> list[Offering]:
-        return catalog_offerings(load_catalogs().get(self.name), self.name)
-
-    async def _call(self, work: Callable[[ComputeApi], T]) -> T:
-        """Run blocking SDK calls in a thread with the session; their errors come out classified."""
-
-        def with_api() -> T:
-            if self._api is None:
-                self._api = ComputeApi()
-            return work(self._api)
-
-        try:
-            return await asyncio.to_thread(with_api)
-        except ProviderError:
-            raise
-        except Exception as exc:
-            classified = classify(exc)
-            if classified is None:
-                raise
-            raise classified from exc
-
-    async def check(self) -> CheckResult:
-        try:
-            api, project = await self._call(
-                lambda api: (api, api.projects.get(project=api.project, **api.options))
-            )
-        except ProviderError as exc:
-            return CheckResult(enabled=False, reason=f"{exc.code}: {exc.message}", hint=SETUP_HINT)
-        return CheckResult(enabled=True, reason=f"project {project.name} as {api.identity}")
+    def whoami(self, session: ComputeApi) -> str:
+        project = session.projects.get(project=session.project, **session.options)
+        return f"project {project.name} as {session.identity}"
 
     async def list_instances(self, cluster_name: str, region: str | None) -> list[Instance]:
         def aggregated(api: ComputeApi) -> list[Instance]:

@@ -12,19 +12,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from providers.base import (
-    Capabilities,
-    CheckResult,
-    ClusterHandle,
-    NodeHandle,
-    NodeRuntime,
-    Offering,
-    ProvisionRequest,
-)
+from providers.base import Capabilities, CheckResult, ClusterHandle, NodeHandle, NodeRuntime, ProvisionRequest
 from providers.catalog import Catalog, CatalogError, load_catalogs
 from providers.catalog.cache import cached_catalog
 from providers.catalog.skyhop_csv import read_skyhop_csv
-from providers.cloud import CloudProvider, Instance, InstanceState, catalog_offerings
+from providers.cloud import CloudProvider, Instance, InstanceState
 from providers.errors import InvalidRequestError
 from providers.local.runtime import LocalNodeRuntime
 from providers.sim.cloud import SimCloud
@@ -53,9 +45,6 @@ class SimProvider(CloudProvider):
             return load_catalogs().get("aws")
         source = Path(path).expanduser()
         return cached_catalog(source, lambda: read_skyhop_csv(self.name, source))
-
-    def offerings(self) -> list[Offering]:
-        return catalog_offerings(self.catalog(), self.name)
 
     async def check(self) -> CheckResult:
         """Enabled only once a plan file exists: a simulated cloud is never chosen by accident."""
