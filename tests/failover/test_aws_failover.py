@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,29 +10,15 @@ import yaml
 
 from spec import Resources, Task
 from tests.conftest import run, skyhop
+from tests.failover.support import start_launch
 from tests.helpers import DevServer, WorkerProcess, wait_for
 from tests.integration.support import client_for, down, unique_cluster
-from tests.providers.aws_support import MotoFaults, aws_instances, moto_server, reset
-from workflows.contract import LAUNCH_WORKFLOW, WORKFLOW_QUEUE, LaunchRequest, LaunchResult
+from tests.providers.aws_support import MotoFaults, aws_instances
 
 pytestmark = pytest.mark.integration
 
 # Spot candidates are per zone; in the shipped catalog us-east-1f is the cheapest, then us-east-1b.
 SPOT = Resources(infra="aws/us-east-1", instance_type="m6i.large", use_spot=True)
-
-
-@pytest.fixture(scope="module")
-def moto() -> Iterator[str]:
-    with moto_server(Path(os.environ["HOME"])) as endpoint:
-        yield endpoint
-
-
-@pytest.fixture
-def faults(moto: str) -> Iterator[MotoFaults]:
-    reset(moto)
-    faults = MotoFaults()
-    with faults.install():
-        yield faults
 
 
 def test_cli_launch_fails_over_from_a_full_zone_and_down_leaves_nothing(
@@ -68,13 +51,7 @@ def test_worker_killed_mid_attempt_the_launch_completes_with_exactly_the_nodes_a
 
     async def scenario() -> None:
         client = await client_for(temporal_server.address)
-        handle = await client.start_workflow(
-            LAUNCH_WORKFLOW,
-            LaunchRequest(cluster_name=cluster, task=Task(num_nodes=3, resources=SPOT)),
-            id=f"launch:{cluster}:{uuid.uuid4().hex[:8]}",
-            task_queue=WORKFLOW_QUEUE,
-            result_type=LaunchResult,
-        )
+        handle = await start_launch(client, cluster, Task(num_nodes=3, resources=SPOT))
         await asyncio.to_thread(
             wait_for, lambda: len(aws_instances(cluster=cluster)) == 1, 60, "the first node"
         )

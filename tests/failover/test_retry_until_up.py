@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
 from temporalio.contrib.pydantic import pydantic_data_converter
@@ -15,7 +13,7 @@ from temporalio.testing import WorkflowEnvironment
 from providers.sim import SimCloud
 from spec import Resources, Task
 from tests.conftest import run
-from tests.providers.sim_support import enabled_sim, write_plan
+from tests.providers.sim_support import write_plan
 from worker import build_workers
 from workflows.contract import (
     LAUNCH_WORKFLOW,
@@ -29,12 +27,6 @@ from workflows.contract import (
 from workflows.failover import RETRY_FIRST
 
 TEST_SERVER = str(Path(__import__("sys").executable).parent / "temporal-test-server")
-
-
-@pytest.fixture
-def sim_catalog(tmp_path: Path) -> Iterator[Path]:
-    with enabled_sim(tmp_path) as catalog:
-        yield catalog
 
 
 def test_every_zone_full_once_then_the_search_restarts_after_the_backoff_timer(sim_catalog: Path) -> None:

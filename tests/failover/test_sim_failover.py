@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,18 +12,13 @@ from temporalio.client import WorkflowFailureError
 from providers.sim import SimCloud
 from spec import Resources, Task
 from tests.conftest import run, skyhop
+from tests.failover.support import start_launch
 from tests.helpers import DevServer, WorkerProcess, wait_for
-from tests.integration.support import client_for, unique_cluster
-from tests.providers.sim_support import ZONES, enabled_sim, write_plan
-from workflows.contract import LAUNCH_WORKFLOW, WORKFLOW_QUEUE, LaunchProgress, LaunchRequest, LaunchResult
+from tests.integration.support import client_for, down, unique_cluster
+from tests.providers.sim_support import ZONES, write_plan
+from workflows.contract import LaunchProgress
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def sim_catalog(tmp_path: Path) -> Iterator[Path]:
-    with enabled_sim(tmp_path) as catalog:
-        yield catalog
 
 
 def _instances(cluster: str) -> list[dict[str, object]]:
@@ -100,20 +93,14 @@ def test_worker_killed_mid_attempt_the_launch_completes_with_exactly_the_nodes_a
 
     async def scenario() -> None:
         client = await client_for(temporal_server.address)
-        handle = await client.start_workflow(
-            LAUNCH_WORKFLOW,
-            LaunchRequest(cluster_name=cluster, task=Task(num_nodes=3, resources=Resources(infra="sim"))),
-            id=f"launch:{cluster}:{uuid.uuid4().hex[:8]}",
-            task_queue=WORKFLOW_QUEUE,
-            result_type=LaunchResult,
-        )
+        handle = await start_launch(client, cluster, Task(num_nodes=3, resources=Resources(infra="sim")))
         await asyncio.to_thread(wait_for, lambda: len(_instances(cluster)) == 3, 60, "3 sim instances")
         live_worker.kill9()
         live_worker.start()
         result = await handle.result()
         assert len(result.handle.nodes) == 3 and result.handle.offering.zone == ZONES[1][1]
         assert len(_instances(cluster)) == 3
-        await _down(client, cluster)
+        await down(client, cluster)
         assert _instances(cluster) == []
 
     run(scenario())
@@ -128,14 +115,8 @@ def test_cancelling_a_launch_mid_failover_leaves_no_instance(
 
     async def scenario() -> None:
         client = await client_for(temporal_server.address)
-        handle = await client.start_workflow(
-            LAUNCH_WORKFLOW,
-            LaunchRequest(
-                cluster_name=cluster, task=Task(num_nodes=2, resources=Resources(infra="sim/us-east-1"))
-            ),
-            id=f"launch:{cluster}:{uuid.uuid4().hex[:8]}",
-            task_queue=WORKFLOW_QUEUE,
-            result_type=LaunchResult,
+        handle = await start_launch(
+            client, cluster, Task(num_nodes=2, resources=Resources(infra="sim/us-east-1"))
         )
 
         async def failed_over() -> bool:
@@ -150,9 +131,3 @@ def test_cancelling_a_launch_mid_failover_leaves_no_instance(
         assert _instances(cluster) == []
 
     run(scenario())
-
-
-async def _down(client: object, cluster: str) -> None:
-    from tests.integration.support import down
-
-    await down(client, cluster)  # type: ignore[arg-type]

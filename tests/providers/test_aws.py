@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
-from pathlib import Path
-
 import boto3
 import pytest
 
@@ -14,21 +10,7 @@ from providers.base import ClusterHandle, NodeStatus, Offering, ProvisionRequest
 from providers.cloud import RANK_TAG
 from providers.errors import CapacityError, CredentialsError
 from tests.conftest import run
-from tests.providers.aws_support import MotoFaults, aws_instances, moto_server, reset
-
-
-@pytest.fixture(scope="module")
-def moto() -> Iterator[str]:
-    with moto_server(Path(os.environ["HOME"])) as endpoint:
-        yield endpoint
-
-
-@pytest.fixture
-def faults(moto: str) -> Iterator[MotoFaults]:
-    reset(moto)
-    faults = MotoFaults()
-    with faults.install():
-        yield faults
+from tests.providers.aws_support import MotoFaults, aws_instances
 
 
 def _request(zone: str = "us-east-1a", nodes: int = 2, **extra: object) -> ProvisionRequest:
