@@ -13,10 +13,10 @@ import pytest
 
 from providers.home import skyhop_home
 from spec import Task
-from tests.conftest import run, skyhop
+from tests.conftest import skyhop
 from tests.helpers import DevServer, WorkerProcess, wait_for
-from tests.integration.support import client_for, down, launch, record, unique_cluster
-from workflows.contract import ClusterRecord, ClusterStatus, JobStatus
+from tests.integration.support import cluster_up, current_record, unique_cluster
+from workflows.contract import ClusterStatus, JobStatus
 
 pytestmark = pytest.mark.integration
 
@@ -24,15 +24,8 @@ HALF = f"{(os.cpu_count() or 1) / 2:g}"
 """A job demand such that exactly two jobs fit the local cluster at once."""
 
 
-def _record(server: DevServer, cluster: str) -> ClusterRecord:
-    async def fetch() -> ClusterRecord:
-        return await record(await client_for(server.address), cluster)
-
-    return run(fetch())
-
-
 def _statuses(server: DevServer, cluster: str) -> list[str]:
-    return [job.status.value for job in _record(server, cluster).jobs]
+    return [job.status.value for job in current_record(server.address, cluster).jobs]
 
 
 def _job_dir(cluster: str, job_id: int, rank: int = 0) -> Path:
@@ -52,23 +45,19 @@ def _job_pid(cluster: str, job_id: int, rank: int = 0) -> int:
     return int(json.loads((_job_dir(cluster, job_id, rank) / "state.json").read_text())["pid"])
 
 
+def _first_job_sleeping(server: DevServer, cli_env: dict[str, str], cluster: str) -> int:
+    """Submit job 1 (``sleep 60``) to an idle cluster and wait until it runs; its pid."""
+    assert skyhop("exec", cluster, "-d", "sleep 60", env=cli_env).returncode == 0
+    wait_for(lambda: _statuses(server, cluster) == ["RUNNING"], 30)
+    return _job_pid(cluster, 1)
+
+
 @pytest.fixture
 def cluster(temporal_server: DevServer, live_worker: WorkerProcess) -> Iterator[str]:
     """An UP one-node local cluster (no job), taken down afterwards."""
-    name = unique_cluster("q")
-
-    async def up() -> None:
-        await launch(await client_for(temporal_server.address), name, Task(setup="echo ready > setup.txt"))
-
-    run(up())
-    yield name
-
-    async def teardown() -> None:
-        client = await client_for(temporal_server.address)
-        if (await record(client, name)).status != ClusterStatus.TERMINATED:
-            await down(client, name)
-
-    run(teardown())
+    task = Task(setup="echo ready > setup.txt")
+    with cluster_up(temporal_server.address, unique_cluster("q"), task) as name:
+        yield name
 
 
 def test_jobs_queue_fifo_by_demand_and_cancel_stops_processes(
@@ -159,14 +148,12 @@ def test_logs_tail_status_and_after_a_worker_restart(
 def test_stop_keeps_the_disk_and_start_brings_the_cluster_back(
     temporal_server: DevServer, cli_env: dict[str, str], cluster: str
 ) -> None:
-    assert skyhop("exec", cluster, "-d", "sleep 60", env=cli_env).returncode == 0
-    wait_for(lambda: _statuses(temporal_server, cluster) == ["RUNNING"], 30)
-    pid = _job_pid(cluster, 1)
+    pid = _first_job_sleeping(temporal_server, cli_env, cluster)
 
     stopped = skyhop("stop", cluster, "-y", env=cli_env)
     assert stopped.returncode == 0 and "status STOPPED" in stopped.stderr, stopped.stderr
     assert not _alive(pid)
-    rec = _record(temporal_server, cluster)
+    rec = current_record(temporal_server.address, cluster)
     assert rec.status == ClusterStatus.STOPPED and rec.jobs[0].status == JobStatus.CANCELLED
     assert rec.jobs[0].error == "the cluster was stopped"
     assert "STOPPED" in skyhop("status", env=cli_env).stdout
@@ -178,7 +165,7 @@ def test_stop_keeps_the_disk_and_start_brings_the_cluster_back(
 
     started = skyhop("start", cluster, "-y", "-i", "30", env=cli_env)
     assert started.returncode == 0 and "status UP" in started.stderr, started.stderr
-    assert _record(temporal_server, cluster).idle_minutes == 30
+    assert current_record(temporal_server.address, cluster).idle_minutes == 30
     again = skyhop("exec", cluster, "cat setup.txt", env=cli_env)
     assert again.returncode == 0 and again.stdout == "ready\n"  # the disk was kept
     twice = skyhop("start", cluster, "-y", env=cli_env)
@@ -197,13 +184,19 @@ def test_autostop_from_the_cli_stops_then_down_removes(
     assert skyhop("exec", cluster, "-d", "sleep 2", env=cli_env).returncode == 0
     assert skyhop("autostop", cluster, "-i", "0", env=cli_env).returncode == 0
     # Idle means no job at all: the running job holds the cluster UP until it ends.
-    assert _record(temporal_server, cluster).status == ClusterStatus.UP
-    wait_for(lambda: _record(temporal_server, cluster).status == ClusterStatus.STOPPED, 30, "autostop")
+    assert current_record(temporal_server.address, cluster).status == ClusterStatus.UP
+    wait_for(
+        lambda: current_record(temporal_server.address, cluster).status == ClusterStatus.STOPPED,
+        30,
+        "autostop",
+    )
     assert _statuses(temporal_server, cluster) == ["SUCCEEDED"]
     assert skyhop("start", cluster, "-y", env=cli_env).returncode == 0
     assert skyhop("autostop", cluster, "-i", "0", "--down", env=cli_env).returncode == 0
     wait_for(
-        lambda: _record(temporal_server, cluster).status == ClusterStatus.TERMINATED, 30, "autostop --down"
+        lambda: current_record(temporal_server.address, cluster).status == ClusterStatus.TERMINATED,
+        30,
+        "autostop --down",
     )
     assert not (skyhop_home() / "clusters" / cluster).exists()
     bad = skyhop("autostop", cluster, "--cancel", "-i", "3", env=cli_env)
@@ -213,14 +206,13 @@ def test_autostop_from_the_cli_stops_then_down_removes(
 def test_status_refresh_finds_nodes_removed_outside_skyhop(
     temporal_server: DevServer, cli_env: dict[str, str], cluster: str
 ) -> None:
-    assert skyhop("exec", cluster, "-d", "sleep 60", env=cli_env).returncode == 0
-    wait_for(lambda: _statuses(temporal_server, cluster) == ["RUNNING"], 30)
+    pid = _first_job_sleeping(temporal_server, cli_env, cluster)
     # Someone deletes the node behind skyhop's back (its processes die with it).
-    os.killpg(_job_pid(cluster, 1), signal.SIGKILL)
+    os.killpg(pid, signal.SIGKILL)
     shutil.rmtree(skyhop_home() / "clusters" / cluster)
     listed = skyhop("status", "--refresh", env=cli_env)
     assert listed.returncode == 0 and f"{cluster} " not in listed.stdout
-    rec = _record(temporal_server, cluster)
+    rec = current_record(temporal_server.address, cluster)
     assert rec.status == ClusterStatus.TERMINATED
     assert rec.jobs[0].status == JobStatus.FAILED
     assert "node 0 is TERMINATED (changed outside skyhop)" in (rec.jobs[0].error or "")

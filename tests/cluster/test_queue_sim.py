@@ -10,20 +10,13 @@ import pytest
 from providers.sim import SimCloud
 from spec import Resources, Task
 from tests.cluster.test_queue_local import _alive, _statuses
-from tests.conftest import run, skyhop
+from tests.conftest import skyhop
 from tests.helpers import DevServer, WorkerProcess, wait_for
-from tests.integration.support import client_for, down, launch, record, unique_cluster
+from tests.integration.support import cluster_up, current_record, unique_cluster
 from tests.providers.sim_support import enabled_sim
-from workflows.contract import ClusterRecord, ClusterStatus, JobStatus
+from workflows.contract import ClusterStatus, JobStatus
 
 pytestmark = pytest.mark.integration
-
-
-def _record(server: DevServer, cluster: str) -> ClusterRecord:
-    async def fetch() -> ClusterRecord:
-        return await record(await client_for(server.address), cluster)
-
-    return run(fetch())
 
 
 @pytest.fixture
@@ -31,26 +24,14 @@ def sim_cluster(temporal_server: DevServer, live_worker: WorkerProcess, tmp_path
     """An UP two-node sim cluster (2 vCPUs a node), taken down afterwards."""
     name = unique_cluster("qs")
     task = Task(num_nodes=2, resources=Resources(infra="sim"), setup="echo set-up > setup.txt")
-    with enabled_sim(tmp_path):
-
-        async def up() -> None:
-            await launch(await client_for(temporal_server.address), name, task)
-
-        run(up())
+    with enabled_sim(tmp_path), cluster_up(temporal_server.address, name, task):
         yield name
-
-        async def teardown() -> None:
-            client = await client_for(temporal_server.address)
-            if (await record(client, name)).status != ClusterStatus.TERMINATED:
-                await down(client, name)
-
-        run(teardown())
 
 
 def _pid(server: DevServer, cluster: str, job_id: int, rank: int) -> int:
     import json
 
-    rec = _record(server, cluster)
+    rec = current_record(server.address, cluster)
     assert rec.handle is not None
     job = next(j for j in rec.jobs if j.job_id == job_id)
     node = rec.handle.nodes[job.placement[rank].node]
@@ -67,7 +48,7 @@ def test_jobs_take_whole_nodes_in_order_and_a_wide_job_waits_at_the_head(
         out = skyhop("exec", cluster, "-d", "--cpus", "2", "--num-nodes", nodes, command, env=cli_env)
         assert out.returncode == 0, out.stderr
     wait_for(lambda: _statuses(temporal_server, cluster)[:2] == ["RUNNING", "RUNNING"], 60, "jobs 1 and 2")
-    rec = _record(temporal_server, cluster)
+    rec = current_record(temporal_server.address, cluster)
     assert [[a.node for a in job.placement] for job in rec.jobs[:2]] == [[0], [1]]
     # The two-node job 3 needs both nodes; job 4 would fit after job 1 but must not overtake it.
     assert _statuses(temporal_server, cluster)[2:] == ["PENDING", "PENDING"]
@@ -79,7 +60,7 @@ def test_jobs_take_whole_nodes_in_order_and_a_wide_job_waits_at_the_head(
     wait_for(
         lambda: _statuses(temporal_server, cluster)[2:] == ["SUCCEEDED", "SUCCEEDED"], 60, "jobs 3 and 4"
     )
-    assert [a.node for a in _record(temporal_server, cluster).jobs[2].placement] == [0, 1]
+    assert [a.node for a in current_record(temporal_server.address, cluster).jobs[2].placement] == [0, 1]
     wide = skyhop("logs", cluster, "3", "--tail", "5", env=cli_env)
     assert wide.returncode == 0
     assert sorted(wide.stdout.splitlines()) == ["(rank 0, 127.0.0.1) wide", "(rank 1, 127.0.0.1) wide"]
@@ -91,7 +72,10 @@ def test_stop_start_and_a_node_terminated_outside_skyhop(
     cluster = sim_cluster
     assert skyhop("stop", cluster, "-y", env=cli_env).returncode == 0
     states = {i["state"] for i in SimCloud().describe(cluster)}
-    assert states == {"stopped"} and _record(temporal_server, cluster).status == ClusterStatus.STOPPED
+    assert (
+        states == {"stopped"}
+        and current_record(temporal_server.address, cluster).status == ClusterStatus.STOPPED
+    )
     started = skyhop("start", cluster, "-y", env=cli_env)
     assert started.returncode == 0, started.stderr
     assert {i["state"] for i in SimCloud().describe(cluster)} == {"running"}
@@ -102,7 +86,7 @@ def test_stop_start_and_a_node_terminated_outside_skyhop(
         out = skyhop("exec", cluster, "-d", "--cpus", "2", "sleep 60", env=cli_env)
         assert out.returncode == 0, out.stderr
     wait_for(lambda: _statuses(temporal_server, cluster)[-2:] == ["RUNNING", "RUNNING"], 60)
-    rec = _record(temporal_server, cluster)
+    rec = current_record(temporal_server.address, cluster)
     assert rec.handle is not None
     on_node_1 = next(j for j in rec.jobs if j.placement and j.placement[0].node == 1 and not j.status.done)
     SimCloud().terminate([rec.handle.nodes[1].instance_id])  # behind skyhop's back
@@ -111,7 +95,7 @@ def test_stop_start_and_a_node_terminated_outside_skyhop(
     assert f"{cluster}: node 1 is TERMINATED (changed outside skyhop)" in refreshed.stderr
     row = next(line for line in refreshed.stdout.splitlines() if line.startswith(cluster))
     assert " INIT (degraded) " in row
-    rec = _record(temporal_server, cluster)
+    rec = current_record(temporal_server.address, cluster)
     lost = next(j for j in rec.jobs if j.job_id == on_node_1.job_id)
     assert lost.status == JobStatus.FAILED and "node 1 is TERMINATED" in (lost.error or "")
     assert [j.status for j in rec.jobs if j.placement and j.placement[0].node == 0][-1] == JobStatus.RUNNING

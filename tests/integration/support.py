@@ -2,23 +2,38 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import uuid
+from collections.abc import AsyncIterator, Iterator
 
 from temporalio.client import Client
 
 from cli.client import connect
 from cli.config import TemporalConfig
 from spec import Task
+from tests.helpers import wait_for
 from workflows.contract import (
     LAUNCH_WORKFLOW,
     WORKFLOW_QUEUE,
     ClusterRecord,
+    ClusterStatus,
     LaunchRequest,
     LaunchResult,
     cluster_workflow_id,
 )
 
-__all__ = ["client_for", "down", "launch", "record", "unique_cluster"]
+__all__ = [
+    "client_for",
+    "cluster_up",
+    "current_record",
+    "down",
+    "launch",
+    "launched",
+    "record",
+    "unique_cluster",
+    "until_job_done",
+]
 
 
 async def client_for(address: str) -> Client:
@@ -52,3 +67,48 @@ async def down(client: Client, cluster: str) -> ClusterRecord:
         "down", result_type=ClusterRecord
     )
     return result
+
+
+@contextlib.asynccontextmanager
+async def launched(client: Client, cluster: str, task: Task) -> AsyncIterator[LaunchResult]:
+    """A launch whose cluster is taken down when the block ends, however it ends."""
+    result = await launch(client, cluster, task)
+    try:
+        yield result
+    finally:
+        await down(client, cluster)
+
+
+def current_record(address: str, cluster: str) -> ClusterRecord:
+    """The cluster's record, on a client and event loop of its own (so a thread can poll it)."""
+
+    async def fetch() -> ClusterRecord:
+        return await record(await client_for(address), cluster)
+
+    return asyncio.run(fetch())
+
+
+async def until_job_done(address: str, cluster: str, timeout: float, what: str) -> None:
+    """Wait for the cluster's first job to end, polling from a thread so the test's event loop runs on."""
+    await asyncio.to_thread(
+        wait_for, lambda: current_record(address, cluster).jobs[0].status.done, timeout, what
+    )
+
+
+@contextlib.contextmanager
+def cluster_up(address: str, cluster: str, task: Task) -> Iterator[str]:
+    """A cluster launched with ``task`` for the block, then taken down unless the block already did."""
+
+    async def up() -> None:
+        await launch(await client_for(address), cluster, task)
+
+    async def teardown() -> None:
+        client = await client_for(address)
+        if (await record(client, cluster)).status != ClusterStatus.TERMINATED:
+            await down(client, cluster)
+
+    asyncio.run(up())
+    try:
+        yield cluster
+    finally:
+        asyncio.run(teardown())

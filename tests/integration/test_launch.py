@@ -15,7 +15,7 @@ from providers.home import skyhop_home
 from spec import Resources, Task
 from tests.conftest import run
 from tests.helpers import DevServer, WorkerProcess, wait_for
-from tests.integration.support import client_for, down, launch, record, unique_cluster
+from tests.integration.support import client_for, down, launch, record, unique_cluster, until_job_done
 from workflows.contract import ClusterStatus, JobStatus
 
 pytestmark = pytest.mark.integration
@@ -28,14 +28,6 @@ def _failure_chain(error: BaseException | None) -> str:
         messages.append(str(error))
         error = getattr(error, "cause", None)
     return " <- ".join(messages)
-
-
-def _job_done(address: str, cluster: str, job_id: int) -> bool:
-    async def check() -> bool:
-        rec = await record(await client_for(address), cluster)
-        return rec.jobs[job_id - 1].status.done
-
-    return run(check())
 
 
 def test_launch_runs_setup_and_job_with_rank_variables(
@@ -58,7 +50,7 @@ def test_launch_runs_setup_and_job_with_rank_variables(
         result = await launch(client, cluster, task)
         assert result.provisioned and result.job_id == 1
         assert len(result.handle.nodes) == 2
-        await asyncio.to_thread(wait_for, lambda: _job_done(temporal_server.address, cluster, 1), 30, "job 1")
+        await until_job_done(temporal_server.address, cluster, 30, "job 1")
         rec = await record(client, cluster)
         assert rec.status == ClusterStatus.UP
         assert rec.jobs[0].status == JobStatus.SUCCEEDED
@@ -150,7 +142,7 @@ def test_temporal_cli_starts_a_launch_with_json_input(
 
     async def scenario() -> None:
         client = await client_for(temporal_server.address)
-        await asyncio.to_thread(wait_for, lambda: _job_done(temporal_server.address, cluster, 1), 30, "job 1")
+        await until_job_done(temporal_server.address, cluster, 30, "job 1")
         rec = await record(client, cluster)
         assert rec.jobs[0].status == JobStatus.SUCCEEDED
         await down(client, cluster)
@@ -172,7 +164,7 @@ def test_worker_killed_during_setup_the_launch_completes_and_runs_once(
         live_worker.kill9()
         live_worker.start()
         result = await asyncio.wait_for(launching, 60)
-        await asyncio.to_thread(wait_for, lambda: _job_done(temporal_server.address, cluster, 1), 30, "job")
+        await until_job_done(temporal_server.address, cluster, 30, "job")
         assert marks.read_text().splitlines() == ["setup", "run"]
         assert result.job_id == 1
         assert len(list((skyhop_home() / "clusters" / cluster).glob("node-*"))) == 1
@@ -194,7 +186,7 @@ def test_worker_killed_during_job_the_job_runs_once_and_is_recorded(
         await asyncio.to_thread(wait_for, marks.exists, 30, "the job to start")
         live_worker.kill9()
         live_worker.start()
-        await asyncio.to_thread(wait_for, lambda: _job_done(temporal_server.address, cluster, 1), 60, "job")
+        await until_job_done(temporal_server.address, cluster, 60, "job")
         rec = await record(client, cluster)
         assert rec.jobs[0].status == JobStatus.SUCCEEDED
         assert marks.read_text().splitlines() == ["run", "end"]
@@ -235,7 +227,7 @@ def test_dev_server_restart_mid_launch_resumes(tmp_path: Path) -> None:
             client = await client_for(server.address)
             result = await client.get_workflow_handle(workflow_id).result()
             assert result["job_id"] == 1
-            await asyncio.to_thread(wait_for, lambda: _job_done(server.address, cluster, 1), 60, "job")
+            await until_job_done(server.address, cluster, 60, "job")
             assert marks.read_text().splitlines() == ["setup", "run"]
             await down(client, cluster)
 

@@ -15,19 +15,12 @@ from providers.ssh.inventory import read_inventory
 from spec import Resources, Task
 from tests.conftest import run, skyhop
 from tests.helpers import DevServer, WorkerProcess, wait_for
-from tests.integration.support import client_for, down, launch, record, unique_cluster
+from tests.integration.support import client_for, launched, record, unique_cluster, until_job_done
 from tests.ssh.conftest import pools_yaml, ssh_up
 from tests.ssh.hosts import SSHHosts
-from workflows.contract import ClusterRecord, JobStatus
+from workflows.contract import JobStatus
 
 pytestmark = pytest.mark.integration
-
-
-def _record(address: str, cluster: str) -> ClusterRecord:
-    async def query() -> ClusterRecord:
-        return await record(await client_for(address), cluster)
-
-    return run(query())
 
 
 async def _log(node: NodeHandle, key: str) -> bytes:
@@ -106,8 +99,7 @@ def test_a_job_survives_a_worker_kill_9_and_runs_once(
 
     async def scenario() -> None:
         client = await client_for(temporal_server.address)
-        result = await launch(client, cluster, task)
-        try:
+        async with launched(client, cluster, task) as result:
             node = result.handle.nodes[1]
             await asyncio.to_thread(
                 wait_for, lambda: _job_log(node, "job-1") == b"start-1\n", 30, "the job to start"
@@ -115,18 +107,11 @@ def test_a_job_survives_a_worker_kill_9_and_runs_once(
             live_worker.kill9()
             await asyncio.sleep(1)
             live_worker.start()
-            await asyncio.to_thread(
-                wait_for,
-                lambda: _record(temporal_server.address, cluster).jobs[0].status.done,
-                60,
-                "the job to end",
-            )
+            await until_job_done(temporal_server.address, cluster, 60, "the job to end")
             job = (await record(client, cluster)).jobs[0]
             assert job.status == JobStatus.SUCCEEDED, job
             for rank, node in enumerate(result.handle.nodes):
                 assert await _log(node, "job-1") == f"start-{rank}\nend-{rank}\n".encode()  # ran once
-        finally:
-            await down(client, cluster)
 
     run(scenario())
 
@@ -154,8 +139,7 @@ def test_a_node_lost_mid_job_fails_the_job_naming_it(
 
     async def scenario() -> None:
         client = await client_for(temporal_server.address)
-        result = await launch(client, cluster, task)
-        try:
+        async with launched(client, cluster, task) as result:
             for node in result.handle.nodes:
                 await asyncio.to_thread(
                     wait_for, lambda n=node: _job_log(n, "job-1") == b"up\n", 30, "the job"
@@ -164,12 +148,7 @@ def test_a_node_lost_mid_job_fails_the_job_naming_it(
                 lost.kill()
             else:
                 lost.link(up=False)
-            await asyncio.to_thread(
-                wait_for,
-                lambda: _record(temporal_server.address, cluster).jobs[0].status.done,
-                60,
-                "the job to fail",
-            )
+            await until_job_done(temporal_server.address, cluster, 60, "the job to fail")
             rec = await record(client, cluster)
             job = rec.jobs[0]
             assert job.status == JobStatus.FAILED
@@ -181,8 +160,6 @@ def test_a_node_lost_mid_job_fails_the_job_naming_it(
             state = await head.job_state("job-1")
             assert state is not None and state.status == "CANCELLED"
             await close_connections()
-        finally:
-            await down(client, cluster)
         assert read_inventory().held_by(cluster) == {}
 
     run(scenario())
@@ -200,20 +177,12 @@ def test_a_failing_node_fails_the_gang_with_its_exit_code_and_stops_the_others(
 
     async def scenario() -> None:
         client = await client_for(temporal_server.address)
-        result = await launch(client, cluster, task)
-        try:
-            await asyncio.to_thread(
-                wait_for,
-                lambda: _record(temporal_server.address, cluster).jobs[0].status.done,
-                60,
-                "the job to end",
-            )
+        async with launched(client, cluster, task) as result:
+            await until_job_done(temporal_server.address, cluster, 60, "the job to end")
             job = (await record(client, cluster)).jobs[0]
             assert (job.status, job.exit_code, job.failed_rank) == (JobStatus.FAILED, 7, 1)
             head = await SSHProvider().runtime(result.handle.nodes[0]).job_state("job-1")
             assert head is not None and head.status == "CANCELLED"
             await close_connections()
-        finally:
-            await down(client, cluster)
 
     run(scenario())
