@@ -36,11 +36,8 @@ def ssh_up(path: Path) -> None:
 @pytest.fixture(scope="session")
 def ssh_hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SSHHosts]:
     hosts = SSHHosts(tmp_path_factory.mktemp("sshd"), 3, gpus={3: [A100, A100]}, without_rsync=frozenset({3}))
-    try:
-        hosts.start()
+    with hosts.running():
         yield hosts
-    finally:
-        hosts.stop()
 
 
 @pytest.fixture(scope="session")
@@ -57,9 +54,5 @@ def lab_pool(ssh_hosts: SSHHosts, tmp_path_factory: pytest.TempPathFactory) -> s
 def doomed_hosts(tmp_path: Path) -> Iterator[SSHHosts]:
     """Two hosts of a test's own, for killing or unplugging."""
     (tmp_path / "sshd").mkdir()
-    hosts = SSHHosts(tmp_path / "sshd", 2)
-    try:
-        hosts.start()
+    with SSHHosts(tmp_path / "sshd", 2).running() as hosts:
         yield hosts
-    finally:
-        hosts.stop()

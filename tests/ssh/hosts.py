@@ -23,6 +23,7 @@ import socket
 import subprocess
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -171,6 +172,15 @@ class SSHHosts:
             argv = sshd
         log = open(host.folder / "sshd.log", "ab")  # noqa: SIM115 - lives as long as sshd
         host.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[SSHHosts]:
+        """The hosts, up for the block and stopped after it (also when starting them fails part-way)."""
+        try:
+            self.start()
+            yield self
+        finally:
+            self.stop()
 
     def stop(self) -> None:
         """Kill every node's processes, then remove namespaces, veths and the bridge."""
