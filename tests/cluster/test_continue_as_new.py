@@ -7,7 +7,6 @@ once on a real dev server and worker with real jobs running across the boundary.
 from __future__ import annotations
 
 import asyncio
-import os
 import uuid
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from temporalio.client import Client
 from spec import Task
 from tests.cluster.fakes import FakeCloud, query_status, running_cluster, up_record
 from tests.cluster.test_autostop import time_skipping
+from tests.cluster.test_queue_local import HALF
 from tests.conftest import run
 from tests.helpers import DevServer, WorkerProcess
 from tests.integration.support import client_for, down, launch
@@ -31,8 +31,6 @@ from workflows.contract import (
     cluster_workflow_id,
 )
 from workflows.search import cluster_search_attributes
-
-HALF = f"{(os.cpu_count() or 1) / 2:g}"
 
 
 async def _runs(client: Client, workflow_id: str) -> int:
