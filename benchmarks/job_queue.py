@@ -13,7 +13,7 @@ On an embedded skyhop (own HOME and ports: a Temporal dev server on SQLite and o
 
 Targets (issue 6): at least 50 submissions/s; queue listing under 500 ms.
 
-    python benchmarks/queue.py [--jobs 1000] [--latency-samples 50] [--in-flight 8]
+    python benchmarks/job_queue.py [--jobs 1000] [--latency-samples 50] [--in-flight 8]
 """
 
 from __future__ import annotations
