@@ -30,9 +30,9 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, FailureError
 
 with workflow.unsafe.imports_passed_through():
-    from activities import cluster_ops, jobs, provisioning, sync
+    from activities import cluster_ops, jobs, provisioning
     from activities.cluster_ops import CancelJobsInput, ProbeResult, StartClusterInput, StopResult
-    from activities.models import FileMountsInput, RunJobInput, SetupInput, SyncWorkdirInput, WaitJobInput
+    from activities.models import RunJobInput, WaitJobInput
     from optimizer import mismatch
     from providers.base import ClusterHandle, NodeStatus
     from spec import Task
@@ -57,6 +57,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.options import HEARTBEAT, LONG_RETRY, SHORT_RETRY, USER_ERRORS
     from workflows.scheduler import capacity_of, demand_of, demand_problem, free_resources, place
     from workflows.search import STATUS
+    from workflows.stages import prepare_nodes, run_long
 
 __all__ = [
     "KEEP_FINISHED_JOBS",
@@ -65,6 +66,10 @@ __all__ = [
     "RECONCILE_INTERVAL_S",
     "ClusterWorkflow",
 ]
+
+_LONG_TIMEOUT = timedelta(hours=2)
+"""Longest one start, sync, setup or teardown step may take."""
+
 
 MAX_ACTIVE_JOBS = 1000
 """Queued plus running jobs a cluster accepts; more are refused (the state must fit one payload)."""
@@ -522,15 +527,8 @@ class ClusterWorkflow:
 
     async def _set_up(self, handle: ClusterHandle, task: Task) -> None:
         """New nodes get what a launch gave the old ones: workdir, file mounts, setup."""
-        if task.workdir:
-            await self._long(sync.sync_workdir, SyncWorkdirInput(handle=handle, workdir=task.workdir))
-        if task.file_mounts:
-            await self._long(
-                sync.sync_file_mounts, FileMountsInput(handle=handle, file_mounts=task.file_mounts)
-            )
-        if task.setup:
-            key = f"setup-start-{workflow.uuid4().hex[:12]}"
-            await self._long(jobs.run_setup, SetupInput(handle=handle, task=task, key=key))
+        key = f"setup-start-{workflow.uuid4().hex[:12]}" if task.setup else ""
+        await prepare_nodes(handle, task, key, timeout=_LONG_TIMEOUT)
 
     async def _down(self) -> None:
         record = self.record
@@ -691,14 +689,7 @@ class ClusterWorkflow:
                 )
 
     async def _long(self, activity: Any, arg: Any) -> Any:
-        return await workflow.execute_activity(
-            activity,
-            arg,
-            task_queue=LONG_QUEUE,
-            start_to_close_timeout=timedelta(hours=2),
-            heartbeat_timeout=HEARTBEAT,
-            retry_policy=LONG_RETRY,
-        )
+        return await run_long(activity, arg, timeout=_LONG_TIMEOUT)
 
     def _publish(self) -> None:
         """Upsert the status search attribute only when it changes (each upsert is a history event)."""

@@ -22,15 +22,12 @@ from temporalio.exceptions import ActivityError, ApplicationError
 from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
-    from activities import jobs, planning, provisioning, sync
+    from activities import planning, provisioning
     from activities.clusters import ClusterActivities
     from activities.models import (
-        FileMountsInput,
         OpenClusterInput,
         OptimizeInput,
-        SetupInput,
         SubmitJobInput,
-        SyncWorkdirInput,
     )
     from activities.provisioning import AttemptOutcome
     from optimizer import mismatch
@@ -57,8 +54,12 @@ with workflow.unsafe.imports_passed_through():
     from workflows.failover import block_for, history_table, retry_delay
     from workflows.options import HEARTBEAT, LONG_RETRY, SHORT_RETRY
     from workflows.search import STAGE
+    from workflows.stages import prepare_nodes, run_long
 
 __all__ = ["LaunchWorkflow"]
+
+_LONG_TIMEOUT = timedelta(hours=24)
+"""Longest one provisioning, sync or setup step may take."""
 
 
 @workflow.defn(name=LAUNCH_WORKFLOW)
@@ -303,19 +304,8 @@ class LaunchWorkflow:
         )
 
     async def _sync_and_setup(self, handle: ClusterHandle) -> None:
-        task = self.request.task
-        if task.workdir:
-            self._enter("sync_workdir")
-            await self._long(sync.sync_workdir, SyncWorkdirInput(handle=handle, workdir=task.workdir))
-        if task.file_mounts:
-            self._enter("sync_file_mounts")
-            await self._long(
-                sync.sync_file_mounts, FileMountsInput(handle=handle, file_mounts=task.file_mounts)
-            )
-        if task.setup:
-            self._enter("setup")
-            key = setup_key(workflow.info().workflow_id)
-            await self._long(jobs.run_setup, SetupInput(handle=handle, task=task, key=key))
+        key = setup_key(workflow.info().workflow_id)
+        await prepare_nodes(handle, self.request.task, key, timeout=_LONG_TIMEOUT, enter=self._enter)
 
     async def _submit(self, handle: ClusterHandle) -> int:
         self._enter("exec")
@@ -335,15 +325,7 @@ class LaunchWorkflow:
         return job.job_id
 
     async def _long(self, activity: Any, arg: Any, summary: str | None = None) -> Any:
-        return await workflow.execute_activity(
-            activity,
-            arg,
-            task_queue=LONG_QUEUE,
-            start_to_close_timeout=timedelta(hours=24),
-            heartbeat_timeout=HEARTBEAT,
-            retry_policy=LONG_RETRY,
-            summary=summary,
-        )
+        return await run_long(activity, arg, timeout=_LONG_TIMEOUT, summary=summary)
 
     def _enter(self, stage: str) -> None:
         now = workflow.now().timestamp()
