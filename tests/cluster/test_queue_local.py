@@ -207,7 +207,10 @@ def test_status_refresh_finds_nodes_removed_outside_skyhop(
     temporal_server: DevServer, cli_env: dict[str, str], cluster: str
 ) -> None:
     pid = _first_job_sleeping(temporal_server, cli_env, cluster)
-    # Someone deletes the node behind skyhop's back (its processes die with it).
+    runner = json.loads((_job_dir(cluster, 1, 0) / "state.json").read_text())["runner_pid"]
+    # Someone deletes the node behind skyhop's back: its processes die with it, the runner first
+    # (so it cannot write the job's end into the folder being removed).
+    os.kill(runner, signal.SIGKILL)
     os.killpg(pid, signal.SIGKILL)
     shutil.rmtree(skyhop_home() / "clusters" / cluster)
     listed = skyhop("status", "--refresh", env=cli_env)
