@@ -183,11 +183,14 @@ def main() -> int:
         if ratio:
             print(f"  skyhop is {ratio:.0f}x faster")
         if not same and not ours["error"] and not theirs["error"]:
-            print(
-                "  why: in skyhop's cost model (inter-region egress is charged; SkyPilot charges only "
-                f"egress between clouds) SkyPilot's plan costs ${priced_by_skyhop(task, theirs):.4f}, "
-                f"skyhop's ${priced_by_skyhop(task, ours):.4f}"
-            )
+            their_cost, our_cost = priced_by_skyhop(task, theirs), priced_by_skyhop(task, ours)
+            if our_cost < their_cost:
+                print(
+                    "  why: in skyhop's cost model (inter-region egress is charged; SkyPilot charges only "
+                    f"egress between clouds) SkyPilot's plan costs ${their_cost:.4f}, skyhop's ${our_cost:.4f}"
+                )
+            else:
+                print(f"  UNEXPLAINED: SkyPilot's plan costs ${their_cost:.4f}, skyhop's ${our_cost:.4f}")
         sys.stdout.flush()
 
     one_task = next(t for t in tasks if "---" not in t.read_text())
