@@ -187,7 +187,8 @@ def main() -> int:
             if our_cost < their_cost:
                 print(
                     "  why: in skyhop's cost model (inter-region egress is charged; SkyPilot charges only "
-                    f"egress between clouds) SkyPilot's plan costs ${their_cost:.4f}, skyhop's ${our_cost:.4f}"
+                    f"egress between clouds) SkyPilot's plan costs ${their_cost:.4f}, "
+                    f"skyhop's ${our_cost:.4f}"
                 )
             else:
                 print(f"  UNEXPLAINED: SkyPilot's plan costs ${their_cost:.4f}, skyhop's ${our_cost:.4f}")
