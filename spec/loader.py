@@ -110,15 +110,13 @@ class TaskOverrides(BaseModel):
     def apply(self, task: Task) -> Task:
         """Return ``task`` with these overrides; envs with null values must be supplied by now."""
         resources: dict[str, Any] = task.resources.model_dump(exclude_defaults=True)
-        for flag, field in (
-            ("cpus", "cpus"),
-            ("memory", "memory"),
-            ("gpus", "accelerators"),
-            ("infra", "infra"),
-        ):
-            value = getattr(self, flag)
-            if value is not None:
-                resources[field] = value
+        flags = (("cpus", "cpus"), ("memory", "memory"), ("gpus", "accelerators"), ("infra", "infra"))
+        changed = {field: getattr(self, flag) for flag, field in flags if getattr(self, flag) is not None}
+        resources.update(changed)
+        for choices in ("any_of", "ordered"):
+            # Each alternative is complete (outer fields merged in), so a flag must reach every one.
+            if resources.get(choices):
+                resources[choices] = [{**item, **changed} for item in resources[choices]]
         envs = dict(task.envs)
         for item in self.envs:
             key, sep, value = item.partition("=")

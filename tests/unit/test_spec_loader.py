@@ -110,3 +110,16 @@ def test_resources_autostop_off_and_bad() -> None:
     assert "resources.autostop: autostop must be true, minutes, or like '30m'" in _error(
         {"resources": {"autostop": "soon"}}
     )
+
+
+def test_overrides_reach_every_alternative(tmp_path: Path) -> None:
+    task = task_from_dict(
+        {"resources": {"any_of": [{"infra": "aws", "accelerators": "A10G"}, {"infra": "gcp", "cpus": 4}]}},
+        tmp_path,
+    )
+    result = TaskOverrides(cpus="16+", gpus="T4:1").apply(task)
+    alternatives = result.resources.alternatives
+    assert [(a.cloud, a.cpus, a.accelerators) for a in alternatives] == [
+        ("aws", "16+", {"T4": 1.0}),
+        ("gcp", "16+", {"T4": 1.0}),
+    ]
