@@ -100,6 +100,7 @@ def task_candidates(
             policy = policy_for(name)
             if policy is not None and (alternative.cloud in (None, name)):
                 offerings += catalog_launchables(alternative, catalogs.get(name), policy, blocklist)
+        offerings = [o for o in offerings if alternative.allows_region(o.region)]
         pools.append([_priced(node, alternative, o, index) for o in offerings])
     if resources.ordered:
         pools = [next((pool for pool in pools if pool), [])]

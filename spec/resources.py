@@ -150,7 +150,8 @@ class Resources(BaseModel):
     use_spot: bool = False
     disk_size: int | None = Field(default=None, gt=0)
     ports: list[str] | None = None
-    image_id: str | None = None
+    image_id: str | dict[str, str] | None = None
+    """An image for every region, or ``{region: image}``, which also limits the task to those regions."""
     autostop: Autostop | None = None
     """Stop (or tear down) the cluster after this long idle: ``true`` (5 min), minutes, ``"10h"``,
     or ``{idle_minutes, down}``. Default: never."""
@@ -249,6 +250,15 @@ class Resources(BaseModel):
     def _check_accelerators(cls, value: object) -> dict[str, float] | None:
         return None if value is None else parse_accelerators(value)
 
+    @field_validator("image_id", mode="before")
+    @classmethod
+    def _check_image_id(cls, value: object) -> object:
+        if value is None or (isinstance(value, str) and value):
+            return value
+        if isinstance(value, dict) and value and all(isinstance(v, str) and v for v in value.values()):
+            return {str(region): image for region, image in value.items()}
+        raise ValueError(f"image_id must be an image name or {{region: image name}}, got {value!r}")
+
     @field_validator("autostop", mode="before")
     @classmethod
     def _autostop_off(cls, value: object) -> object:
@@ -273,6 +283,16 @@ class Resources(BaseModel):
     def alternatives(self) -> list[Resources]:
         """The complete requests this one stands for: its ``any_of``/``ordered`` items, or itself."""
         return list(self.any_of or self.ordered or [self])
+
+    def image_for(self, region: str | None) -> str | None:
+        """The image to boot in ``region`` (None: the provider's default)."""
+        if isinstance(self.image_id, dict):
+            return self.image_id.get(region or "")
+        return self.image_id
+
+    def allows_region(self, region: str | None) -> bool:
+        """False where a per-region ``image_id`` has no image for ``region``."""
+        return not isinstance(self.image_id, dict) or (region or "") in self.image_id
 
     @property
     def cloud(self) -> str | None:

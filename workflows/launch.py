@@ -250,7 +250,7 @@ class LaunchWorkflow:
             num_nodes=task.num_nodes,
             use_spot=task.resources.use_spot,
             ports=task.resources.ports or [],
-            image_id=task.resources.image_id,
+            image_id=task.resources.image_for(offering.region),
             disk_size=task.resources.disk_size,
             attempt_id=f"{workflow.info().workflow_id}/{self._attempts_started}",
         )

@@ -156,3 +156,7 @@ def test_plan_keeps_a_few_candidates_per_provider_best_first(tmp_path: Path) -> 
     costs = [c.cost for c in plan.considered]
     assert costs == sorted(costs)
     assert {c.offering.provider for c in plan.considered} == {"aws", "gcp"}
+
+
+def test_image_id_per_region_keeps_the_task_in_those_regions(tmp_path: Path) -> None:
+    assert _where(tmp_path, {"infra": "aws", "cpus": 4, "image_id": {"eu-west-1": "ami-1"}})[1] == "eu-west-1"

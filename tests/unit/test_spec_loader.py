@@ -123,3 +123,15 @@ def test_overrides_reach_every_alternative(tmp_path: Path) -> None:
         ("aws", "16+", {"T4": 1.0}),
         ("gcp", "16+", {"T4": 1.0}),
     ]
+
+
+def test_image_id_per_region_limits_the_regions(tmp_path: Path) -> None:
+    images = {"eu-west-1": "ami-1", "us-west-2": "ami-2"}
+    resources = task_from_dict({"resources": {"image_id": images}}, tmp_path).resources
+    assert resources.image_for("us-west-2") == "ami-2" and resources.image_for("us-east-1") is None
+    assert resources.allows_region("eu-west-1") and not resources.allows_region("us-east-1")
+    plain = task_from_dict({"resources": {"image_id": "ami-3"}}, tmp_path).resources
+    assert plain.image_for("anywhere") == "ami-3" and plain.allows_region("anywhere")
+    assert "resources.image_id: image_id must be an image name or {region: image name}" in _error(
+        {"resources": {"image_id": {"us-east-1": 5}}}
+    )
