@@ -54,6 +54,8 @@ Detach = Annotated[bool, typer.Option("--detach", "-d", help="Return once the jo
 
 def _run(coro: Coroutine[Any, Any, int]) -> NoReturn:
     """Run a command's coroutine; turn known errors into one line and an exit code."""
+    from temporalio.service import RPCError
+
     from cli.config import ConfigError
     from cli.embedded import ServerError
     from cli.logs import JobNotFoundError
@@ -69,6 +71,10 @@ def _run(coro: Coroutine[Any, Any, int]) -> NoReturn:
             fail(str(exc), EXIT_USAGE)
         except (ServerError, JobNotFoundError) as exc:
             fail(str(exc))
+        except RPCError as exc:  # e.g. the server is overloaded or refuses the namespace
+            fail(
+                f"Temporal refused the request ({exc.status.name if exc.status else 'error'}): {exc.message}"
+            )
     except typer.Exit as exc:
         code = exc.exit_code
     # Exit at once: letting the interpreter finalize while the Temporal client's native threads
@@ -281,7 +287,7 @@ def down_(
     if not yes:
         what = "every cluster" if all_clusters else ", ".join(clusters or [])
         typer.confirm(f"Tear down {what}?", default=False, abort=True, err=True)
-    from cli.clusters import run_down
+    from cli.queue_commands import run_down
 
     _run(run_down(clusters or [], all_clusters))
 

@@ -6,13 +6,13 @@ import asyncio
 import json
 from typing import TYPE_CHECKING
 
-from cli.output import age, fail, info, table
-from workflows.contract import ClusterRecord, ClusterStatus, cluster_workflow_id
+from cli.output import age, info, table
+from workflows.contract import ClusterRecord, ClusterStatus
 
 if TYPE_CHECKING:
     from temporalio.client import Client
 
-__all__ = ["list_clusters", "refresh_clusters", "run_down", "run_status"]
+__all__ = ["list_clusters", "refresh_clusters", "run_status"]
 
 _RUNNING_CLUSTERS = "SkyhopKind = 'cluster' AND ExecutionStatus = 'Running'"
 
@@ -86,36 +86,4 @@ async def run_status(as_json: bool, *, refresh: bool = False) -> int:
     for record in records:
         if record.degraded:
             info(f"{record.name}: {record.degraded}")
-    return 0
-
-
-async def run_down(names: list[str], all_clusters: bool) -> int:
-    """Tear down clusters (each through its entity workflow, which ends afterwards)."""
-    from temporalio.client import WorkflowUpdateFailedError
-    from temporalio.service import RPCError
-
-    from cli.session import open_client
-
-    client = await open_client()
-    if all_clusters:
-        names = [r.name for r in await list_clusters(client)]
-        if not names:
-            info("No clusters to take down.")
-            return 0
-
-    async def down(name: str) -> str | None:
-        try:
-            await client.get_workflow_handle(cluster_workflow_id(name)).execute_update(
-                "down", result_type=ClusterRecord
-            )
-        except RPCError:
-            return f"cluster {name!r} not found"
-        except WorkflowUpdateFailedError as exc:
-            return f"cluster {name!r}: {exc.cause}"
-        info(f"Cluster {name} terminated.")
-        return None
-
-    errors = [e for e in await asyncio.gather(*(down(n) for n in names)) if e]
-    if errors:
-        fail("; ".join(errors))
     return 0

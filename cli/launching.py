@@ -9,6 +9,7 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Literal
 
+from cli.failures import innermost_message, is_not_found
 from cli.output import EXIT_DETACHED, fail, info
 from spec import Task
 from workflows.contract import JobRecord, JobStatus
@@ -92,7 +93,7 @@ async def run_launch(
         try:
             result = await result_task
         except WorkflowFailureError as exc:
-            fail(f"launch failed: {_cause(exc)}")
+            fail(f"launch failed: {innermost_message(exc)}")
         if result.job_id is None:
             info(f"Cluster {cluster_name} is UP (the task has no 'run' command).")
             return 0
@@ -210,18 +211,10 @@ async def _stream(client: Client, cluster_name: str, job_id: int) -> int:
     return code
 
 
-def _cause(exc: BaseException) -> str:
-    """The innermost message of a workflow/activity failure chain (what the user can act on)."""
-    while getattr(exc, "cause", None) is not None:
-        exc = exc.cause  # type: ignore[attr-defined]
-    # A failure's ``message`` is the sentence alone; str() would prefix its type name.
-    return getattr(exc, "message", None) or str(exc)
-
-
 async def run_exec(task: Task, cluster_name: str, *, detach: bool) -> int:
     """Queue ``task`` on an UP cluster (no provisioning, no setup) and stream it."""
     from temporalio.client import WorkflowUpdateFailedError
-    from temporalio.service import RPCError, RPCStatusCode
+    from temporalio.service import RPCError
 
     from cli.session import open_client
     from workflows.contract import JobSubmission, cluster_workflow_id
@@ -235,10 +228,10 @@ async def run_exec(task: Task, cluster_name: str, *, detach: bool) -> int:
             "submit_job", submission, id=submission.request_id, result_type=JobRecord
         )
     except WorkflowUpdateFailedError as exc:
-        fail(f"cannot run on cluster {cluster_name}: {_cause(exc)}")
+        fail(f"cannot run on cluster {cluster_name}: {innermost_message(exc)}")
     except RPCError as exc:
-        if exc.status != RPCStatusCode.NOT_FOUND:
-            fail(f"Temporal refused the submission: {exc.message}")
+        if not is_not_found(exc):
+            raise
         fail(f"cluster {cluster_name!r} not found; launch it with: skyhop launch -c {cluster_name} TASK")
     if detach:
         info(f"Job {job.job_id} submitted on cluster {cluster_name}.")

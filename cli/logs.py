@@ -12,6 +12,7 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING, BinaryIO
 
+from cli.failures import is_not_found
 from cli.output import info
 from providers.registry import get_provider
 from providers.runtime.jobs import JobOutcome, combine_node_states
@@ -108,7 +109,9 @@ async def cluster_record(client: Client, cluster_name: str) -> ClusterRecord:
             "status", result_type=ClusterRecord
         )
         return record
-    except RPCError:
+    except RPCError as exc:
+        if not is_not_found(exc):
+            raise
         raise JobNotFoundError(f"cluster {cluster_name!r} not found; see 'skyhop status'") from None
 
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from cli.failures import innermost_message, is_not_found
 from cli.output import EXIT_USAGE, age, duration, fail, info, table
 
 if TYPE_CHECKING:
@@ -271,6 +272,16 @@ async def _start(handle: Any, request: StartRequest) -> ClusterRecord:
     return record
 
 
+async def _down(handle: Any) -> ClusterRecord:
+    record: ClusterRecord = await _call(handle, "down", None)
+    return record
+
+
+async def run_down(names: list[str], all_clusters: bool) -> int:
+    """Tear down clusters (each through its entity workflow, which ends afterwards)."""
+    return await run_lifecycle(names, all_clusters, _down, "terminated")
+
+
 async def _autostop(handle: Any, request: AutostopRequest) -> ClusterRecord:
     record: ClusterRecord = await _call(handle, "set_autostop", request)
     return record
@@ -297,19 +308,11 @@ async def _call(handle: Any, name: str, arg: Any, result_type: type[Any] | None 
         args = [] if arg is None else [arg]
         return await handle.execute_update(name, *args, result_type=result_type)
     except WorkflowUpdateFailedError as exc:
-        raise _Refused(_innermost(exc)) from None
+        raise _Refused(innermost_message(exc)) from None
     except RPCError as exc:
-        if "not found" in str(exc).lower() or "already completed" in str(exc).lower():
+        if is_not_found(exc):
             raise _Refused("not found; see: skyhop status") from None
         raise
-
-
-def _innermost(exc: BaseException) -> str:
-    """The reason at the bottom of a failure chain, without the ``ErrorType: `` a rejection carries."""
-    while getattr(exc, "cause", None) is not None:
-        exc = exc.cause  # type: ignore[attr-defined]
-    message, kind = str(exc), getattr(exc, "type", None)
-    return message.removeprefix(f"{kind}: ") if kind else message
 
 
 def _ids(ids: list[int]) -> str:
