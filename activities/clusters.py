@@ -52,4 +52,6 @@ class ClusterActivities:
             )
             return job
         except WorkflowUpdateFailedError as exc:
-            raise ApplicationError(str(exc.cause), type="SubmitRejected", non_retryable=True) from None
+            # The refusal's own sentence: str() of a failure would prefix its type name.
+            reason = getattr(exc.cause, "message", None) or str(exc.cause)
+            raise ApplicationError(reason, type="SubmitRejected", non_retryable=True) from None
