@@ -24,6 +24,7 @@ from activities import cluster_ops, jobs, planning, provisioning, sync
 from activities.clusters import ClusterActivities
 from cli.client import connect
 from cli.config import load_config
+from cli.output import exit_now
 from workflows.cluster import ClusterWorkflow
 from workflows.contract import LONG_QUEUE, SEARCH_ATTRIBUTES, SHORT_QUEUE, WORKFLOW_QUEUE
 from workflows.launch import LaunchWorkflow
@@ -139,6 +140,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     asyncio.run(run(args.address, args.ready_file))
+    exit_now(0)
 
 
 if __name__ == "__main__":

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import re
-import sys
 import uuid
 from collections.abc import Coroutine
 from typing import Annotated, Any, NoReturn
@@ -13,7 +11,7 @@ from typing import Annotated, Any, NoReturn
 import typer
 
 from cli.catalog_commands import check_minimize, register_catalog_commands
-from cli.output import EXIT_DETACHED, EXIT_USAGE, fail, info
+from cli.output import EXIT_DETACHED, EXIT_USAGE, exit_now, fail, info
 from cli.queue_commands import register_queue_commands
 from cli.ssh_commands import ssh_app
 
@@ -77,11 +75,7 @@ def _run(coro: Coroutine[Any, Any, int]) -> NoReturn:
             )
     except typer.Exit as exc:
         code = exc.exit_code
-    # Exit at once: letting the interpreter finalize while the Temporal client's native threads
-    # are still alive can crash it, and skipping finalization also makes short commands faster.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+    exit_now(code)
 
 
 def _check_cluster_name(name: str) -> str:
