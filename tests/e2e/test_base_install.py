@@ -10,12 +10,18 @@ from tests.helpers import embedded_skyhop
 from tests.sdk_blocker import blocked_env
 
 
-def test_quick_start_runs_and_a_cloud_without_its_sdk_fails_over_naming_the_extra(tmp_path: Path) -> None:
+def test_quick_start_runs_hints_down_and_a_cloud_without_its_sdk_fails_over_naming_the_extra(
+    tmp_path: Path,
+) -> None:
     with embedded_skyhop(tmp_path / "home") as embedded:
         env = blocked_env(tmp_path / "blocker", embedded)  # the worker it spawns inherits the blocker
-        hello = skyhop("launch", "-y", "examples/hello.yaml", env=env, timeout=300)
+        hello = skyhop("launch", "-y", "-c", "hi", "examples/hello.yaml", env=env, timeout=300)
         assert hello.returncode == 0, hello.stderr
         assert "hello from" in hello.stdout
+        hint = "Cluster hi is UP; `skyhop down hi` when done (or `-i MIN` autostop)."
+        assert hint in hello.stderr  # launch leaves what it created up, and says so
+        again = skyhop("launch", "-y", "-c", "hi", "examples/hello.yaml", env=env, timeout=300)
+        assert again.returncode == 0 and "skyhop down" not in again.stderr, again.stderr
 
         started = time.monotonic()
         cloud = skyhop("launch", "-y", "-c", "gpu", "--infra", "aws", "echo hi", env=env, timeout=300)
