@@ -46,8 +46,9 @@ def _python(code: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture
 def base_env(tmp_path: Path) -> dict[str, str]:
-    """A hermetic environment in which no extra can be imported."""
-    return blocked_env(tmp_path / "blocker", dict(os.environ))
+    """A home of its own (``check`` records verdicts there) in which no extra can be imported."""
+    env = {**os.environ, "HOME": str(tmp_path), "SKYHOP_HOME": str(tmp_path / ".skyhop")}
+    return blocked_env(tmp_path / "blocker", env)
 
 
 def test_every_module_imports_without_the_extras(base_env: dict[str, str]) -> None:
