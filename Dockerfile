@@ -4,6 +4,7 @@ RUN apt-get update && apt-get install -y --no-install-recommends rsync openssh-c
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
 COPY . /app
-RUN pip install --no-cache-dir .
+# A worker provisions on every cloud: all the extras (cloud SDKs), not the base install.
+RUN pip install --no-cache-dir '.[all]'
 ENV SKYHOP_HOME=/var/lib/skyhop
 CMD ["skyhop", "worker"]

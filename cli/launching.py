@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Literal
 from cli.failures import innermost_message, is_not_found
 from cli.output import EXIT_DETACHED, fail, info
 from spec import Task
-from workflows.contract import JobRecord, JobStatus
+from workflows.contract import JobRecord, JobStatus, LaunchResult
 
 if TYPE_CHECKING:
     from temporalio.client import Client
@@ -62,7 +62,7 @@ async def run_launch(
     from temporalio.client import WorkflowFailureError
 
     from cli.session import open_client, web_ui_url
-    from workflows.contract import LAUNCH_WORKFLOW, WORKFLOW_QUEUE, LaunchRequest, LaunchResult
+    from workflows.contract import LAUNCH_WORKFLOW, WORKFLOW_QUEUE, LaunchRequest
     from workflows.search import launch_search_attributes
 
     client = await open_client()
@@ -96,16 +96,31 @@ async def run_launch(
             fail(f"launch failed: {innermost_message(exc)}")
         if result.job_id is None:
             info(f"Cluster {cluster_name} is UP (the task has no 'run' command).")
+            _hint_down(result, task, idle_minutes)
             return 0
         info(f"Job {result.job_id} submitted on cluster {cluster_name}.")
         if detach:
             info(f"Follow its log with: skyhop logs {cluster_name} {result.job_id}")
             return 0
-        return await _stream(client, cluster_name, result.job_id)
+        code = await _stream(client, cluster_name, result.job_id)
+        _hint_down(result, task, idle_minutes)
+        return code
     except (KeyboardInterrupt, asyncio.CancelledError):
         result_task.cancel()
         info(f"\nDetached; the launch goes on. See it with: skyhop status, or: skyhop logs {cluster_name}")
         return EXIT_DETACHED
+
+
+def _hint_down(result: LaunchResult, task: Task, idle_minutes: int | None) -> None:
+    """A launch never tears down (as in SkyPilot): say once, on the cluster it created, how to."""
+    if not result.provisioned:
+        return
+    name = result.cluster_name
+    autostop = idle_minutes is not None or task.resources.autostop is not None
+    info(
+        f"Cluster {name} is UP; `skyhop down {name}` when done"
+        + ("." if autostop else " (or `-i MIN` autostop).")
+    )
 
 
 async def _show_stages(handle: object, result_task: asyncio.Future[object], task: Task) -> None:

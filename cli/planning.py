@@ -50,12 +50,11 @@ def dryrun(entrypoint: str, overrides: TaskOverrides, *, as_json: bool, minimize
 def _place(dag: Dag, minimize: Minimize) -> DagPlan:
     from optimizer import NoFeasibleOfferingError, optimize_dag
     from providers.catalog import CatalogError
+    from providers.extras import ExtraMissingError
 
     try:
         return optimize_dag(dag, minimize=minimize)
-    except NoFeasibleOfferingError as exc:
-        fail(str(exc))
-    except CatalogError as exc:
+    except (NoFeasibleOfferingError, CatalogError, ExtraMissingError) as exc:
         fail(str(exc))
 
 

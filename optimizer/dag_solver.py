@@ -21,6 +21,8 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
+from providers.extras import require_extra
+
 __all__ = ["Choice", "Flow", "brute_force", "place", "total"]
 
 _TOLERANCE = 1e-7
@@ -77,7 +79,12 @@ def brute_force(choices: list[list[Choice]], flows: list[Flow]) -> Values:
 
 
 def place(choices: list[list[Choice]], flows: list[Flow]) -> list[int]:
-    """The placement minimising (primary, secondary) lexicographically."""
+    """The placement minimising (primary, secondary) lexicographically.
+
+    OR-Tools is the ``dag`` extra (with numpy and pandas, about 240 MB): only a chain whose tasks
+    move data between them needs it, so a plain install raises ``ExtraMissingError`` here.
+    """
+    require_extra("dag", "placing a chain that moves data (outputs:)")
     from ortools.linear_solver import pywraplp
 
     solver = pywraplp.Solver.CreateSolver("SCIP")

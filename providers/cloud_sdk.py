@@ -15,7 +15,8 @@ from typing import ClassVar, Generic, TypeVar
 
 from providers.base import CheckResult
 from providers.cloud import CloudProvider
-from providers.errors import ProviderError
+from providers.errors import ProviderError, SdkMissingError
+from providers.extras import ExtraMissingError, require_extra
 
 __all__ = ["SdkCloudProvider"]
 
@@ -37,8 +38,16 @@ class SdkCloudProvider(CloudProvider, Generic[S]):
         self._session: S | None = None
 
     def session(self) -> S:
-        """The SDK session, opened (which may authenticate, so may raise) on first use."""
+        """The SDK session, opened (which may authenticate, so may raise) on first use.
+
+        The SDK is the provider's extra: without it, every call fails with ``SdkMissingError``,
+        which fails over to another provider and which ``check`` shows as the reason.
+        """
         if self._session is None:
+            try:
+                require_extra(self.name, self.name)
+            except ExtraMissingError as exc:
+                raise SdkMissingError(str(exc)) from None
             self._session = self._open_session()
         return self._session
 
@@ -61,6 +70,8 @@ class SdkCloudProvider(CloudProvider, Generic[S]):
     async def check(self) -> CheckResult:
         try:
             reason = await self._call(self.whoami)
+        except SdkMissingError as exc:
+            return CheckResult(enabled=False, reason=exc.message)
         except ProviderError as exc:
             return CheckResult(enabled=False, reason=f"{exc.code}: {exc.message}", hint=self.setup_hint)
         return CheckResult(enabled=True, reason=reason)

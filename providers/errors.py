@@ -10,7 +10,8 @@ Every provider turns its SDK's errors into one of these, so the failover loop in
     ├── QuotaError                    blocks the region
     ├── ProviderUnavailableError      blocks the whole provider
     │   ├── CredentialsError          missing, invalid or expired credentials
-    │   └── NotSupportedError         the provider cannot do what the task asks (a feature gate)
+    │   ├── NotSupportedError         the provider cannot do what the task asks (a feature gate)
+    │   └── SdkMissingError           its SDK is not installed (``pip install 'skyhop[aws]'``)
     ├── InvalidRequestError           fatal: the request itself is wrong, no failover
     └── TransientError                retried in place by Temporal, with backoff
 
@@ -32,6 +33,7 @@ __all__ = [
     "ProviderError",
     "ProviderUnavailableError",
     "QuotaError",
+    "SdkMissingError",
     "TransientError",
     "UnclassifiedError",
 ]
@@ -105,6 +107,15 @@ class NotSupportedError(ProviderUnavailableError):
     """The provider lacks a feature the task needs (spot, stop, open ports, custom images...)."""
 
     kind = "not supported"
+
+
+class SdkMissingError(ProviderUnavailableError):
+    """The provider's SDK is an extra this installation lacks; nothing was called, so nothing was created."""
+
+    kind = "not installed"
+
+    def __init__(self, message: str, code: str = "SdkMissing", *, leftover: bool = False) -> None:
+        super().__init__(message, code, leftover=leftover)
 
 
 class InvalidRequestError(ProviderError):

@@ -15,6 +15,7 @@ from typing import Any
 
 from providers.catalog import Catalog
 from providers.catalog.update import Row, UpdateError, shape_of
+from providers.extras import ExtraMissingError, require_extra
 
 __all__ = ["fetch_rows"]
 
@@ -61,6 +62,10 @@ def _spot(ec2: Any, types: list[str]) -> dict[tuple[str, str], float]:
 
 def fetch_rows(shapes: Catalog, session: Any = None) -> list[Row]:
     """Catalog rows for every type the Price List prices in a region (``session``: a boto3 Session)."""
+    try:
+        require_extra("aws", "AWS pricing")
+    except ExtraMissingError as exc:
+        raise UpdateError(str(exc)) from None
     import boto3
     import botocore.exceptions
 

@@ -13,7 +13,7 @@ import hashlib
 from typing import Any
 
 from providers.aws.errors import classify
-from providers.base import Capabilities, CheckResult, ClusterHandle, NodeHandle, NodeRuntime, ProvisionRequest
+from providers.base import Capabilities, ClusterHandle, NodeHandle, NodeRuntime, ProvisionRequest
 from providers.cloud import CLUSTER_TAG, RANK_TAG, Instance, InstanceState
 from providers.cloud_sdk import SdkCloudProvider
 from providers.cloud_ssh import ssh_node, ssh_runtime
@@ -45,6 +45,12 @@ def _ec2(session: Any, region: str | None) -> Any:
     return session.client("ec2", region_name=region or "us-east-1", config=config)
 
 
+def _boto3_session() -> Any:
+    import boto3
+
+    return boto3.session.Session()
+
+
 class AWSProvider(SdkCloudProvider[Any]):
     """EC2 instances in the catalog's regions and zones."""
 
@@ -56,19 +62,13 @@ class AWSProvider(SdkCloudProvider[Any]):
     setup_hint = "run 'aws configure', or set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
 
     def __init__(self) -> None:
-        import boto3
-
-        session = boto3.session.Session()  # reads local configuration only: nothing worth deferring
-        super().__init__(lambda: session, classify)
+        super().__init__(_boto3_session, classify)
 
     def whoami(self, session: Any) -> str:
+        if session.get_credentials() is None:
+            raise CredentialsError("no AWS credentials found", "NoCredentials", leftover=False)
         identity = session.client("sts", region_name="us-east-1").get_caller_identity()
         return f"authenticated as {identity.get('Arn', 'unknown')}"
-
-    async def check(self) -> CheckResult:
-        if self.session().get_credentials() is None:
-            return CheckResult(enabled=False, reason="no AWS credentials found", hint=self.setup_hint)
-        return await super().check()
 
     async def list_instances(self, cluster_name: str, region: str | None) -> list[Instance]:
         def describe(session: Any) -> list[Instance]:

@@ -59,11 +59,11 @@ class AzureProvider(SdkCloudProvider[ArmApi]):
         return session.check()
 
     async def list_instances(self, cluster_name: str, region: str | None) -> list[Instance]:
-        from azure.core.exceptions import ResourceNotFoundError
-
         group = bodies.group_name(cluster_name, _region(region))
 
         def describe(api: ArmApi) -> list[Instance]:
+            from azure.core.exceptions import ResourceNotFoundError
+
             try:
                 vms = [
                     vm
@@ -187,9 +187,10 @@ class AzureProvider(SdkCloudProvider[ArmApi]):
 
     async def _each(self, instances: list[Instance], verb: str) -> None:
         """``virtual_machines.begin_<verb>`` on every instance (by its resource id), then wait for all."""
-        from azure.core.exceptions import ResourceNotFoundError
 
         def act(api: ArmApi) -> None:
+            from azure.core.exceptions import ResourceNotFoundError
+
             pollers = []
             for instance in instances:
                 group, name = _group_and_name(instance.instance_id)
@@ -208,12 +209,12 @@ class AzureProvider(SdkCloudProvider[ArmApi]):
 
     async def terminate(self, handle: ClusterHandle) -> None:
         """Delete the nodes, then the cluster's resource group in the region with all that is left in it."""
-        from azure.core.exceptions import ResourceNotFoundError
-
         await super().terminate(handle)
         group = bodies.group_name(handle.cluster_name, _region(handle.offering.region))
 
         def remove_group(api: ArmApi) -> None:
+            from azure.core.exceptions import ResourceNotFoundError
+
             with contextlib.suppress(ResourceNotFoundError):
                 api.resources.resource_groups.begin_delete(group).result()
 

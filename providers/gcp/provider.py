@@ -92,13 +92,13 @@ class GCPProvider(SdkCloudProvider[ComputeApi]):
         return await self._call(aggregated)
 
     async def create_instances(self, request: ProvisionRequest, ranks: list[int]) -> None:
-        from google.api_core.exceptions import Conflict
-
         zone = request.offering.zone or ""
         key = public_key()
         inserted: list[Any] = []
 
         def insert(api: ComputeApi) -> None:
+            from google.api_core.exceptions import Conflict
+
             self._ensure_firewall(api, request.cluster_name, request.ports)
             for rank in ranks:
                 body = bodies.instance_body(api.project, request, rank, key)
@@ -171,9 +171,10 @@ class GCPProvider(SdkCloudProvider[ComputeApi]):
 
     async def _each(self, verb: str, instances: list[Instance], missing_ok: bool) -> None:
         """Call ``instances.<verb>`` on every instance, then wait for all the operations."""
-        from google.api_core.exceptions import NotFound
 
         def act(api: ComputeApi) -> None:
+            from google.api_core.exceptions import NotFound
+
             pending = []
             for instance in instances:
                 try:
@@ -201,13 +202,13 @@ class GCPProvider(SdkCloudProvider[ComputeApi]):
 
     async def terminate(self, handle: ClusterHandle) -> None:
         """Delete the nodes, then the cluster's firewall rule once no node of it is left anywhere."""
-        from google.api_core.exceptions import NotFound
-
         await super().terminate(handle)
         if await self.list_instances(handle.cluster_name, None):
             return
 
         def remove_rule(api: ComputeApi) -> None:
+            from google.api_core.exceptions import NotFound
+
             try:
                 operation = api.firewalls.delete(
                     project=api.project, firewall=bodies.firewall_name(handle.cluster_name), **api.options
