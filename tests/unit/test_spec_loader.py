@@ -58,7 +58,10 @@ def test_a_full_task_loads_in_canonical_form(tmp_path: Path) -> None:
         ({"num_nodes": True}, "num_nodes: Input should be a valid integer, got True"),
         ({"resources": {"use_spot": "yes"}}, "resources.use_spot: Input should be a valid boolean"),
         ({"envs": {"A\n": "x"}}, "envs: env name 'A\\n' must match"),
-        ({"file_mounts": {"~/../../tmp/x": "."}}, "file_mounts: target '~/../../tmp/x' must not contain '..'"),
+        (
+            {"file_mounts": {"~/../../tmp/x": "."}},
+            "file_mounts: target '~/../../tmp/x' must not contain '..'",
+        ),
         ({"file_mounts": {"a/../../x": "."}}, "must not contain '..'"),
         ({"num_nodes": "x" * 10_000}, "got 'xxxxxxxxxxxx"),
         (
