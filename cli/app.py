@@ -33,8 +33,6 @@ app.add_typer(server_app, name="server")
 app.add_typer(ssh_app, name="ssh")
 register_catalog_commands(app)
 
-_CLUSTER_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
-
 Entrypoint = Annotated[
     list[str],
     typer.Argument(help="A task YAML file, or a shell command to run (quote it).", show_default=False),
@@ -79,9 +77,11 @@ def _run(coro: Coroutine[Any, Any, int]) -> NoReturn:
 
 
 def _check_cluster_name(name: str) -> str:
-    if not _CLUSTER_NAME.match(name):
+    from workflows.contract import CLUSTER_NAME_PATTERN
+
+    if not re.fullmatch(CLUSTER_NAME_PATTERN, name):
         fail(
-            f"cluster name {name!r} is invalid: use lowercase letters, digits and '-', "
+            f"cluster name {name[:80]!r} is invalid: use lowercase letters, digits and '-', "
             "starting with a letter, at most 63 characters",
             EXIT_USAGE,
         )
@@ -89,12 +89,13 @@ def _check_cluster_name(name: str) -> str:
 
 
 def _task(entrypoint: list[str], **overrides: Any) -> Any:
+    from cli.planning import placeable
     from spec import SpecError, load_task
 
     if not entrypoint:
         fail("give a task YAML file or a command to run", EXIT_USAGE)
     try:
-        return _overrides(**overrides).apply(load_task(" ".join(entrypoint)))
+        return placeable(_overrides(**overrides).apply(load_task(" ".join(entrypoint))))
     except SpecError as exc:
         fail(str(exc), EXIT_USAGE)
 
@@ -168,7 +169,7 @@ def launch(
         )
         raise typer.Exit(plan)
     task = _task(entrypoint, **flags)
-    cluster_name = _check_cluster_name(cluster) if cluster else _default_cluster_name()
+    cluster_name = _check_cluster_name(cluster) if cluster is not None else _default_cluster_name()
     if not yes:
         from cli.planning import print_plan
 

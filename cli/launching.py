@@ -62,10 +62,10 @@ async def run_launch(
     from temporalio.client import WorkflowFailureError
 
     from cli.session import open_client, web_ui_url
+    from spec.limits import check_request_size
     from workflows.contract import LAUNCH_WORKFLOW, WORKFLOW_QUEUE, LaunchRequest
     from workflows.search import launch_search_attributes
 
-    client = await open_client()
     user = current_user()
     request = LaunchRequest(
         cluster_name=cluster_name,
@@ -76,6 +76,8 @@ async def run_launch(
         retry_until_up=retry_until_up,
         minimize=minimize,
     )
+    check_request_size(request, "launch request")
+    client = await open_client()
     workflow_id = f"launch:{cluster_name}:{uuid.uuid4().hex[:12]}"
     handle = await client.start_workflow(
         LAUNCH_WORKFLOW,
@@ -232,12 +234,14 @@ async def run_exec(task: Task, cluster_name: str, *, detach: bool) -> int:
     from temporalio.service import RPCError
 
     from cli.session import open_client
+    from spec.limits import check_request_size
     from workflows.contract import JobSubmission, cluster_workflow_id
 
-    client = await open_client()
     submission = JobSubmission(
         request_id=f"exec:{uuid.uuid4().hex}", task=task, user=current_user(), sync_workdir=bool(task.workdir)
     )
+    check_request_size(submission, "job submission")
+    client = await open_client()
     try:
         job = await client.get_workflow_handle(cluster_workflow_id(cluster_name)).execute_update(
             "submit_job", submission, id=submission.request_id, result_type=JobRecord

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from optimizer import Candidate, DagPlan, Minimize, Plan
     from spec import Dag, TaskOverrides
 
-__all__ = ["dryrun", "plan_document", "print_plan"]
+__all__ = ["dryrun", "placeable", "plan_document", "print_plan"]
 
 
 def print_plan(task: Task, minimize: Minimize = "cost") -> int:
@@ -35,7 +35,11 @@ def dryrun(entrypoint: str, overrides: TaskOverrides, *, as_json: bool, minimize
     try:
         dag = load_dag(entrypoint)
         dag = dag.model_copy(
-            update={"tasks": [n.model_copy(update={"task": overrides.apply(n.task)}) for n in dag.tasks]}
+            update={
+                "tasks": [
+                    n.model_copy(update={"task": placeable(overrides.apply(n.task))}) for n in dag.tasks
+                ]
+            }
         )
     except SpecError as exc:
         fail(str(exc), EXIT_USAGE)
@@ -45,6 +49,17 @@ def dryrun(entrypoint: str, overrides: TaskOverrides, *, as_json: bool, minimize
     else:
         _show(plan)
     return 0
+
+
+def placeable(task: Task) -> Task:
+    """``task``, unless every provider it is pinned to lacks what it needs (``SpecError``, exit 2)."""
+    from providers.registry import pinned_refusal
+    from spec import SpecError
+
+    refusal = pinned_refusal(task)
+    if refusal is not None:
+        raise SpecError(*refusal)
+    return task
 
 
 def _place(dag: Dag, minimize: Minimize) -> DagPlan:

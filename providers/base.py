@@ -116,6 +116,11 @@ class Capabilities(BaseModel):
     open_ports: bool = False
     custom_image: bool = False
     docker: bool = False
+    max_nodes: int | None = None
+    """Most nodes one cluster may have here; None: only the absolute bound (``spec.limits``)."""
+    absolute_paths: bool = True
+    """Whether file mounts may target absolute paths. False where a node is a folder on this
+    machine: its jobs see this machine's files, so ``/etc/x`` would be this machine's."""
 
 
 class ProvisionRequest(BaseModel):
@@ -205,6 +210,10 @@ class Provider(ABC):
         wanted = [
             (request.use_spot and not caps.spot, "spot instances"),
             (request.num_nodes > 1 and not caps.multi_node, "multi-node clusters"),
+            (
+                caps.max_nodes is not None and request.num_nodes > caps.max_nodes,
+                f"over {caps.max_nodes} nodes",
+            ),
             (bool(request.ports) and not caps.open_ports, "opening ports"),
             (request.image_id is not None and not caps.custom_image, "custom images"),
         ]

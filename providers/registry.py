@@ -13,16 +13,22 @@ import importlib
 import json
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from providers.base import CheckResult, Provider
+from providers.base import Capabilities, CheckResult, Provider
 from providers.home import skyhop_home
 
+if TYPE_CHECKING:
+    from spec import Task
+
 __all__ = [
+    "PLANNED_PROVIDERS",
     "UnknownProviderError",
     "all_provider_names",
     "check_cache_path",
     "disabled_provider_names",
     "get_provider",
+    "pinned_refusal",
     "provider_names",
     "read_checks",
     "write_checks",
@@ -36,6 +42,9 @@ _PROVIDERS = {
     "azure": "providers.azure.provider:AzureProvider",
     "ssh": "providers.ssh:SSHProvider",
 }
+PLANNED_PROVIDERS = {"kubernetes": "Kubernetes", "k8s": "Kubernetes"}
+"""Named in SkyPilot's YAML (``k8s/<context>``) but not built yet: refused, saying so, never mistaken
+for a typo."""
 _ALWAYS_ENABLED = ("local",)
 _ONLY_WHEN_CHECKED = ("sim",)
 
@@ -93,11 +102,46 @@ def disabled_provider_names() -> set[str]:
 
 def get_provider(name: str) -> Provider:
     """The provider called ``name`` (enabled or not: an existing cluster can always be taken down)."""
+    return _provider_class(name)()
+
+
+def _provider_class(name: str) -> type[Provider]:
     target = _PROVIDERS.get(name)
     if target is None:
         raise UnknownProviderError(
             f"provider {name!r} is not available; available: {', '.join(all_provider_names())}"
         )
     module, cls = target.split(":")
-    provider: Provider = getattr(importlib.import_module(module), cls)()
+    provider: type[Provider] = getattr(importlib.import_module(module), cls)
     return provider
+
+
+def pinned_refusal(task: Task) -> tuple[str, str] | None:
+    """``(field, reason)`` when every provider ``task`` is pinned to lacks something it needs, else None.
+
+    What ``Provider.unsupported`` would find only once an attempt reached the provider, said before
+    anything starts. A task that may run anywhere, or on one provider that can, is not refused.
+    """
+    reasons: list[tuple[str, str]] = []
+    for resources in task.resources.alternatives:
+        name = resources.cloud
+        if name is None or name not in _PROVIDERS:
+            return None
+        reason = _lacks(name, _provider_class(name).capabilities, task)
+        if reason is None:
+            return None
+        reasons.append(reason)
+    return reasons[0]
+
+
+def _lacks(name: str, capabilities: Capabilities, task: Task) -> tuple[str, str] | None:
+    if capabilities.max_nodes is not None and task.num_nodes > capabilities.max_nodes:
+        return "num_nodes", f"{name} runs at most {capabilities.max_nodes} nodes, got {task.num_nodes}"
+    if not capabilities.absolute_paths:
+        absolute = next((t for t in task.file_mounts if t.startswith("/")), None)
+        if absolute is not None:
+            return "file_mounts", (
+                f"target {absolute!r} is absolute, but a {name} node is a folder on this machine and its "
+                "jobs see this machine's files; use a path under ~ (like ~/data.csv)"
+            )
+    return None

@@ -19,6 +19,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from spec.errors import SpecError
+from spec.limits import MAX_CHAIN_TASKS
 from spec.task import Task
 
 __all__ = ["DEFAULT_RUNTIME_HOURS", "Dag", "DagTask", "dag_from_documents"]
@@ -33,7 +34,7 @@ class DagTask(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     task: Task
-    outputs_gb: float = Field(default=0.0, ge=0)
+    outputs_gb: float = Field(default=0.0, ge=0, strict=True)
     """GB handed to each task that follows it."""
     estimated_runtime: dict[str, float] = {}
     """Hours by accelerator name (upper case), ``DEFAULT`` for anything else."""
@@ -108,6 +109,8 @@ def dag_from_documents(documents: list[Any], base: Path, validate_task: Any, sou
         name = str(docs.pop(0)["name"])
     if not docs:
         raise SpecError("", f"{source}: no task document")
+    if len(docs) > MAX_CHAIN_TASKS:
+        raise SpecError("", f"{source}: a chain of {len(docs)} tasks; at most {MAX_CHAIN_TASKS}")
     nodes = []
     for index, doc in enumerate(docs):
         where = f"task {index + 1}: " if len(docs) > 1 else ""

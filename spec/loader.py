@@ -7,18 +7,19 @@ bad input would retry its first task forever, so bad input must never reach one.
 from __future__ import annotations
 
 import os
+import reprlib
 import shlex
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
 from spec.dag import Dag, dag_from_documents
 from spec.errors import SpecError, did_you_mean
 from spec.resources import Resources
 from spec.task import Task
+from spec.yaml_reader import read_yaml_documents
 
 __all__ = ["TaskOverrides", "load_dag", "load_task", "looks_like_yaml_path", "task_from_dict"]
 
@@ -44,23 +45,8 @@ def load_task(entrypoint: str) -> Task:
 def load_dag(entrypoint: str) -> Dag:
     """Load a chain of tasks (``---``-separated documents), or one task, as a ``Dag``."""
     if not looks_like_yaml_path(entrypoint):
-        return Dag.chain([Task(run=entrypoint)])
-    return dag_from_documents(_read_documents(entrypoint), Path.cwd(), task_from_dict, entrypoint)
-
-
-def _read_documents(entrypoint: str) -> list[Any]:
-    path = Path(entrypoint).expanduser()
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise SpecError("", f"cannot read task file {entrypoint}: {exc.strerror}") from None
-    try:
-        documents = [d for d in yaml.safe_load_all(text) if d is not None]
-    except yaml.YAMLError as exc:
-        where = getattr(exc, "problem_mark", None)
-        line = f" line {where.line + 1}" if where is not None else ""
-        raise SpecError("", f"{entrypoint}{line}: not valid YAML ({getattr(exc, 'problem', exc)})") from None
-    return documents
+        return Dag.chain([_validate(Task, {"run": entrypoint})])
+    return dag_from_documents(read_yaml_documents(entrypoint), Path.cwd(), task_from_dict, entrypoint)
 
 
 def task_from_dict(data: object, base: Path) -> Task:
@@ -159,5 +145,16 @@ def _to_spec_error(exc: ValidationError) -> SpecError:
         return SpecError(field, f"unknown field{hint}; allowed: {', '.join(allowed)}")
     message = error["msg"].removeprefix("Value error, ")
     if error["type"] not in ("value_error", "assertion_error"):
-        message = f"{message}, got {error.get('input')!r}"
+        message = f"{message}, got {_shown(error.get('input'))}"
     return SpecError(field, message)
+
+
+_SHOWN_CHARS = 60
+_REPR = reprlib.Repr()
+_REPR.maxstring = _REPR.maxother = _SHOWN_CHARS
+
+
+def _shown(value: object) -> str:
+    """The offending value as the error line quotes it: cut short, so a huge value stays one short line."""
+    text = _REPR.repr(value)
+    return text if len(text) <= _SHOWN_CHARS else text[:_SHOWN_CHARS] + "..."

@@ -17,14 +17,16 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from providers.registry import PLANNED_PROVIDERS, all_provider_names
+from spec.limits import MAX_ALTERNATIVES
 from spec.quantity import Quantity, parse_memory, parse_quantity
 
 __all__ = ["Autostop", "KNOWN_INFRA", "Resources", "parse_accelerator_choices", "parse_accelerators"]
 
-KNOWN_INFRA = ("local", "sim", "ssh", "aws", "gcp", "azure", "kubernetes")
-"""Infrastructure names ``infra``/``cloud`` accept (``k8s`` is an alias of ``kubernetes``)."""
+KNOWN_INFRA = tuple(all_provider_names())
+"""Infrastructure names ``infra``/``cloud`` accept: the providers this installation has."""
 
-_ACCELERATOR = re.compile(r"^([A-Za-z][A-Za-z0-9_.\-]*)(?::(\d+(?:\.\d+)?|\.\d+))?$")
+_ACCELERATOR = re.compile(r"([A-Za-z][A-Za-z0-9_.\-]*)(?::(\d+(?:\.\d+)?|\.\d+))?")
 
 
 def parse_accelerators(raw: object) -> dict[str, float]:
@@ -33,7 +35,7 @@ def parse_accelerators(raw: object) -> dict[str, float]:
     Names are upper-cased so ``a100-80gb`` and ``A100-80GB`` are the same accelerator.
     """
     if isinstance(raw, str):
-        match = _ACCELERATOR.match(raw.strip())
+        match = _ACCELERATOR.fullmatch(raw.strip())
         if not match:
             raise ValueError(f"accelerators must look like 'A100' or 'A100:8', got {raw!r}")
         return {match.group(1).upper(): float(match.group(2) or 1)}
@@ -66,15 +68,15 @@ def parse_accelerator_choices(raw: object) -> tuple[list[dict[str, float]], bool
 def _split_infra(infra: str) -> list[str]:
     parts = infra.strip().split("/")
     cloud = parts[0].lower()
-    if cloud == "k8s":
-        cloud = "kubernetes"
+    allowed = ", ".join(KNOWN_INFRA)
+    if cloud in PLANNED_PROVIDERS:
+        raise ValueError(f"{PLANNED_PROVIDERS[cloud]} is not supported yet; available: {allowed}")
     if cloud not in KNOWN_INFRA and cloud != "*":
-        allowed = ", ".join(KNOWN_INFRA)
         from spec.errors import did_you_mean
 
         raise ValueError(f"unknown infra {parts[0]!r}{did_you_mean(cloud, KNOWN_INFRA)}; allowed: {allowed}")
-    if cloud in ("ssh", "kubernetes"):
-        # A pool or context name may itself contain '/'.
+    if cloud == "ssh":
+        # A pool name may itself contain '/'.
         return [cloud, "/".join(parts[1:])] if len(parts) > 1 else [cloud]
     if len(parts) > 3 or any(not p for p in parts):
         raise ValueError(f"infra must be 'cloud[/region[/zone]]', got {infra!r}")
@@ -94,6 +96,21 @@ def _merge(outer: dict[str, Any], item: object) -> object:
     return {**base, **item}
 
 
+def _check_alternatives(data: dict[str, Any]) -> None:
+    """Refuse more than ``MAX_ALTERNATIVES`` requests before any are built (sets multiply ``any_of``)."""
+
+    def choices(item: object) -> int:
+        accelerators = item.get("accelerators") if isinstance(item, dict) else None
+        return len(accelerators) if isinstance(accelerators, list | dict) and accelerators else 1
+
+    items = [item for key in ("any_of", "ordered") if isinstance(data.get(key), list) for item in data[key]]
+    count = choices(data) * (sum(choices(item) for item in items) if items else 1)
+    if count > MAX_ALTERNATIVES:
+        raise ValueError(
+            f"any_of/ordered and accelerator choices make {count} alternatives; at most {MAX_ALTERNATIVES}"
+        )
+
+
 def _expand_choices(item: object) -> list[object]:
     """One item per accelerator choice, so an item never holds a set or list of them."""
     if not isinstance(item, dict) or "accelerators" not in item:
@@ -105,7 +122,7 @@ def _expand_choices(item: object) -> list[object]:
     return [{**item, "accelerators": choice} for choice in choices] if len(choices) > 1 else [item]
 
 
-_DURATION = re.compile(r"^(\d+)\s*([mhdw]?)$")
+_DURATION = re.compile(r"(\d+)\s*([mhdw]?)")
 _MINUTES_PER = {"": 1, "m": 1, "h": 60, "d": 60 * 24, "w": 60 * 24 * 7}
 
 
@@ -114,8 +131,8 @@ class Autostop(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    idle_minutes: int = Field(default=5, ge=0)
-    down: bool = False
+    idle_minutes: int = Field(default=5, ge=0, strict=True)
+    down: bool = Field(default=False, strict=True)
     """Tear the cluster down instead of stopping it."""
 
     @model_validator(mode="before")
@@ -126,7 +143,7 @@ class Autostop(BaseModel):
         if isinstance(data, int) and not isinstance(data, bool):
             return {"idle_minutes": data}
         if isinstance(data, str):
-            match = _DURATION.match(data.strip().lower())
+            match = _DURATION.fullmatch(data.strip().lower())
             if not match:
                 raise ValueError(f"autostop must be true, minutes, or like '30m', '10h', '2d', got {data!r}")
             return {"idle_minutes": int(match.group(1)) * _MINUTES_PER[match.group(2)]}
@@ -139,7 +156,7 @@ class Resources(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     infra: str | None = None
-    """``cloud[/region[/zone]]``, ``ssh/<pool>``, ``k8s/<context>``; ``*`` is any. Default: anywhere."""
+    """``cloud[/region[/zone]]`` or ``ssh/<pool>``; ``*`` is any. Default: anywhere."""
     instance_type: str | None = None
     cpus: str | None = None
     """vCPUs per node: ``"4"`` exactly or ``"4+"`` at least. Default: any."""
@@ -147,8 +164,8 @@ class Resources(BaseModel):
     """GiB per node: ``"16"``, ``"16+"``, or ``"x4"`` (at least 4 GiB per vCPU). Default: any."""
     accelerators: dict[str, float] | None = None
     """``{NAME: count}`` per node. Default: none."""
-    use_spot: bool = False
-    disk_size: int | None = Field(default=None, gt=0)
+    use_spot: bool = Field(default=False, strict=True)
+    disk_size: int | None = Field(default=None, gt=0, strict=True)
     ports: list[str] | None = None
     image_id: str | dict[str, str] | None = None
     """An image for every region, or ``{region: image}``, which also limits the task to those regions."""
@@ -169,6 +186,7 @@ class Resources(BaseModel):
         data = dict(data)
         if data.get("any_of") is not None and data.get("ordered") is not None:
             raise ValueError("use either 'any_of' or 'ordered', not both")
+        _check_alternatives(data)
         choices: list[dict[str, float]] = []
         in_order = False
         if data.get("accelerators") is not None:

@@ -65,6 +65,9 @@ SEARCH_ATTRIBUTES = {
 """Custom search attributes skyhop's workflows set (the worker registers them)."""
 
 CLUSTER_NAME_PATTERN = r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$"
+"""A cluster name: lowercase letters, digits and '-', starting with a letter, at most 63 characters.
+pydantic's engine (Rust's regex) reads ``$`` as the end of the text; Python code must match it
+with ``re.fullmatch``, since ``re.match`` lets ``$`` accept a trailing newline (``'abc\\n'``)."""
 
 
 def cluster_workflow_id(cluster_name: str) -> str:

@@ -8,7 +8,7 @@ from temporalio.common import RetryPolicy
 
 __all__ = ["HEARTBEAT", "LONG_RETRY", "SHORT_RETRY", "USER_ERRORS"]
 
-USER_ERRORS = ["NoFeasibleOffering", "SetupFailed", "SubmitRejected", "ResourcesMismatch"]
+USER_ERRORS = ["NoFeasibleOffering", "SetupFailed", "SubmitRejected", "ResourcesMismatch", "OutsideNodeError"]
 """Error types that are the user's to fix: retrying them cannot help."""
 
 HEARTBEAT = timedelta(seconds=10)

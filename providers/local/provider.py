@@ -10,10 +10,19 @@ import asyncio
 import os
 import shutil
 from pathlib import Path
+from typing import ClassVar
 
-from providers.base import ClusterHandle, NodeHandle, NodeRuntime, NodeStatus, Offering, Provider
+from providers.base import (
+    Capabilities,
+    ClusterHandle,
+    NodeHandle,
+    NodeRuntime,
+    NodeStatus,
+    Offering,
+    Provider,
+)
 from providers.home import skyhop_home
-from providers.local.runtime import LocalNodeRuntime
+from providers.local.runtime import FOLDER_NODE_CAPABILITIES, LocalNodeRuntime
 
 __all__ = ["LocalProvider"]
 
@@ -26,6 +35,7 @@ class LocalProvider(Provider):
     """One offering, the size of this machine, free of charge."""
 
     name = "local"
+    capabilities: ClassVar[Capabilities] = FOLDER_NODE_CAPABILITIES
 
     def offerings(self) -> list[Offering]:
         return [

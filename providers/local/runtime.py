@@ -1,4 +1,11 @@
-"""A node that is a folder on this machine: files are copied, jobs run under the node runner."""
+"""A node that is a folder on this machine: files are copied, jobs run under the node runner.
+
+The folder is the node's home: ``~`` in a remote path, relative paths, the workdir (``~/workdir``)
+and ``$HOME`` of every job and setup all mean it, so a job finds ``~/data.csv`` where the file
+mount put it. Its jobs see this machine's filesystem, so an absolute target (``/etc/passwd``)
+would be this machine's file: it is refused, and no path may leave the folder, through ``..``
+or through a symlink.
+"""
 
 from __future__ import annotations
 
@@ -10,14 +17,22 @@ import shutil
 import sys
 from pathlib import Path
 
-from providers.base import NodeHandle, NodeRuntime
+from providers.base import Capabilities, NodeHandle, NodeRuntime
 from providers.runtime import node_runner
 from providers.runtime.jobs import JobSpec, NodeJobState
 from providers.runtime.sync import rsync_command
+from spec.limits import MAX_FOLDER_NODES
 
-__all__ = ["LocalNodeRuntime"]
+__all__ = ["FOLDER_NODE_CAPABILITIES", "LocalNodeRuntime", "OutsideNodeError"]
 
 _RUNNER_SOURCE = Path(node_runner.__file__)
+
+FOLDER_NODE_CAPABILITIES = Capabilities(multi_node=True, max_nodes=MAX_FOLDER_NODES, absolute_paths=False)
+"""What a provider whose nodes are folders on this machine can do (``local``, ``sim``)."""
+
+
+class OutsideNodeError(ValueError):
+    """A remote path would land outside the node's folder; the task must name another."""
 
 
 class LocalNodeRuntime(NodeRuntime):
@@ -28,9 +43,18 @@ class LocalNodeRuntime(NodeRuntime):
         self.root = Path(node.runtime_dir)
 
     def _resolve(self, remote_path: str) -> Path:
-        if remote_path.startswith("~/") or remote_path == "~":
-            remote_path = remote_path[2:]
-        return Path(remote_path) if os.path.isabs(remote_path) else self.root / remote_path
+        """Where ``remote_path`` is inside the node's folder, symlinks followed; never outside it."""
+        relative = remote_path[2:] if remote_path.startswith("~/") or remote_path == "~" else remote_path
+        if os.path.isabs(relative):
+            raise OutsideNodeError(
+                f"remote path {remote_path!r} is absolute, but a node here is a folder on this machine "
+                "and its jobs see this machine's files; use a path under ~"
+            )
+        root = self.root.resolve()
+        path = (root / relative).resolve()
+        if not path.is_relative_to(root):
+            raise OutsideNodeError(f"remote path {remote_path!r} leads outside the node's folder")
+        return path
 
     async def prepare(self) -> None:
         runner = self.root / "node_runner.py"
@@ -65,7 +89,8 @@ class LocalNodeRuntime(NodeRuntime):
 
     async def start_job(self, spec: JobSpec) -> None:
         cwd = str(self._resolve(spec.cwd)) if spec.cwd else None
-        payload = json.dumps(spec.model_copy(update={"cwd": cwd}).model_dump()).encode()
+        env = {"HOME": str(self.root), **spec.env}  # the task's own HOME, if it sets one, wins
+        payload = json.dumps(spec.model_copy(update={"cwd": cwd, "env": env}).model_dump()).encode()
         # The runner forks a daemon; it runs in its own process, never in this threaded one.
         proc = await asyncio.create_subprocess_exec(
             sys.executable,

@@ -12,13 +12,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from providers.base import Capabilities, CheckResult, ClusterHandle, NodeHandle, NodeRuntime, ProvisionRequest
+from providers.base import CheckResult, ClusterHandle, NodeHandle, NodeRuntime, ProvisionRequest
 from providers.catalog import Catalog, CatalogError, load_catalogs
 from providers.catalog.cache import cached_catalog
 from providers.catalog.skyhop_csv import read_skyhop_csv
 from providers.cloud import CloudProvider, Instance, InstanceState
 from providers.errors import InvalidRequestError
-from providers.local.runtime import LocalNodeRuntime
+from providers.local.runtime import FOLDER_NODE_CAPABILITIES, LocalNodeRuntime
 from providers.sim.cloud import SimCloud
 from providers.sim.plan import PlanError
 
@@ -31,7 +31,9 @@ class SimProvider(CloudProvider):
     """The simulated cloud; configured by ``~/.skyhop/sim/plan.yaml`` (see ``providers.sim.plan``)."""
 
     name = "sim"
-    capabilities = Capabilities(spot=True, stop_start=True, multi_node=True, open_ports=True)
+    capabilities = FOLDER_NODE_CAPABILITIES.model_copy(
+        update={"spot": True, "stop_start": True, "open_ports": True}
+    )
     boot_timeout_s = 30.0
     poll_interval_s = 0.05
 

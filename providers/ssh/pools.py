@@ -29,7 +29,7 @@ from providers.home import skyhop_home
 
 __all__ = ["HostSpec", "PoolsError", "default_pools_file", "load_pools", "parse_pools"]
 
-_POOL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
+_POOL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
 _POOL_KEYS = {"user", "identity_file", "port", "hosts", "password", "use_ssh_config"}
 _HOST_KEYS = {"ip", "user", "identity_file", "port", "password", "use_ssh_config"}
 
@@ -81,7 +81,7 @@ def parse_pools(data: object, source: str = "pools") -> dict[str, list[HostSpec]
         raise PoolsError(f"{source}: expected a mapping of pool names to pools, got {_kind(data)}")
     pools: dict[str, list[HostSpec]] = {}
     for name, pool in data.items():
-        if not isinstance(name, str) or not _POOL_NAME.match(name):
+        if not isinstance(name, str) or not _POOL_NAME.fullmatch(name):
             raise PoolsError(
                 f"{source}: pool name {name!r} is invalid: use letters, digits, '.', '_' and '-', "
                 "starting with a letter or digit, at most 63 characters"

@@ -135,7 +135,6 @@ def test_num_nodes_multiplies_the_hourly_cost(tmp_path: Path) -> None:
         ({"accelerators": "H100:8", "infra": "azure"}, "no offering on azure has accelerator H100"),
         ({"cpus": "512+"}, "the largest is gcp a3-highgpu-8g with 208 vCPUs"),
         ({"infra": "gcp/us-east9"}, "gcp has no region 'us-east9'"),
-        ({"infra": "kubernetes"}, "infra 'kubernetes' has no catalog"),
     ],
 )
 def test_impossible_requests_say_why(tmp_path: Path, resources: dict[str, object], message: str) -> None:
