@@ -60,9 +60,16 @@ async def run_launch(
 ) -> int:
     """Start a LaunchWorkflow, print its stages as they happen, then stream the job."""
     from temporalio.client import WorkflowFailureError
+    from temporalio.exceptions import CancelledError
 
     from cli.session import open_client, web_ui_url
-    from workflows.contract import LAUNCH_WORKFLOW, WORKFLOW_QUEUE, LaunchRequest, LaunchResult
+    from workflows.contract import (
+        LAUNCH_WORKFLOW,
+        WORKFLOW_QUEUE,
+        LaunchProgress,
+        LaunchRequest,
+        LaunchResult,
+    )
     from workflows.search import launch_search_attributes
 
     client = await open_client()
@@ -93,6 +100,10 @@ async def run_launch(
         try:
             result = await result_task
         except WorkflowFailureError as exc:
+            if isinstance(exc.cause, CancelledError):
+                # The launch's own sentence says what a cancel left (a cluster that existed stays).
+                progress = await handle.query("progress", result_type=LaunchProgress)
+                fail(progress.error or "launch cancelled")
             fail(f"launch failed: {innermost_message(exc)}")
         if result.job_id is None:
             info(f"Cluster {cluster_name} is UP (the task has no 'run' command).")

@@ -97,6 +97,8 @@ class LaunchWorkflow:
             handle, provisioned = await self._prepare_cluster(record)
             job_id = await self._submit(handle) if request.task.run is not None else None
         except BaseException as exc:
+            if not self._progress.error and workflow.cancellation_reason() is not None:
+                self._progress.error = "launch cancelled; what it created was removed"
             self._progress.error = self._progress.error or str(getattr(exc, "cause", None) or exc)
             self._enter("failed")
             raise

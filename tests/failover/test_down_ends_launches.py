@@ -1,4 +1,4 @@
-"""``down`` always ends a launch: the launch holding the cluster is cancelled, cleans up, then down tears down.
+"""``down`` always ends a launch: it cancels the launch holding the cluster, which cleans up, then tears down.
 
 And Ctrl-C on ``down`` (as on any command) is one line and exit code 130, never a traceback.
 """
