@@ -94,6 +94,8 @@ def _run_interruptible(coro: Coroutine[Any, Any, int]) -> int:
 
     def interrupt() -> None:
         nonlocal interrupted
+        if interrupted:  # a second Ctrl-C while the first is being handled: stop at once
+            raise KeyboardInterrupt
         interrupted = True
         task.cancel()
 
