@@ -99,7 +99,9 @@ def _run_interruptible(coro: Coroutine[Any, Any, int]) -> int:
         interrupted = True
         task.cancel()
 
-    loop.add_signal_handler(signal.SIGINT, interrupt)
+    listening = signal.getsignal(signal.SIGINT) != signal.SIG_IGN  # under nohup, Ctrl-C stays ignored
+    if listening:
+        loop.add_signal_handler(signal.SIGINT, interrupt)
     try:
         return loop.run_until_complete(task)
     except (Exception, asyncio.CancelledError):
@@ -107,7 +109,8 @@ def _run_interruptible(coro: Coroutine[Any, Any, int]) -> int:
             raise KeyboardInterrupt from None
         raise
     finally:
-        loop.remove_signal_handler(signal.SIGINT)
+        if listening:
+            loop.remove_signal_handler(signal.SIGINT)
 
 
 def _check_cluster_name(name: str) -> str:
@@ -364,5 +367,16 @@ register_queue_commands(app)
 
 
 def main() -> None:
-    """Console entry point."""
+    """Console entry point.
+
+    Ctrl-C outside a command's coroutine (a confirmation prompt, a synchronous command, imports)
+    is the same one line and exit code as inside it (``_run``), not click's ``Aborted!`` and 1.
+    """
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _interrupted)
     app()
+
+
+def _interrupted(signum: int, frame: object) -> None:
+    info("\nInterrupted.")
+    exit_now(EXIT_DETACHED)

@@ -108,3 +108,21 @@ def test_ctrl_c_on_down_is_one_line_and_exit_130(
         skyhop("down", "-y", cluster, env=cli_env, timeout=120)
         launch.communicate(timeout=60)
     assert SimCloud().describe(cluster) == []
+
+
+def test_ctrl_c_at_downs_confirmation_is_one_line_and_exit_130(cli_env: dict[str, str]) -> None:
+    down = subprocess.Popen(
+        [SKYHOP_CLI, "down", "some-cluster"],
+        env=cli_env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=_sigint_default,
+    )  # fmt: skip
+    assert down.stderr is not None
+    prompt = ""
+    while "Tear down" not in prompt:  # the prompt has no newline: read it character by character
+        char = down.stderr.read(1)
+        assert char, "no prompt"
+        prompt += char
+    down.send_signal(signal.SIGINT)
+    _, rest = down.communicate(timeout=30)
+    assert down.returncode == 130, rest
+    assert "Traceback" not in rest and rest.strip() == "Interrupted.", rest
