@@ -10,9 +10,15 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.models import RunJobInput, SetupInput, WaitJobInput
-from activities.node_jobs import WORKDIR, job_env, run_on_nodes, start_on_nodes, wait_on_nodes
+from activities.node_jobs import (
+    WORKDIR,
+    job_env,
+    run_on_nodes,
+    start_on_nodes,
+    stop_if_cancelled,
+    wait_on_nodes,
+)
 from activities.sync import sync_workdir_to
-from providers.registry import get_provider
 from providers.runtime.jobs import JobOutcome, JobSpec
 
 __all__ = ["run_setup", "start_job", "wait_job"]
@@ -68,11 +74,7 @@ async def start_job(request: RunJobInput) -> None:
     except asyncio.CancelledError:
         # Cancelled by the workflow (the job was cancelled while it started): whatever did start
         # must not run on unseen, holding resources the scheduler thinks are free.
-        details = activity.cancellation_details()
-        if details is not None and details.cancel_requested:
-            provider = get_provider(handle.offering.provider)
-            kills = (provider.runtime(node).cancel_job(request.job.key) for node in handle.nodes)
-            await asyncio.shield(asyncio.gather(*kills, return_exceptions=True))
+        await stop_if_cancelled(handle, request.job.key, len(handle.nodes))
         raise
 
 

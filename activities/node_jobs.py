@@ -22,6 +22,7 @@ __all__ = [
     "node_lost",
     "run_on_nodes",
     "start_on_nodes",
+    "stop_if_cancelled",
     "wait_on_nodes",
 ]
 
@@ -64,9 +65,31 @@ def job_env(handle: ClusterHandle, task: Task, rank: int, task_id: str) -> dict[
 
 
 async def run_on_nodes(handle: ClusterHandle, specs: list[JobSpec]) -> JobOutcome:
-    """Start ``specs[rank]`` on node ``rank`` and wait until the job is decided."""
-    await start_on_nodes(handle, specs)
+    """Start ``specs[rank]`` on node ``rank`` and wait until the job is decided.
+
+    Cancelled by the workflow while starting, the job is stopped on every node (``wait_on_nodes``
+    does the same once it waits), so a cancelled setup leaves no process behind.
+    """
+    try:
+        await start_on_nodes(handle, specs)
+    except asyncio.CancelledError:
+        await stop_if_cancelled(handle, specs[0].key, len(specs))
+        raise
     return await wait_on_nodes(handle, specs[0].key, len(specs))
+
+
+async def stop_if_cancelled(handle: ClusterHandle, key: str, num_nodes: int) -> None:
+    """In an activity being cancelled: stop job ``key`` on its nodes if the workflow asked for it.
+
+    Only an explicit cancel stops the job; any other end of the activity (worker shutdown,
+    heartbeat timeout, the workflow continuing as new) leaves it running for the next attempt
+    to re-attach to. The stop is shielded: the cancellation must not interrupt it.
+    """
+    details = activity.cancellation_details()
+    if details is not None and details.cancel_requested:
+        provider = get_provider(handle.offering.provider)
+        runtimes = [provider.runtime(handle.nodes[rank]) for rank in range(num_nodes)]
+        await asyncio.shield(_cancel(runtimes, key))
 
 
 async def start_on_nodes(handle: ClusterHandle, specs: list[JobSpec]) -> None:
@@ -108,9 +131,7 @@ async def wait_on_nodes(handle: ClusterHandle, key: str, num_nodes: int) -> JobO
     node fails, the others are stopped. A node that has not answered for ``NODE_LOST_AFTER_S``
     (its host is down, or its link) fails the job with ``lost_rank`` set and a message naming it.
     If the workflow asked for the activity's cancellation, the job is stopped on every node
-    before the cancellation propagates; any other end of the activity (worker shutdown,
-    heartbeat timeout, the workflow continuing as new) leaves the job running for the next
-    attempt to re-attach to.
+    before the cancellation propagates (``stop_if_cancelled``).
     """
     provider = get_provider(handle.offering.provider)
     runtimes = [provider.runtime(handle.nodes[rank]) for rank in range(num_nodes)]
@@ -143,9 +164,7 @@ async def wait_on_nodes(handle: ClusterHandle, key: str, num_nodes: int) -> JobO
             await asyncio.sleep(poll)
             poll = min(poll * 2, _POLL_MAX_S)
     except asyncio.CancelledError:
-        details = activity.cancellation_details()
-        if details is not None and details.cancel_requested:
-            await asyncio.shield(_cancel(runtimes, key))
+        await stop_if_cancelled(handle, key, num_nodes)
         raise
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import signal
 import uuid
 from collections.abc import Coroutine
 from typing import Annotated, Any, NoReturn
@@ -59,7 +60,7 @@ def _run(coro: Coroutine[Any, Any, int]) -> NoReturn:
 
     try:
         try:
-            code = asyncio.run(coro)
+            code = _run_interruptible(coro)
         except KeyboardInterrupt:
             info("\nInterrupted.")
             code = EXIT_DETACHED
@@ -74,6 +75,40 @@ def _run(coro: Coroutine[Any, Any, int]) -> NoReturn:
     except typer.Exit as exc:
         code = exc.exit_code
     exit_now(code)
+
+
+def _run_interruptible(coro: Coroutine[Any, Any, int]) -> int:
+    """Run the coroutine; Ctrl-C cancels it, and however it then ends is ``KeyboardInterrupt``.
+
+    ``asyncio.run`` cancels the main task on Ctrl-C too, but turns only a ``CancelledError`` back
+    into ``KeyboardInterrupt``, and the Temporal client turns the cancellation of a call in flight
+    into errors of its own (``WorkflowUpdateRPCTimeoutOrCancelledError``), which would surface as a
+    traceback. A command that handles the cancellation itself (``launch`` detaching) still returns
+    its own exit code.
+    """
+    loop = asyncio.new_event_loop()
+    task = loop.create_task(coro)
+    interrupted = False
+
+    def interrupt() -> None:
+        nonlocal interrupted
+        if interrupted:  # a second Ctrl-C while the first is being handled: stop at once
+            raise KeyboardInterrupt
+        interrupted = True
+        task.cancel()
+
+    listening = signal.getsignal(signal.SIGINT) != signal.SIG_IGN  # under nohup, Ctrl-C stays ignored
+    if listening:
+        loop.add_signal_handler(signal.SIGINT, interrupt)
+    try:
+        return loop.run_until_complete(task)
+    except (Exception, asyncio.CancelledError):
+        if interrupted:
+            raise KeyboardInterrupt from None
+        raise
+    finally:
+        if listening:
+            loop.remove_signal_handler(signal.SIGINT)
 
 
 def _check_cluster_name(name: str) -> str:
@@ -333,5 +368,16 @@ register_queue_commands(app)
 
 
 def main() -> None:
-    """Console entry point."""
+    """Console entry point.
+
+    Ctrl-C outside a command's coroutine (a confirmation prompt, a synchronous command, imports)
+    is the same one line and exit code as inside it (``_run``), not click's ``Aborted!`` and 1.
+    """
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _interrupted)
     app()
+
+
+def _interrupted(signum: int, frame: object) -> None:
+    info("\nInterrupted.")
+    exit_now(EXIT_DETACHED)

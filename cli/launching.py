@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from cli.logs import LogTail
     from workflows.contract import FailoverAttempt, LaunchProgress
 
-__all__ = ["exit_code_of", "run_exec", "run_launch"]
+__all__ = ["exit_code_of", "run_exec", "run_launch", "say_launch_holding"]
 
 _STAGE_TITLES = {
     "lock": "Waiting for the cluster",
@@ -60,10 +60,17 @@ async def run_launch(
 ) -> int:
     """Start a LaunchWorkflow, print its stages as they happen, then stream the job."""
     from temporalio.client import WorkflowFailureError
+    from temporalio.exceptions import CancelledError
 
     from cli.session import open_client, web_ui_url
     from spec.limits import check_request_size
-    from workflows.contract import LAUNCH_WORKFLOW, WORKFLOW_QUEUE, LaunchRequest
+    from workflows.contract import (
+        LAUNCH_WORKFLOW,
+        WORKFLOW_QUEUE,
+        LaunchProgress,
+        LaunchRequest,
+        LaunchResult,
+    )
     from workflows.search import launch_search_attributes
 
     user = current_user()
@@ -95,6 +102,10 @@ async def run_launch(
         try:
             result = await result_task
         except WorkflowFailureError as exc:
+            if isinstance(exc.cause, CancelledError):
+                # The launch's own sentence says what a cancel left (a cluster that existed stays).
+                progress = await handle.query("progress", result_type=LaunchProgress)
+                fail(progress.error or "launch cancelled")
             fail(f"launch failed: {innermost_message(exc)}")
         if result.job_id is None:
             info(f"Cluster {cluster_name} is UP (the task has no 'run' command).")
@@ -226,6 +237,29 @@ async def _stream(client: Client, cluster_name: str, job_id: int) -> int:
         reason = f": {job.error}" if job.error else ""
         info(f"Job {job_id} {job.status.value} with exit code {job.exit_code}{reason}")
     return code
+
+
+async def say_launch_holding(client: Client, cluster_id: str) -> None:
+    """Before ``down``: name the launch holding the cluster, since ``down`` cancels it and waits for it."""
+    from temporalio.client import WorkflowQueryFailedError
+    from temporalio.service import RPCError
+
+    from workflows.contract import LAUNCH_WORKFLOW, ClusterRecord, LaunchProgress
+
+    try:
+        record = await client.get_workflow_handle(cluster_id).query("status", result_type=ClusterRecord)
+        if record.holder is None:
+            return
+        launch = client.get_workflow_handle(record.holder)
+        if (await launch.describe()).workflow_type != LAUNCH_WORKFLOW:
+            return  # one of the cluster's own operations (stop, start): down waits for it
+        stage = (await launch.query("progress", result_type=LaunchProgress)).stage
+    except (RPCError, WorkflowQueryFailedError):
+        return  # no such cluster or launch: the update itself says so
+    info(
+        f"Cancelling launch {record.holder} (at stage {stage}), which holds cluster {record.name}; "
+        "waiting for it to remove what it created ..."
+    )
 
 
 async def run_exec(task: Task, cluster_name: str, *, detach: bool) -> int:

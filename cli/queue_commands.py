@@ -230,14 +230,18 @@ async def run_cancel(cluster: str, request: CancelRequest) -> int:
 
 
 async def run_lifecycle(
-    names: list[str], all_clusters: bool, operation: Callable[[Any], Awaitable[ClusterRecord]], done: str
+    names: list[str],
+    all_clusters: bool,
+    operation: Callable[[Any], Awaitable[ClusterRecord]],
+    done: str,
+    client: Client | None = None,
 ) -> int:
     """Apply ``operation`` to each cluster's workflow at once; one line per cluster."""
     from cli.clusters import list_clusters
     from cli.session import open_client
     from workflows.contract import cluster_workflow_id
 
-    client = await open_client()
+    client = client or await open_client()
     if all_clusters:
         names = [record.name for record in await list_clusters(client)]
         if not names:
@@ -272,14 +276,19 @@ async def _start(handle: Any, request: StartRequest) -> ClusterRecord:
     return record
 
 
-async def _down(handle: Any) -> ClusterRecord:
-    record: ClusterRecord = await _call(handle, "down", None)
-    return record
-
-
 async def run_down(names: list[str], all_clusters: bool) -> int:
     """Tear down clusters (each through its entity workflow, which ends afterwards)."""
-    return await run_lifecycle(names, all_clusters, _down, "terminated")
+    from cli.launching import say_launch_holding
+    from cli.session import open_client
+
+    client = await open_client()
+
+    async def down(handle: Any) -> ClusterRecord:
+        await say_launch_holding(client, handle.id)
+        record: ClusterRecord = await _call(handle, "down", None)
+        return record
+
+    return await run_lifecycle(names, all_clusters, down, "terminated", client)
 
 
 async def _autostop(handle: Any, request: AutostopRequest) -> ClusterRecord:

@@ -139,7 +139,13 @@ class CloudProvider(Provider):
         if feature is not None:
             raise NotSupportedError(f"{self.name} does not support {feature}", "Unsupported", leftover=False)
         region, zone = request.offering.region, request.offering.zone
-        found = await self.list_instances(request.cluster_name, region)
+        try:
+            found = await self.list_instances(request.cluster_name, region)
+        except ProviderError as exc:
+            # Nothing was asked of the cloud yet, so nothing is left to remove: compensation,
+            # whose own lookup would fail the same way (no credentials), must not run.
+            exc.leftover = False
+            raise
         mine = {i.rank: i for i in found if i.rank < request.num_nodes and (zone is None or i.zone == zone)}
         try:
             stopped = [i for i in mine.values() if i.state in (InstanceState.STOPPING, InstanceState.STOPPED)]

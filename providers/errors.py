@@ -15,6 +15,11 @@ Every provider turns its SDK's errors into one of these, so the failover loop in
     ├── InvalidRequestError           fatal: the request itself is wrong, no failover
     └── TransientError                retried in place by Temporal, with backoff
 
+An activity that raises one of these (a teardown, a stop) is retried by Temporal unless retrying
+cannot fix it (``retry_can_fix``: credentials, a missing feature, a malformed request); those
+classes' names are ``RETRY_CANNOT_FIX``, which the activity retry policies list as non-retryable,
+so a cleanup without credentials fails at once instead of retrying forever.
+
 The scoping follows SkyPilot's failover handlers where they are known: GCP's pool exhaustion
 blocks a zone and its quotas block a region, Azure and AWS capacity errors block the zone tried.
 """
@@ -33,6 +38,7 @@ __all__ = [
     "ProviderError",
     "ProviderUnavailableError",
     "QuotaError",
+    "RETRY_CANNOT_FIX",
     "SdkMissingError",
     "TransientError",
     "UnclassifiedError",
@@ -55,6 +61,8 @@ class ProviderError(Exception):
     scope = FailureScope.FATAL
     kind = "error"
     """The word the CLI prints for this class of failure (``capacity``, ``quota``, ...)."""
+    retry_can_fix = True
+    """Whether the same call may succeed later; False: only the user can fix it (see ``RETRY_CANNOT_FIX``)."""
 
     def __init__(self, message: str, code: str = "", *, leftover: bool = True) -> None:
         super().__init__(message)
@@ -95,6 +103,7 @@ class ProviderUnavailableError(ProviderError):
 
     scope = FailureScope.PROVIDER
     kind = "unavailable"
+    retry_can_fix = False
 
 
 class CredentialsError(ProviderUnavailableError):
@@ -123,6 +132,7 @@ class InvalidRequestError(ProviderError):
 
     scope = FailureScope.FATAL
     kind = "invalid request"
+    retry_can_fix = False
 
 
 class TransientError(ProviderError):
@@ -130,3 +140,11 @@ class TransientError(ProviderError):
 
     scope = FailureScope.TRANSIENT
     kind = "transient"
+
+
+def _tree(cls: type[ProviderError]) -> list[type[ProviderError]]:
+    return [cls, *(sub for child in cls.__subclasses__() for sub in _tree(child))]
+
+
+RETRY_CANNOT_FIX = sorted(cls.__name__ for cls in _tree(ProviderError) if not cls.retry_can_fix)
+"""Names of the error classes an activity retry cannot fix (Temporal matches a failure by class name)."""

@@ -269,10 +269,26 @@ class ClusterWorkflow:
 
     @workflow.update
     async def down(self) -> ClusterRecord:
-        """Tear the cluster down (after any launch holding it finishes) and end the workflow."""
+        """Tear the cluster down and end the workflow; a launch holding the cluster is cancelled first.
+
+        That launch's compensation removes what it created and gives the lock back, so ``down``
+        always ends, even behind a launch that is stuck or searching for capacity.
+        """
         if self.record.status == ClusterStatus.TERMINATED:
             return self.record
+        await self._cancel_launch_holding()
         return await self._locked("down", self._down)
+
+    async def _cancel_launch_holding(self) -> None:
+        holder = self.record.holder
+        if holder is None or holder in _OPERATIONS:
+            return
+        try:
+            await workflow.get_external_workflow_handle(holder).cancel()
+        except FailureError:
+            # The launch is gone without giving the lock back (terminated): nobody holds it.
+            if self.record.holder == holder:
+                self._unlock()
 
     @workflow.update
     def set_autostop(self, request: AutostopRequest) -> ClusterRecord:

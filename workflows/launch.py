@@ -9,6 +9,14 @@ Provisioning is a failover loop: one ``provision_attempt`` per candidate; a clas
 recorded in ``progress.attempts``, whatever the attempt created is removed (compensation, also
 when the launch is cancelled), its scope is blocked and the optimizer chooses again. A cluster
 that exists stays where it is. See ``workflows.failover`` for the rules.
+
+A cancelled launch ends CANCELLED having removed what it created: the attempt's instances, and
+a cluster it brought up (a cluster that existed before keeps running; only what the launch
+started on it, its setup, is stopped). Long activities are awaited until their cancellation
+completes, and such an activity may finish with a result instead (an attempt that returns its
+capacity failure just before it sees the cancel); Temporal then hands back the result and the
+cancellation is consumed, so the launch asks ``workflow.cancellation_reason()`` after each of
+them (``_raise_if_cancelled``) rather than going on to the next candidate.
 """
 
 from __future__ import annotations
@@ -18,7 +26,7 @@ from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, FailureError
 from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
@@ -33,6 +41,7 @@ with workflow.unsafe.imports_passed_through():
     from optimizer import mismatch
     from optimizer.blocklist import Blocklist
     from providers.base import ClusterHandle, Offering, ProvisionRequest
+    from providers.cloud import CLUSTER_TAG
     from providers.errors import FailureScope
     from workflows.contract import (
         LAUNCH_WORKFLOW,
@@ -88,7 +97,9 @@ class LaunchWorkflow:
             handle, provisioned = await self._prepare_cluster(record)
             job_id = await self._submit(handle) if request.task.run is not None else None
         except BaseException as exc:
-            self._progress.error = str(getattr(exc, "cause", None) or exc)
+            if not self._progress.error and workflow.cancellation_reason() is not None:
+                self._progress.error = "launch cancelled; what it created was removed"
+            self._progress.error = self._progress.error or str(getattr(exc, "cause", None) or exc)
             self._enter("failed")
             raise
         self._enter("done")
@@ -122,6 +133,8 @@ class LaunchWorkflow:
         request, task = self.request, self.request.task
         handle = record.handle if record.status == ClusterStatus.UP else None
         release = Release(launch_id=workflow.info().workflow_id, failed=True)
+        created: ClusterHandle | None = None
+        """The cluster this launch brought up where there was none: a cancellation removes it."""
         try:
             if handle is not None:
                 reason = mismatch(task.resources, task.num_nodes, handle.offering, len(handle.nodes))
@@ -132,6 +145,7 @@ class LaunchWorkflow:
                 release = release.model_copy(update={"idle_minutes": idle_minutes, "autostop_down": down})
             else:
                 handle = await self._provision(record)
+                created = handle if record.handle is None else None
                 idle_minutes, down = self._autostop()
                 release = release.model_copy(
                     update={
@@ -146,6 +160,17 @@ class LaunchWorkflow:
             self._progress.handle = handle
             await self._sync_and_setup(handle)
             release = release.model_copy(update={"failed": False, "task": task})
+        except BaseException:
+            if workflow.cancellation_reason() is not None:
+                if created is not None:
+                    await self._compensate(created, f"tear down {created.offering.location}")
+                    release = release.model_copy(update={"handle": None})
+                elif handle is not None:
+                    self._progress.error = (
+                        f"launch cancelled; cluster {request.cluster_name} existed before it, so it "
+                        "was left as it was, with what this launch started on it (setup) stopped"
+                    )
+            raise
         finally:
             cluster = workflow.get_external_workflow_handle(cluster_workflow_id(request.cluster_name))
             await cluster.signal("release", release)
@@ -188,7 +213,7 @@ class LaunchWorkflow:
                 self._progress.attempts[-1].next_location = offering.location
             self._progress.chosen = offering
             if self._progress.stage != "provision":
-                self._enter("provision")
+                self._begin("provision")
             attempt = self._attempt_request(offering)
             outcome = await self._attempt(attempt, keep_nodes)
             tried += 1
@@ -210,7 +235,7 @@ class LaunchWorkflow:
                 )
             )
             if failure.leftover and not keep_nodes:
-                await self._compensate(attempt)
+                await self._compensate_attempt(attempt)
             if failure.scope == FailureScope.FATAL:
                 raise ApplicationError(
                     f"{offering.location}: {failure.kind} ({failure.code}): {failure.message}",
@@ -223,7 +248,7 @@ class LaunchWorkflow:
     async def _choose(self, blocklist: Blocklist, tried: int) -> Offering | None:
         """The optimizer's pick outside the blocklist; None once failures have ruled out everything."""
         if not tried:
-            self._enter("optimize")
+            self._begin("optimize")
         try:
             # Local: between attempts it runs in this worker, saving a task queue round trip each.
             plan = await workflow.execute_local_activity(
@@ -268,24 +293,41 @@ class LaunchWorkflow:
                 cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
                 summary=f"{attempt.offering.location} {attempt.offering.instance_type} x{attempt.num_nodes}",
             )
+            # Failed or up, an attempt the launch was cancelled during must not go on to the next.
+            _raise_if_cancelled()
             return outcome
         except BaseException:
             # Compensation: cancelled or failed for good, the attempt must not leave instances behind.
             if not keep_nodes:
-                await self._compensate(attempt)
+                await self._compensate_attempt(attempt)
             raise
 
-    async def _compensate(self, attempt: ProvisionRequest) -> None:
-        """Remove what an attempt created; a cancellation arriving meanwhile waits until that is done."""
+    async def _compensate_attempt(self, attempt: ProvisionRequest) -> None:
+        """Remove whatever an attempt created, found by its tags in the attempt's location."""
         partial = ClusterHandle(cluster_name=attempt.cluster_name, offering=attempt.offering, nodes=[])
-        cleanup = asyncio.ensure_future(
-            self._long(provisioning.terminate, partial, f"clean up {attempt.offering.location}")
-        )
+        await self._compensate(partial, f"clean up {attempt.offering.location}")
+
+    async def _compensate(self, handle: ClusterHandle, summary: str) -> None:
+        """Remove the cluster's nodes; a cancellation arriving meanwhile waits until that is done.
+
+        A cleanup that fails for good (the cloud refuses the credentials) ends the launch with a
+        sentence saying what may be left, instead of being retried forever.
+        """
+        cleanup = asyncio.ensure_future(self._long(provisioning.terminate, handle, summary))
         try:
             await asyncio.shield(cleanup)
         except asyncio.CancelledError:
             await cleanup
             raise
+        except ActivityError as exc:
+            reason = exc.cause.message if isinstance(exc.cause, FailureError) else exc.message
+            raise ApplicationError(
+                f"could not remove what this launch created at {handle.offering.location} "
+                f"({reason}); look for instances tagged "
+                f"{CLUSTER_TAG}={handle.cluster_name} there",
+                type="CleanupFailed",
+                non_retryable=True,
+            ) from exc
 
     def _exhausted(self, pinned: Offering | None) -> ApplicationError:
         attempts = self._progress.attempts
@@ -305,10 +347,11 @@ class LaunchWorkflow:
 
     async def _sync_and_setup(self, handle: ClusterHandle) -> None:
         key = setup_key(workflow.info().workflow_id)
-        await prepare_nodes(handle, self.request.task, key, timeout=_LONG_TIMEOUT, enter=self._enter)
+        await prepare_nodes(handle, self.request.task, key, timeout=_LONG_TIMEOUT, enter=self._begin)
+        _raise_if_cancelled()
 
     async def _submit(self, handle: ClusterHandle) -> int:
-        self._enter("exec")
+        self._begin("exec")
         job = await workflow.execute_activity_method(
             ClusterActivities.submit_job,
             SubmitJobInput(
@@ -327,6 +370,11 @@ class LaunchWorkflow:
     async def _long(self, activity: Any, arg: Any, summary: str | None = None) -> Any:
         return await run_long(activity, arg, timeout=_LONG_TIMEOUT, summary=summary)
 
+    def _begin(self, stage: str) -> None:
+        """Go on to the next stage, unless the launch was cancelled meanwhile."""
+        _raise_if_cancelled()
+        self._enter(stage)
+
     def _enter(self, stage: str) -> None:
         now = workflow.now().timestamp()
         previous = self._progress
@@ -336,3 +384,9 @@ class LaunchWorkflow:
         )
         workflow.upsert_search_attributes([STAGE.value_set(stage)])
         workflow.set_current_details(f"stage: {stage}")
+
+
+def _raise_if_cancelled() -> None:
+    """Re-raise a cancellation an activity's completion consumed (see the module docstring)."""
+    if workflow.cancellation_reason() is not None:
+        raise asyncio.CancelledError("the launch was cancelled")

@@ -6,10 +6,19 @@ from datetime import timedelta
 
 from temporalio.common import RetryPolicy
 
+from providers.errors import RETRY_CANNOT_FIX
+
 __all__ = ["HEARTBEAT", "LONG_RETRY", "SHORT_RETRY", "USER_ERRORS"]
 
-USER_ERRORS = ["NoFeasibleOffering", "SetupFailed", "SubmitRejected", "ResourcesMismatch", "OutsideNodeError"]
-"""Error types that are the user's to fix: retrying them cannot help."""
+USER_ERRORS = [
+    "NoFeasibleOffering",
+    "SetupFailed",
+    "SubmitRejected",
+    "ResourcesMismatch",
+    "OutsideNodeError",
+    *RETRY_CANNOT_FIX,
+]
+"""Error types that are the user's to fix (a cloud's missing credentials too): retrying them cannot help."""
 
 HEARTBEAT = timedelta(seconds=10)
 """A long activity that has not heartbeated for this long is retried on another worker."""

@@ -7,6 +7,7 @@ from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
+from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
     from activities import jobs, sync
@@ -20,7 +21,12 @@ __all__ = ["prepare_nodes", "run_long"]
 
 
 async def run_long(activity: Any, arg: Any, *, timeout: timedelta, summary: str | None = None) -> Any:
-    """An activity on the long queue: it heartbeats, so a dead worker's attempt is retried elsewhere."""
+    """An activity on the long queue: it heartbeats, so a dead worker's attempt is retried elsewhere.
+
+    Cancelled, the workflow waits until the activity has stopped its work (a setup kills its
+    processes on every node): compensation that follows must not race work still going on.
+    Such an activity may still complete instead; the caller checks for the cancellation after.
+    """
     return await workflow.execute_activity(
         activity,
         arg,
@@ -28,6 +34,7 @@ async def run_long(activity: Any, arg: Any, *, timeout: timedelta, summary: str 
         start_to_close_timeout=timeout,
         heartbeat_timeout=HEARTBEAT,
         retry_policy=LONG_RETRY,
+        cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
         summary=summary,
     )
 

@@ -80,7 +80,8 @@ def classify(exc: BaseException) -> ProviderError | None:
         code, message = str(error.get("Code", "Unknown")), str(error.get("Message", exc))
         return _TABLE.error(code, message)
     if isinstance(exc, NoCredentialsError | PartialCredentialsError):
-        return CredentialsError(str(exc), type(exc).__name__)
+        # botocore raises these before sending anything: the call cannot have created anything.
+        return CredentialsError(str(exc), type(exc).__name__, leftover=False)
     if isinstance(exc, ConnectionError):
         return TransientError(str(exc), type(exc).__name__)
     if isinstance(exc, BotoCoreError):

@@ -1,0 +1,128 @@
+"""``down`` always ends a launch: it cancels the launch holding the cluster, which cleans up, then tears down.
+
+And Ctrl-C on ``down`` (as on any command) is one line and exit code 130, never a traceback.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from providers.sim import SimCloud
+from tests.conftest import run, skyhop
+from tests.helpers import SKYHOP_CLI, DevServer, WorkerProcess, wait_for
+from tests.integration.support import client_for, current_record, record, unique_cluster
+from tests.providers.sim_support import write_plan
+from workflows.contract import ClusterStatus
+
+pytestmark = pytest.mark.integration
+
+
+def _sigint_default() -> None:
+    """In the child: SIGINT's default action, even if this suite was started with it ignored."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def _searching_launch(cluster: str, tmp_path: Path, env: dict[str, str]) -> subprocess.Popen[str]:
+    """A ``launch -r`` that can never find capacity, so it holds its cluster's lock for good."""
+    task = tmp_path / "task.yaml"
+    task.write_text(yaml.safe_dump({"resources": {"infra": "sim/us-east-1"}, "run": "echo never"}))
+    launch = subprocess.Popen(
+        [SKYHOP_CLI, "launch", "-y", "-r", "-c", cluster, str(task)],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    wait_for(
+        lambda: current_record_or_none(env["SKYHOP_TEMPORAL_ADDRESS"], cluster) is not None,
+        60,
+        "the launch to hold its cluster",
+    )
+    return launch
+
+
+def current_record_or_none(address: str, cluster: str) -> str | None:
+    try:
+        return current_record(address, cluster).holder
+    except Exception:
+        return None
+
+
+def test_down_during_a_searching_launch_cancels_it_and_leaves_nothing(
+    temporal_server: DevServer,
+    live_worker: WorkerProcess,
+    cli_env: dict[str, str],
+    sim_catalog: Path,
+    tmp_path: Path,
+) -> None:
+    write_plan(sim_catalog, [{"region": "us-east-1", "error": "capacity", "after_nodes": 1}], latency_s=0.2)
+    cluster = unique_cluster("downs")
+    launch = _searching_launch(cluster, tmp_path, cli_env)
+    try:
+        gone = skyhop("down", "-y", cluster, env=cli_env, timeout=120)
+        assert gone.returncode == 0, gone.stderr
+        assert "Cancelling launch launch:" in gone.stderr and "which holds cluster" in gone.stderr
+        assert f"Cluster {cluster} terminated" in gone.stderr
+        _, err = launch.communicate(timeout=60)
+        assert launch.returncode == 1 and "cancelled" in err, err
+    finally:
+        if launch.poll() is None:
+            launch.kill()
+    assert SimCloud().describe(cluster) == []
+
+    async def status() -> ClusterStatus:
+        return (await record(await client_for(temporal_server.address), cluster)).status
+
+    assert run(status()) == ClusterStatus.TERMINATED
+
+
+def test_ctrl_c_on_down_is_one_line_and_exit_130(
+    temporal_server: DevServer,
+    live_worker: WorkerProcess,
+    cli_env: dict[str, str],
+    sim_catalog: Path,
+    tmp_path: Path,
+) -> None:
+    # Slow API calls: the cancelled launch takes seconds to clean up, so down is still waiting.
+    write_plan(sim_catalog, [{"region": "us-east-1", "error": "capacity", "after_nodes": 1}], latency_s=3)
+    cluster = unique_cluster("downc")
+    launch = _searching_launch(cluster, tmp_path, cli_env)
+    try:
+        down = subprocess.Popen(
+            [SKYHOP_CLI, "down", "-y", cluster],
+            env=cli_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            preexec_fn=_sigint_default,
+        )  # fmt: skip
+        assert down.stderr is not None
+        first = down.stderr.readline()  # down is waiting for the launch to clean up
+        assert "Cancelling launch" in first, first
+        time.sleep(0.5)  # let it be well inside the wait for the update
+        down.send_signal(signal.SIGINT)
+        rest = down.communicate(timeout=30)[1]
+        assert down.returncode == 130, rest
+        assert "Traceback" not in rest and len(rest.strip().splitlines()) == 1, rest
+    finally:
+        skyhop("down", "-y", cluster, env=cli_env, timeout=120)
+        launch.communicate(timeout=60)
+    assert SimCloud().describe(cluster) == []
+
+
+def test_ctrl_c_at_downs_confirmation_is_one_line_and_exit_130(cli_env: dict[str, str]) -> None:
+    down = subprocess.Popen(
+        [SKYHOP_CLI, "down", "some-cluster"],
+        env=cli_env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=_sigint_default,
+    )  # fmt: skip
+    assert down.stderr is not None
+    prompt = ""
+    while "Tear down" not in prompt:  # the prompt has no newline: read it character by character
+        char = down.stderr.read(1)
+        assert char, "no prompt"
+        prompt += char
+    down.send_signal(signal.SIGINT)
+    _, rest = down.communicate(timeout=30)
+    assert down.returncode == 130, rest
+    assert "Traceback" not in rest and rest.strip() == "Interrupted.", rest
