@@ -173,8 +173,9 @@ def stop_embedded(env: dict[str, str]) -> None:
     for command in (["down", "-a", "-y"], ["server", "stop"]):
         subprocess.run([SKYHOP_CLI, *command], env=env, capture_output=True, timeout=120)
     for pid in (state["worker_pid"], state["server_pid"]):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
+        if pid > 0:  # 0 is "none started" (e.g. only the server ran); kill(0) would hit our own group
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
 
 
 @contextlib.contextmanager
