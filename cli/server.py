@@ -31,6 +31,8 @@ def run_server_status() -> int:
         "address": state.address,
         "namespace": state.namespace,
         "web_ui": state.ui_url,
+        "http_api_port": state.http_port,
+        "metrics_port": state.metrics_port,
         "server_pid": state.server_pid,
         "server_running": server_running(state),
         "worker_pid": state.worker_pid,

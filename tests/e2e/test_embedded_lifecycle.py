@@ -67,6 +67,7 @@ def test_a_dead_worker_is_explained_and_server_start_brings_it_back(fresh_env: d
     wait_for(lambda: dead not in workers(fresh_env), 30, "the worker to die")
     status = skyhop("server", "status", env=fresh_env)
     assert status.returncode == 1
+    assert f"http_api_port   {state(fresh_env)['http_port']}" in status.stdout  # every port skyhop chose
     assert "worker_running  False" in status.stdout
     assert "The worker is not running" in status.stderr and "'skyhop server start'" in status.stderr
     assert skyhop("server", "start", env=fresh_env).returncode == 0
