@@ -67,6 +67,8 @@ class EmbeddedServer:
     """The dev server's HTTP API port (closed to browsers); 0 in states written before it was chosen."""
     metrics_port: int = 0
     """The dev server's ``/metrics`` port."""
+    worker_key_id: str = ""
+    """Id of the payload key the worker verifies with ("" for a worker from before payload keys)."""
 
 
 def state_dir() -> Path:
@@ -108,8 +110,14 @@ def worker_running(state: EmbeddedServer) -> bool:
     return _alive(state.worker_pid, str(_ready_file()))
 
 
-def _usable(state: EmbeddedServer | None, with_worker: bool) -> bool:
-    return state is not None and server_running(state) and (worker_running(state) or not with_worker)
+def _worker_current(state: EmbeddedServer, key_id: str) -> bool:
+    """Whether the worker runs with this key: one with another key would reject all we sign."""
+    return worker_running(state) and state.worker_key_id == key_id
+
+
+def _usable(state: EmbeddedServer | None, key_id: str | None) -> bool:
+    """Running as needed; ``key_id`` None means the worker does not matter."""
+    return state is not None and server_running(state) and (key_id is None or _worker_current(state, key_id))
 
 
 def ensure_running(
@@ -118,17 +126,23 @@ def ensure_running(
     """Return the running embedded server, starting whatever part of it is down.
 
     ``on_start`` hears one line for each part started, so the user learns where the Web UI is.
-    ``with_worker=False`` starts only the server (``skyhop worker`` brings its own worker).
+    ``with_worker=False`` starts only the server (``skyhop worker`` brings its own worker). A
+    worker started with another payload key (the key file was replaced, or skyhop was upgraded
+    from before keys) is replaced too.
     """
+    from cli.payload_key import load_payload_key
+    from workflows.converter import key_id
+
+    key = key_id(load_payload_key(config)) if with_worker else None
     state = read_state()
-    if _usable(state, with_worker):
+    if _usable(state, key):
         assert state is not None
         return state
     private_dir(skyhop_home())
     folder = private_dir(state_dir())
     with _locked(folder / "lock"):
         state = read_state()
-        if _usable(state, with_worker):
+        if _usable(state, key):
             assert state is not None
             return state
         if state is None or not server_running(state):
@@ -138,8 +152,9 @@ def ensure_running(
             state = _start_server(config, folder)
             _save(state)
             on_start(f"Started the embedded Temporal server at {state.address}; Web UI at {state.ui_url}")
-        if with_worker and not worker_running(state):
-            state = _start_worker(state, folder)
+        if key is not None and not _worker_current(state, key):
+            _terminate(state.worker_pid, str(_ready_file()))
+            state = _start_worker(state, folder, key)
             on_start(f"Started the skyhop worker (pid {state.worker_pid}, log {folder / 'worker.log'})")
         return state
 
@@ -276,7 +291,7 @@ def _start_server(config: TemporalConfig, folder: Path) -> EmbeddedServer:
     )
 
 
-def _start_worker(state: EmbeddedServer, folder: Path) -> EmbeddedServer:
+def _start_worker(state: EmbeddedServer, folder: Path, key_id: str) -> EmbeddedServer:
     """Start a worker and record it at once, so even a CLI killed while it waits cannot leak it."""
     ready = _ready_file()
     ready.unlink(missing_ok=True)
@@ -284,7 +299,7 @@ def _start_worker(state: EmbeddedServer, folder: Path) -> EmbeddedServer:
     proc = spawn_private(
         [sys.executable, "-m", "worker", "--address", state.address, "--ready-file", str(ready)], log
     )
-    state = EmbeddedServer(**{**asdict(state), "worker_pid": proc.pid})
+    state = EmbeddedServer(**{**asdict(state), "worker_pid": proc.pid, "worker_key_id": key_id})
     _save(state)
     deadline = time.monotonic() + _READY_TIMEOUT_S
     while not ready.exists():

@@ -3,6 +3,7 @@ restarted, and ``skyhop worker`` with nothing configured runs against the embedd
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import signal
@@ -95,3 +96,15 @@ def test_skyhop_worker_with_nothing_configured_runs_against_the_embedded_server(
     finally:
         worker.send_signal(signal.SIGTERM)
         assert worker.wait(60) == 0, log.read_text()
+
+
+def test_a_replaced_key_replaces_the_worker_so_launches_keep_working(fresh_env: dict[str, str]) -> None:
+    """A worker holding the old key would reject every payload the CLI now signs."""
+    assert skyhop("server", "start", env=fresh_env).returncode == 0
+    old = state(fresh_env)["worker_pid"]
+    key_file = Path(fresh_env["SKYHOP_HOME"]) / "key"
+    key_file.write_text(base64.b64encode(os.urandom(32)).decode() + "\n")
+    launched = skyhop("launch", "-y", "-c", "rekeyed", "echo after-rekey", env=fresh_env)
+    assert launched.returncode == 0, launched.stderr
+    assert launched.stdout == "after-rekey\n"
+    assert workers(fresh_env) == [state(fresh_env)["worker_pid"]] != [old]
