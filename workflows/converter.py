@@ -130,7 +130,7 @@ class _UnauthenticatedConverter(EncodingPayloadConverter):
     def from_payload(self, payload: Payload, type_hint: type | None = None) -> Any:
         reason = payload.data.decode(errors="replace")
         raise ApplicationError(
-            f"rejected unauthenticated input: {reason}; {_HOW_TO}",
+            f"rejected an unauthenticated payload: {reason}; {_HOW_TO}",
             type=UNAUTHENTICATED_PAYLOAD,
             non_retryable=True,
         )
