@@ -1,8 +1,10 @@
 """skyhop's worker: workflow tasks, long activities and short activities, each with its own poller.
 
-Run ``python -m worker`` (or ``skyhop worker``). Long work (provision, sync, setup, jobs) can never
-starve short work (optimize, bookkeeping): they are separate task queues with separate limits.
-SIGTERM or SIGINT shuts down cleanly: pollers stop, running activities get a grace period.
+Run ``python -m worker`` (or ``skyhop worker``). With no Temporal configured it runs against the
+embedded server (started if needed), next to the embedded background worker. Long work (provision,
+sync, setup, jobs) can never starve short work (optimize, bookkeeping): they are separate task
+queues with separate limits. SIGTERM or SIGINT shuts down cleanly: pollers stop, running
+activities get a grace period.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import asyncio
 import logging
 import os
 import signal
+import sys
 from datetime import timedelta
 from pathlib import Path
 
@@ -23,8 +26,9 @@ from temporalio.worker import Worker
 from activities import cluster_ops, jobs, planning, provisioning, sync
 from activities.clusters import ClusterActivities
 from cli.client import connect
-from cli.config import load_config
-from cli.output import exit_now
+from cli.config import ConfigError, load_config
+from cli.embedded import ServerError, ensure_running
+from cli.output import EXIT_USAGE, exit_now
 from workflows.cluster import ClusterWorkflow
 from workflows.contract import LONG_QUEUE, SEARCH_ATTRIBUTES, SHORT_QUEUE, WORKFLOW_QUEUE
 from workflows.launch import LaunchWorkflow
@@ -99,7 +103,8 @@ async def run(address: str | None, ready_file: str | None) -> None:
     config = load_config()
     target = address or config.address
     if target is None:
-        raise SystemExit("no Temporal address: pass --address or set SKYHOP_TEMPORAL_ADDRESS")
+        target = ensure_running(config, log.info, with_worker=False).address
+        log.info("no Temporal configured: running against the embedded server at %s", target)
     client = await connect(config, target)
     try:
         await ensure_search_attributes(client)
@@ -139,7 +144,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--ready-file", help="write the worker's pid here once it polls")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    asyncio.run(run(args.address, args.ready_file))
+    try:
+        asyncio.run(run(args.address, args.ready_file))
+    except ConfigError as exc:  # includes a missing or malformed payload key
+        print(f"Error: {exc}", file=sys.stderr)
+        exit_now(EXIT_USAGE)
+    except ServerError as exc:
+        print(f"Error: {exc}", file=sys.stderr)
+        exit_now(1)
     exit_now(0)
 
 

@@ -358,7 +358,11 @@ def server_start() -> None:
 def worker(
     address: Annotated[str | None, typer.Option(help="Temporal host:port (default: from config).")] = None,
 ) -> None:
-    """Run a skyhop worker in the foreground (for deployments with their own Temporal)."""
+    """Run a skyhop worker in the foreground, on the configured Temporal.
+
+    With no Temporal configured, it runs against the embedded server (started if needed), next to
+    the embedded background worker. Stop it with Ctrl-C or SIGTERM.
+    """
     import worker as worker_module
 
     worker_module.main(["--address", address] if address else [])

@@ -5,15 +5,16 @@ from __future__ import annotations
 from pathlib import Path
 
 from temporalio.client import Client, TLSConfig
-from temporalio.contrib.pydantic import pydantic_data_converter
 
 from cli.config import TemporalConfig
+from cli.payload_key import load_payload_key
+from workflows.converter import skyhop_data_converter
 
 __all__ = ["connect"]
 
 
 async def connect(config: TemporalConfig, address: str) -> Client:
-    """A client for ``address`` with pydantic JSON payloads (so any language can read them)."""
+    """A client for ``address`` whose payloads are JSON (any language can read them) signed with the key."""
     tls: TLSConfig | bool = config.tls
     if config.tls_cert or config.tls_ca:
         tls = TLSConfig(
@@ -26,5 +27,5 @@ async def connect(config: TemporalConfig, address: str) -> Client:
         namespace=config.namespace,
         tls=tls,
         api_key=config.api_key,
-        data_converter=pydantic_data_converter,
+        data_converter=skyhop_data_converter(load_payload_key(config)),
     )

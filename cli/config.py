@@ -11,6 +11,10 @@ Environment variables win over the config file:
 - ``SKYHOP_TEMPORAL_API_KEY`` (``temporal.api_key``): API key, e.g. for Temporal Cloud.
 - ``SKYHOP_SERVER_PORT``, ``SKYHOP_UI_PORT`` (``server.port``, ``server.ui_port``): the embedded
   server's gRPC and Web UI ports, default 17233 and 18233.
+- ``SKYHOP_KEY`` (base64 of 32 bytes) or ``SKYHOP_KEY_FILE`` (``temporal.key_file``): the key that
+  authenticates every payload (``workflows/converter.py``); default ``~/.skyhop/key``, created on
+  first use. The CLI and every worker must use the same key. The key itself is never read from
+  ``config.yaml``, which is not meant to be a secret.
 """
 
 from __future__ import annotations
@@ -46,6 +50,10 @@ class TemporalConfig:
     """Embedded server gRPC port."""
     ui_port: int = DEFAULT_UI_PORT
     """Embedded server Web UI port."""
+    key: str | None = None
+    """The payload key as base64 (``SKYHOP_KEY``); wins over ``key_file``."""
+    key_file: str | None = None
+    """Where the payload key is; None means ``~/.skyhop/key`` (created on first use)."""
 
     @property
     def embedded(self) -> bool:
@@ -99,4 +107,6 @@ def load_config() -> TemporalConfig:
         api_key=api_key,
         port=port,
         ui_port=ui_port,
+        key=os.environ.get("SKYHOP_KEY") or None,
+        key_file=pick("SKYHOP_KEY_FILE", temporal, "key_file"),
     )

@@ -2,7 +2,11 @@
 
 Their pids and addresses live in ``~/.skyhop/server/server.json``. The first CLI call starts
 them under an exclusive file lock, so concurrent first calls start exactly one of each; every
-later call only reads that file and checks the two pids (microseconds).
+later call only reads that file and checks the two pids (microseconds). A server that died is
+started again with a new worker, and the old worker is stopped first: one worker, never a leak.
+
+The dev server is hardened (``dev_server_argv``, used by the tests' server too): every port is
+on 127.0.0.1 and chosen by skyhop, its HTTP API answers no browser, and its files are private.
 """
 
 from __future__ import annotations
@@ -23,11 +27,26 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from cli.config import TemporalConfig
-from providers.home import skyhop_home
+from providers.home import private_dir, skyhop_home
 
-__all__ = ["EmbeddedServer", "ServerError", "ensure_running", "read_state", "stop"]
+__all__ = [
+    "EmbeddedServer",
+    "ServerError",
+    "dev_server_argv",
+    "ensure_running",
+    "free_port",
+    "read_state",
+    "server_running",
+    "spawn_private",
+    "stop",
+    "worker_running",
+]
 
 _READY_TIMEOUT_S = 60.0
+_STOP_GRACE_S = 10.0
+_HTTP_API_HOST = "skyhop-http-api-disabled.invalid"
+"""The only Host the dev server's HTTP API accepts. ``.invalid`` never resolves (RFC 6761) and a
+browser cannot set Host, so no web page (not even through DNS rebinding) can reach that API."""
 
 
 class ServerError(RuntimeError):
@@ -44,6 +63,12 @@ class EmbeddedServer:
     server_pid: int
     worker_pid: int
     db_file: str
+    http_port: int = 0
+    """The dev server's HTTP API port (closed to browsers); 0 in states written before it was chosen."""
+    metrics_port: int = 0
+    """The dev server's ``/metrics`` port."""
+    worker_key_id: str = ""
+    """Id of the payload key the worker verifies with ("" for a worker from before payload keys)."""
 
 
 def state_dir() -> Path:
@@ -61,6 +86,8 @@ def read_state() -> EmbeddedServer | None:
 
 def _alive(pid: int, marker: str) -> bool:
     """Whether ``pid`` runs and is ours (its command line mentions ``marker``)."""
+    if pid <= 0:
+        return False
     try:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
         stat = Path(f"/proc/{pid}/stat").read_text()
@@ -69,38 +96,73 @@ def _alive(pid: int, marker: str) -> bool:
     return marker.encode() in cmdline and stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
-def _healthy(state: EmbeddedServer | None) -> bool:
-    return state is not None and _alive(state.server_pid, "start-dev") and _alive(state.worker_pid, "worker")
+def _ready_file() -> Path:
+    return state_dir() / "worker.ready"
+
+
+def server_running(state: EmbeddedServer) -> bool:
+    """Whether the recorded server runs (its command line names this home's database)."""
+    return _alive(state.server_pid, state.db_file)
+
+
+def worker_running(state: EmbeddedServer) -> bool:
+    """Whether the recorded worker runs (its command line names this home's ready file)."""
+    return _alive(state.worker_pid, str(_ready_file()))
+
+
+def _worker_current(state: EmbeddedServer, key_id: str) -> bool:
+    """Whether the worker runs with this key: one with another key would reject all we sign."""
+    return worker_running(state) and state.worker_key_id == key_id
+
+
+def _usable(state: EmbeddedServer | None, key_id: str | None) -> bool:
+    """Running as needed; ``key_id`` None means the worker does not matter."""
+    return state is not None and server_running(state) and (key_id is None or _worker_current(state, key_id))
 
 
 def ensure_running(
-    config: TemporalConfig, on_start: Callable[[str], None] = lambda _: None
+    config: TemporalConfig, on_start: Callable[[str], None] = lambda _: None, *, with_worker: bool = True
 ) -> EmbeddedServer:
     """Return the running embedded server, starting whatever part of it is down.
 
     ``on_start`` hears one line for each part started, so the user learns where the Web UI is.
+    ``with_worker=False`` starts only the server (``skyhop worker`` brings its own worker). A
+    worker started with another payload key (the key file was replaced, or skyhop was upgraded
+    from before keys) is replaced too.
     """
+    from cli.payload_key import load_payload_key
+    from workflows.converter import key_id
+
+    key = key_id(load_payload_key(config)) if with_worker else None
     state = read_state()
-    if _healthy(state):
+    if _usable(state, key):
         assert state is not None
         return state
-    folder = state_dir()
-    folder.mkdir(parents=True, exist_ok=True)
+    private_dir(skyhop_home())
+    folder = private_dir(state_dir())
     with _locked(folder / "lock"):
         state = read_state()
-        if _healthy(state):
+        if _usable(state, key):
             assert state is not None
             return state
-        if state is None or not _alive(state.server_pid, "start-dev"):
+        if state is None or not server_running(state):
+            if state is not None:
+                # Its worker was bound to the dead server: stop it, or each crash leaks one.
+                _terminate(state.worker_pid, str(_ready_file()))
             state = _start_server(config, folder)
+            _save(state)
             on_start(f"Started the embedded Temporal server at {state.address}; Web UI at {state.ui_url}")
-        if not _alive(state.worker_pid, "worker"):
-            state = EmbeddedServer(**{**asdict(state), "worker_pid": _start_worker(state, folder)})
+        if key is not None and not _worker_current(state, key):
+            _terminate(state.worker_pid, str(_ready_file()))
+            state = _start_worker(state, folder, key)
             on_start(f"Started the skyhop worker (pid {state.worker_pid}, log {folder / 'worker.log'})")
-        tmp = folder / "server.json.tmp"
-        tmp.write_text(json.dumps(asdict(state)))
-        os.replace(tmp, folder / "server.json")
         return state
+
+
+def _save(state: EmbeddedServer) -> None:
+    tmp = state_dir() / "server.json.tmp"
+    tmp.write_text(json.dumps(asdict(state)))
+    os.replace(tmp, state_dir() / "server.json")
 
 
 @contextmanager
@@ -129,6 +191,13 @@ def _port_free(port: int) -> bool:
         return sock.connect_ex(("127.0.0.1", port)) != 0
 
 
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
 def _wait_port(port: int, proc: subprocess.Popen[bytes], log: Path) -> None:
     deadline = time.monotonic() + _READY_TIMEOUT_S
     while time.monotonic() < deadline:
@@ -147,43 +216,68 @@ def _tail(path: Path, lines: int = 5) -> str:
         return "(no log)"
 
 
-def _spawn(argv: list[str], log: Path) -> subprocess.Popen[bytes]:
-    with open(log, "ab") as out:
+def spawn_private(argv: list[str], log: Path, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    """Start ``argv`` in its own session, output to ``log``; whatever it creates is owner-only (umask 077).
+
+    The dev server's SQLite file and the worker's job specs hold env values, which may be secrets.
+    """
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
         return subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=fd,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            umask=0o077,
+            env=env,
         )
+    finally:
+        os.close(fd)
+
+
+def dev_server_argv(
+    *, port: int, ui_port: int, http_port: int, metrics_port: int, db_file: Path, namespace: str = "default"
+) -> list[str]:
+    """``temporal server start-dev`` as skyhop runs it: every port explicit and on 127.0.0.1.
+
+    The HTTP API accepts only a Host that cannot resolve, so a page in the user's browser cannot
+    start a workflow with a ``text/plain`` POST (the Web UI's own API checks a CSRF token).
+    """
+    from workflows.contract import SEARCH_ATTRIBUTES
+
+    argv = [
+        temporal_binary(), "server", "start-dev", "--ip", "127.0.0.1", "--ui-ip", "127.0.0.1",
+        "--port", str(port), "--ui-port", str(ui_port),
+        "--http-port", str(http_port), "--metrics-port", str(metrics_port),
+        "--dynamic-config-value", f'frontend.httpAllowedHosts=["{_HTTP_API_HOST}"]',
+        "--db-filename", str(db_file), "--namespace", namespace, "--log-level", "error",
+    ]  # fmt: skip
+    for name, kind in SEARCH_ATTRIBUTES.items():
+        argv += ["--search-attribute", f"{name}={kind}"]
+    return argv
 
 
 def _start_server(config: TemporalConfig, folder: Path) -> EmbeddedServer:
-    from workflows.contract import SEARCH_ATTRIBUTES
-
     for port, what in ((config.port, "SKYHOP_SERVER_PORT"), (config.ui_port, "SKYHOP_UI_PORT")):
         if not _port_free(port):
             raise ServerError(
                 f"port {port} on 127.0.0.1 is in use by another program; choose another with {what}"
             )
     db_file = folder / "temporal.db"
-    argv = [
-        temporal_binary(),
-        "server",
-        "start-dev",
-        "--ip",
-        "127.0.0.1",
-        "--port",
-        str(config.port),
-        "--ui-port",
-        str(config.ui_port),
-        "--db-filename",
-        str(db_file),
-        "--namespace",
-        config.namespace,
-        "--log-level",
-        "error",
-    ]
-    for name, kind in SEARCH_ATTRIBUTES.items():
-        argv += ["--search-attribute", f"{name}={kind}"]
+    for existing in folder.glob("temporal.db*"):  # written before the server ran with umask 077
+        existing.chmod(0o600)
+    http_port, metrics_port = free_port(), free_port()
+    argv = dev_server_argv(
+        port=config.port,
+        ui_port=config.ui_port,
+        http_port=http_port,
+        metrics_port=metrics_port,
+        db_file=db_file,
+        namespace=config.namespace,
+    )
     log = folder / "temporal.log"
-    proc = _spawn(argv, log)
+    proc = spawn_private(argv, log)
     _wait_port(config.port, proc, log)
     return EmbeddedServer(
         address=f"127.0.0.1:{config.port}",
@@ -192,16 +286,21 @@ def _start_server(config: TemporalConfig, folder: Path) -> EmbeddedServer:
         server_pid=proc.pid,
         worker_pid=0,
         db_file=str(db_file),
+        http_port=http_port,
+        metrics_port=metrics_port,
     )
 
 
-def _start_worker(state: EmbeddedServer, folder: Path) -> int:
-    ready = folder / "worker.ready"
+def _start_worker(state: EmbeddedServer, folder: Path, key_id: str) -> EmbeddedServer:
+    """Start a worker and record it at once, so even a CLI killed while it waits cannot leak it."""
+    ready = _ready_file()
     ready.unlink(missing_ok=True)
     log = folder / "worker.log"
-    proc = _spawn(
+    proc = spawn_private(
         [sys.executable, "-m", "worker", "--address", state.address, "--ready-file", str(ready)], log
     )
+    state = EmbeddedServer(**{**asdict(state), "worker_pid": proc.pid, "worker_key_id": key_id})
+    _save(state)
     deadline = time.monotonic() + _READY_TIMEOUT_S
     while not ready.exists():
         if proc.poll() is not None:
@@ -209,7 +308,19 @@ def _start_worker(state: EmbeddedServer, folder: Path) -> int:
         if time.monotonic() > deadline:
             raise ServerError(f"the skyhop worker did not start within {_READY_TIMEOUT_S:.0f}s: {_tail(log)}")
         time.sleep(0.05)
-    return proc.pid
+    return state
+
+
+def _terminate(pid: int, marker: str) -> None:
+    """SIGTERM ``pid`` if it is ours, SIGKILL it if it is still there after the grace period."""
+    if not _alive(pid, marker):
+        return
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + _STOP_GRACE_S
+    while _alive(pid, marker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if _alive(pid, marker):
+        os.kill(pid, signal.SIGKILL)
 
 
 def stop() -> EmbeddedServer | None:
@@ -217,13 +328,7 @@ def stop() -> EmbeddedServer | None:
     state = read_state()
     if state is None:
         return None
-    for pid, marker in ((state.worker_pid, "worker"), (state.server_pid, "start-dev")):
-        if _alive(pid, marker):
-            os.kill(pid, signal.SIGTERM)
-            deadline = time.monotonic() + 10
-            while _alive(pid, marker) and time.monotonic() < deadline:
-                time.sleep(0.05)
-            if _alive(pid, marker):
-                os.kill(pid, signal.SIGKILL)
+    _terminate(state.worker_pid, str(_ready_file()))
+    _terminate(state.server_pid, state.db_file)
     (state_dir() / "server.json").unlink(missing_ok=True)
     return state

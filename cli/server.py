@@ -12,7 +12,7 @@ __all__ = ["run_server_start", "run_server_status", "run_server_stop"]
 
 def run_server_status() -> int:
     """Print where Temporal is and whether the embedded server and worker run."""
-    from cli.embedded import _alive, read_state, state_dir
+    from cli.embedded import read_state, server_running, state_dir, worker_running
 
     config = load_config()
     if not config.embedded:
@@ -31,16 +31,25 @@ def run_server_status() -> int:
         "address": state.address,
         "namespace": state.namespace,
         "web_ui": state.ui_url,
+        "http_api_port": state.http_port,
+        "metrics_port": state.metrics_port,
         "server_pid": state.server_pid,
-        "server_running": _alive(state.server_pid, "start-dev"),
+        "server_running": server_running(state),
         "worker_pid": state.worker_pid,
-        "worker_running": _alive(state.worker_pid, "worker"),
+        "worker_running": worker_running(state),
         "database": state.db_file,
         "logs": str(state_dir()),
     }
     width = max(len(k) for k in report)
     for key, value in report.items():
         print(f"{key.ljust(width)}  {value}")
+    if not report["server_running"]:
+        info("The embedded server is not running; 'skyhop server start' (or any command) starts it again.")
+    elif not report["worker_running"]:
+        info(
+            "The worker is not running, so nothing executes; 'skyhop server start' (or any command) "
+            f"starts it again (its last log: {state_dir() / 'worker.log'})."
+        )
     return 0 if report["server_running"] and report["worker_running"] else 1
 
 

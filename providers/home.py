@@ -5,9 +5,20 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["skyhop_home"]
+__all__ = ["private_dir", "skyhop_home"]
 
 
 def skyhop_home() -> Path:
     """The folder that holds config, the embedded server's files and local clusters."""
     return Path(os.environ.get("SKYHOP_HOME") or Path.home() / ".skyhop").expanduser()
+
+
+def private_dir(path: Path) -> Path:
+    """``path`` as a folder only its owner can enter (0700), created if needed.
+
+    skyhop's state holds the payload key, Temporal's database and job specs with env values: a
+    private folder protects all of it, whatever mode a file below it was created with.
+    """
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(path, 0o700)
+    return path

@@ -30,7 +30,12 @@ def hermetic_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         mp.setenv("HOME", str(home))
         mp.setenv("SKYHOP_HOME", str(home / ".skyhop"))
         for name in list(os.environ):
-            if name.startswith("SKYHOP_TEMPORAL_") or name in ("SKYHOP_SERVER_PORT", "SKYHOP_UI_PORT"):
+            if name.startswith("SKYHOP_TEMPORAL_") or name in (
+                "SKYHOP_SERVER_PORT",
+                "SKYHOP_UI_PORT",
+                "SKYHOP_KEY",
+                "SKYHOP_KEY_FILE",
+            ):
                 mp.delenv(name)
         yield home
         kill_leftover_jobs(home / ".skyhop")
@@ -64,8 +69,20 @@ def live_worker(worker: WorkerProcess) -> WorkerProcess:
 
 @pytest.fixture
 def cli_env(temporal_server: DevServer) -> dict[str, str]:
-    """Environment for running the ``skyhop`` CLI against the session's server."""
-    return {**os.environ, "SKYHOP_TEMPORAL_ADDRESS": temporal_server.address}
+    """Environment for running the ``skyhop`` CLI against the session's server.
+
+    It names the session's payload key explicitly, as a deployment would: a test that moves
+    SKYHOP_HOME still signs with the key the session worker verifies.
+    """
+    from cli.config import TemporalConfig
+    from cli.payload_key import default_key_file, load_payload_key
+
+    load_payload_key(TemporalConfig())  # created on first use
+    return {
+        **os.environ,
+        "SKYHOP_TEMPORAL_ADDRESS": temporal_server.address,
+        "SKYHOP_KEY_FILE": str(default_key_file()),
+    }
 
 
 def skyhop(

@@ -14,8 +14,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from cli.embedded import temporal_binary
-from workflows.contract import SEARCH_ATTRIBUTES
+from cli.embedded import dev_server_argv, free_port, spawn_private
 
 __all__ = [
     "SKYHOP_CLI",
@@ -32,13 +31,6 @@ __all__ = [
 
 SKYHOP_CLI = str(Path(sys.executable).parent / "skyhop")
 """The ``skyhop`` command installed next to this interpreter."""
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def wait_for(predicate: Callable[[], object], timeout: float = 30.0, what: str = "condition") -> None:
@@ -80,12 +72,14 @@ def _stop(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:
 
 
 class DevServer:
-    """``temporal server start-dev`` on free loopback ports with skyhop's search attributes."""
+    """``temporal server start-dev`` on free loopback ports, hardened exactly as the embedded default."""
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
         self.port = free_port()
         self.ui_port = free_port()
+        self.http_port = free_port()
+        self.metrics_port = free_port()
         self.db_file = folder / "temporal.db"
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -94,15 +88,14 @@ class DevServer:
         return f"127.0.0.1:{self.port}"
 
     def start(self) -> None:
-        argv = [
-            temporal_binary(), "server", "start-dev", "--ip", "127.0.0.1",
-            "--port", str(self.port), "--ui-port", str(self.ui_port),
-            "--db-filename", str(self.db_file), "--log-level", "error",
-        ]  # fmt: skip
-        for name, kind in SEARCH_ATTRIBUTES.items():
-            argv += ["--search-attribute", f"{name}={kind}"]
-        log = open(self.folder / "temporal.log", "ab")  # noqa: SIM115 - lives as long as the process
-        self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        argv = dev_server_argv(
+            port=self.port,
+            ui_port=self.ui_port,
+            http_port=self.http_port,
+            metrics_port=self.metrics_port,
+            db_file=self.db_file,
+        )
+        self.proc = spawn_private(argv, self.folder / "temporal.log")
         wait_for(lambda: _listening(self.port), 60, "the Temporal dev server to listen")
 
     def stop(self) -> None:
@@ -180,8 +173,9 @@ def stop_embedded(env: dict[str, str]) -> None:
     for command in (["down", "-a", "-y"], ["server", "stop"]):
         subprocess.run([SKYHOP_CLI, *command], env=env, capture_output=True, timeout=120)
     for pid in (state["worker_pid"], state["server_pid"]):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
+        if pid > 0:  # 0 is "none started" (e.g. only the server ran); kill(0) would hit our own group
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
 
 
 @contextlib.contextmanager

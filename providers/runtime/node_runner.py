@@ -41,8 +41,9 @@ def job_dir(runtime_dir: str, key: str) -> str:
 
 
 def _write_json(path: str, data: dict[str, Any]) -> None:
+    """Atomically, and readable by the owner only: a job's spec holds its env values (secrets)."""
     tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w") as f:
+    with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
         json.dump(data, f)
     os.replace(tmp, path)
 

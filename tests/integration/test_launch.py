@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import base64
+import hmac
 import json
 import subprocess
 import uuid
@@ -10,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from cli.config import TemporalConfig
 from cli.embedded import temporal_binary
+from cli.payload_key import load_payload_key
 from providers.home import skyhop_home
 from spec import Resources, Task
 from tests.conftest import run
@@ -123,22 +127,28 @@ def test_resources_autostop_is_set_on_the_cluster(
     run(scenario())
 
 
-def test_temporal_cli_starts_a_launch_with_json_input(
+def test_temporal_cli_starts_a_launch_with_signed_json_input(
     temporal_server: DevServer, live_worker: WorkerProcess
 ) -> None:
-    """The contract README documents: any Temporal client can start a launch with JSON."""
+    """The contract README documents: any Temporal client can start a launch with JSON it signs."""
     cluster = unique_cluster()
     request = {"cluster_name": cluster, "task": {"run": "echo from-json", "resources": {"cpus": "1+"}}}
+    data = json.dumps(request)
+    key = load_payload_key(TemporalConfig())
+    mac = hmac.new(key, b"skyhop-payload-v1" + b"\0\0\0\x0a" + b"json/plain" + data.encode(), "sha256")
     out = subprocess.run(
         [
             temporal_binary(), "workflow", "execute", "--address", temporal_server.address,
             "--type", "LaunchWorkflow", "--task-queue", "skyhop-workflows",
-            "--workflow-id", f"launch:{cluster}:json", "--input", json.dumps(request), "-o", "json",
+            "--workflow-id", f"launch:{cluster}:json", "--input", data, "-o", "json",
+            "--input-meta", f"skyhop-mac={mac.hexdigest()}",
         ],
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
-    assert '"job_id": 1' in out.stdout.replace('"job_id":1', '"job_id": 1')
+    # The result carries skyhop's MAC metadata, so the CLI prints the payload as is (data in base64).
+    result = json.loads(out.stdout)["result"]
+    assert json.loads(base64.b64decode(result["data"]))["job_id"] == 1
 
     async def scenario() -> None:
         client = await client_for(temporal_server.address)

@@ -24,9 +24,28 @@ def test_services_and_ports(compose: dict) -> None:  # type: ignore[type-arg]
     assert set(services) == {"postgresql", "temporal", "temporal-ui", "skyhop-worker"}
     assert services["temporal"]["environment"]["DB"] == "postgres12"
     assert services["temporal"]["environment"]["POSTGRES_SEEDS"] == "postgresql"
-    assert "7233:7233" in services["temporal"]["ports"]
+    assert "127.0.0.1:7233:7233" in services["temporal"]["ports"]
     assert services["temporal-ui"]["environment"]["TEMPORAL_ADDRESS"] == "temporal:7233"
-    assert "8080:8080" in services["temporal-ui"]["ports"]
+    assert "127.0.0.1:8080:8080" in services["temporal-ui"]["ports"]
+
+
+def test_nothing_is_published_beyond_this_host(compose: dict) -> None:  # type: ignore[type-arg]
+    """Temporal and the UI have no TLS or auth in this file: loopback only (issue 9, item 1)."""
+    for name, service in compose["services"].items():
+        for port in service.get("ports", []):
+            assert str(port).startswith("127.0.0.1:"), f"{name} publishes {port} on every interface"
+
+
+def test_workers_get_the_payload_key_as_a_secret(
+    compose: dict,  # type: ignore[type-arg]
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    worker = compose["services"]["skyhop-worker"]
+    assert worker["secrets"] == ["skyhop_key"]
+    assert "skyhop_key" in compose["secrets"]
+    assert "SKYHOP_KEY" not in worker["environment"]  # a key in the environment shows in `docker inspect`
+    monkeypatch.setenv("SKYHOP_KEY_FILE", worker["environment"]["SKYHOP_KEY_FILE"])
+    assert load_config().key_file == "/run/secrets/skyhop_key"
 
 
 def test_worker_runs_the_skyhop_worker_against_that_server(

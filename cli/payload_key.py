@@ -1,0 +1,88 @@
+"""The payload key: 32 random bytes that only this user (or the deployment) holds.
+
+Every payload skyhop's CLI and workers exchange is authenticated with it (``workflows/converter.py``),
+so a workflow started by anyone else runs nothing. Sources, first found wins: ``SKYHOP_KEY``
+(base64), ``SKYHOP_KEY_FILE`` / ``temporal.key_file``, else ``~/.skyhop/key``, created on first use.
+A key file holds the key as one line of base64 (so it can be copied into ``SKYHOP_KEY``).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import os
+import secrets
+from pathlib import Path
+
+from cli.config import ConfigError, TemporalConfig
+from providers.home import private_dir, skyhop_home
+
+__all__ = ["PayloadKeyError", "default_key_file", "load_payload_key"]
+
+_KEY_BYTES = 32
+
+
+class PayloadKeyError(ConfigError):
+    """The payload key is unreadable or malformed."""
+
+
+def default_key_file() -> Path:
+    """``~/.skyhop/key`` (or under ``SKYHOP_HOME``)."""
+    return skyhop_home() / "key"
+
+
+def load_payload_key(config: TemporalConfig) -> bytes:
+    """The key this CLI or worker signs and verifies payloads with."""
+    if config.key:
+        return _parse(config.key, "SKYHOP_KEY")
+    if config.key_file:
+        return _read(Path(config.key_file).expanduser())
+    path = default_key_file()
+    if not path.exists():
+        _create(path)
+    return _read(path)
+
+
+def _parse(text: str, where: str) -> bytes:
+    try:
+        key = base64.b64decode(text.strip(), validate=True)
+    except binascii.Error:
+        key = b""
+    if len(key) != _KEY_BYTES:
+        raise PayloadKeyError(
+            f"{where}: not a skyhop payload key (expected base64 of {_KEY_BYTES} bytes, "
+            "e.g. the output of: head -c 32 /dev/urandom | base64)"
+        )
+    return key
+
+
+def _read(path: Path) -> bytes:
+    try:
+        text = path.read_text(encoding="ascii")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not ASCII base64"
+        raise PayloadKeyError(f"{path}: cannot read the skyhop payload key ({reason})") from None
+    return _parse(text, str(path))
+
+
+def _create(path: Path) -> None:
+    """Write a new key so that concurrent first calls agree on one.
+
+    The key is written and synced under a private temporary name (``O_CREAT | O_EXCL``, mode 0600),
+    then hard-linked to its final name: ``link`` fails if the name exists, like ``O_EXCL``, but no
+    reader can ever see a half-written key. The loser of a race drops its key and reads the winner's.
+    """
+    private_dir(path.parent)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.write(fd, base64.b64encode(secrets.token_bytes(_KEY_BYTES)) + b"\n")
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        pass
+    finally:
+        tmp.unlink()
