@@ -51,6 +51,7 @@ Detach = Annotated[bool, typer.Option("--detach", "-d", help="Return once the jo
 
 def _run(coro: Coroutine[Any, Any, int]) -> NoReturn:
     """Run a command's coroutine; turn known errors into one line and an exit code."""
+    from temporalio.exceptions import ApplicationError
     from temporalio.service import RPCError
 
     from cli.config import ConfigError
@@ -68,6 +69,8 @@ def _run(coro: Coroutine[Any, Any, int]) -> NoReturn:
             fail(str(exc), EXIT_USAGE)
         except (ServerError, JobNotFoundError) as exc:
             fail(str(exc))
+        except ApplicationError as exc:  # e.g. a reply not signed with this key (UnauthenticatedPayload)
+            fail(exc.message)
         except RPCError as exc:  # e.g. the server is overloaded or refuses the namespace
             fail(
                 f"Temporal refused the request ({exc.status.name if exc.status else 'error'}): {exc.message}"

@@ -32,7 +32,7 @@ from providers.home import skyhop_home
 from spec import Resources, Task
 from tests.conftest import run
 from tests.helpers import DevServer, WorkerProcess, wait_for
-from tests.integration.support import client_for, down, launch, record, unique_cluster
+from tests.integration.support import client_for, cluster_up, down, launch, record, unique_cluster
 from workflows.contract import LONG_QUEUE, WORKFLOW_QUEUE, LaunchResult
 from workflows.converter import UNAUTHENTICATED_PAYLOAD
 
@@ -196,3 +196,22 @@ def test_a_client_following_the_readme_format_starts_a_launch(
         await down(client, cluster)
 
     run(scenario())
+
+
+def test_a_cli_with_another_key_says_so_in_one_line(
+    temporal_server: DevServer, live_worker: WorkerProcess, cli_env: dict[str, str]
+) -> None:
+    """Replies the worker signs do not verify under another key: one line and exit 1, no traceback."""
+    import base64
+    import os
+
+    from tests.conftest import skyhop
+
+    task = Task(run="true", resources=Resources(infra="local"))
+    with cluster_up(temporal_server.address, unique_cluster("k"), task) as cluster:
+        env = {k: v for k, v in cli_env.items() if k != "SKYHOP_KEY_FILE"}
+        env["SKYHOP_KEY"] = base64.b64encode(os.urandom(32)).decode()
+        listed = skyhop("queue", cluster, env=env)
+    assert listed.returncode == 1, listed
+    assert "Traceback" not in listed.stderr and len(listed.stderr.strip().splitlines()) == 1, listed.stderr
+    assert "key" in listed.stderr.lower()
