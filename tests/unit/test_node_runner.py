@@ -85,15 +85,14 @@ def test_a_job_that_ends_between_the_state_read_and_the_liveness_check_reads_as_
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             text=True,
-        )  # fmt: skip
+        )
         for key in keys
     ]
     for key, start in zip(keys, starts, strict=True):
         os.mkfifo(tmp_path / f"{key}.go")
         script = f"cat {tmp_path / key}.go > /dev/null"  # ends (exit 0) once the test closes the pipe
         start.communicate(json.dumps({"script": script, "cwd": str(tmp_path)}), timeout=60)
-    for key in keys:
-        wait_for(lambda key=key: _state(tmp_path, key).get("pid"), 30, f"{key} to run")
+    wait_for(lambda: all(_state(tmp_path, key).get("pid") for key in keys), 60, "every job to run")
     key_of_runner = {_state(tmp_path, key)["runner_pid"]: key for key in keys}
 
     def alive_once_the_job_ended(pid: int) -> bool:
