@@ -24,10 +24,13 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 server_app = typer.Typer(
-    help="The embedded Temporal server and worker this machine runs.", no_args_is_help=True
+    help="The embedded Temporal server and worker this machine runs.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
 )
 app.add_typer(server_app, name="server")
 app.add_typer(ssh_app, name="ssh")

@@ -15,7 +15,9 @@ from cli.output import EXIT_USAGE, fail, info, table
 
 __all__ = ["check_minimize", "register_catalog_commands"]
 
-catalog_app = typer.Typer(help="The instance catalogs the optimizer chooses from.", no_args_is_help=True)
+catalog_app = typer.Typer(
+    help="The instance catalogs the optimizer chooses from.", no_args_is_help=True, rich_markup_mode=None
+)
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document.")]
 MinimizeOpt = Annotated[str, typer.Option("--minimize", help="What to minimise: cost or time.")]

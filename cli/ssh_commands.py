@@ -23,7 +23,9 @@ __all__ = ["ssh_app"]
 T = TypeVar("T")
 
 ssh_app = typer.Typer(
-    help="Pools of SSH hosts you own: launch on them with --infra ssh/<pool>.", no_args_is_help=True
+    help="Pools of SSH hosts you own: launch on them with --infra ssh/<pool>.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
 )
 
 
