@@ -1,7 +1,8 @@
 """Why nothing fits, in one sentence, with what comes close.
 
 The checks run from the coarsest cause to the finest (provider, region, accelerator name,
-accelerator count, size, spot, blocklist), so the message names the first thing to change.
+accelerator count, providers ``skyhop check`` disabled, blocklist, spot, size), so the message
+names the first thing to change.
 """
 
 from __future__ import annotations
@@ -10,8 +11,9 @@ import difflib
 
 from optimizer.blocklist import Blocklist
 from optimizer.launchables import catalog_launchables, offering_fits
-from providers.base import Offering
+from providers.base import CheckResult, Offering
 from providers.catalog import Catalog, CatalogSet, policy_for
+from providers.registry import read_checks
 from spec import Resources, Task
 
 __all__ = ["why_infeasible"]
@@ -50,11 +52,15 @@ def _why(resources: Resources, catalogs: CatalogSet, flat: list[Offering], block
         reason = _accelerator_reason(resources, loaded, flat)
         if reason:
             return reason
-    if any(_launchables(resources, c, Blocklist()) for c in loaded) or any(
+    disabled = read_checks()
+    offered_by = [c.provider for c in loaded if _launchables(resources, c, Blocklist())]
+    if any(p not in _disabled_names(disabled) for p in offered_by) or any(
         offering_fits(resources, o) for o in flat
     ):
         blocked = len(blocklist.entries)
         return f"every candidate for {_describe(resources)} is blocked by failover ({blocked} entries)"
+    if offered_by:
+        return _only_on_disabled(resources, offered_by, disabled)
     if resources.use_spot and any(
         _launchables(resources.model_copy(update={"use_spot": False}), c, blocklist) for c in loaded
     ):
@@ -106,6 +112,24 @@ def _accelerator_reason(resources: Resources, loaded: list[Catalog], flat: list[
             f"{most[1]} {most[2]}; offered: {counts}"
         )
     return None
+
+
+def _disabled_names(checks: dict[str, CheckResult]) -> set[str]:
+    return {name for name, result in checks.items() if not result.enabled}
+
+
+def _only_on_disabled(resources: Resources, providers: list[str], checks: dict[str, CheckResult]) -> str:
+    """Which providers would offer the request, why ``skyhop check`` disabled them, how to enable one."""
+    why = []
+    for name in sorted(providers):
+        result = checks[name]
+        details = "; ".join(x for x in (result.reason or "disabled", result.hint) if x)
+        why.append(f"{name} ({details})")
+    which = "it is" if len(providers) == 1 else "they are"
+    return (
+        f"{_describe(resources)} is offered only on {', '.join(sorted(providers))}, and 'skyhop check' "
+        f"found {which} disabled: {', '.join(why)}; set up credentials, then run 'skyhop check' again"
+    )
 
 
 def _launchables(resources: Resources, catalog: Catalog, blocklist: Blocklist) -> list[Offering]:
