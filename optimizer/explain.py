@@ -8,6 +8,7 @@ names the first thing to change.
 from __future__ import annotations
 
 import difflib
+from dataclasses import dataclass
 
 from optimizer.blocklist import Blocklist
 from optimizer.launchables import catalog_launchables, offering_fits
@@ -22,14 +23,47 @@ __all__ = ["why_infeasible"]
 def why_infeasible(task: Task, catalogs: CatalogSet, flat: list[Offering], blocklist: Blocklist) -> str:
     """The reason no offering satisfies ``task``, naming close alternatives."""
     alternatives = task.resources.alternatives
-    reasons = [_why(alt, catalogs, flat, blocklist) for alt in alternatives]
+    checks = read_checks()
+    reasons = [_why(alt, catalogs, flat, blocklist, checks) for alt in alternatives]
     hint = " (see 'skyhop show-gpus' for what is offered where)"
-    if len(reasons) == 1:
-        return reasons[0] + hint
-    return "no alternative is feasible: " + "; ".join(f"[{i + 1}] {r}" for i, r in enumerate(reasons)) + hint
+    disabled = [r for r in reasons if isinstance(r, _OnlyOnDisabled)]
+    if len(disabled) == len(reasons):  # one sentence for them all: enabling any provider is the fix
+        what = " or ".join(r.what for r in disabled)
+        return _OnlyOnDisabled(what, frozenset().union(*(r.providers for r in disabled))).sentence(checks)
+    texts = [r.sentence(checks) if isinstance(r, _OnlyOnDisabled) else r for r in reasons]
+    if len(texts) == 1:
+        return texts[0] + hint
+    return "no alternative is feasible: " + "; ".join(f"[{i + 1}] {r}" for i, r in enumerate(texts)) + hint
 
 
-def _why(resources: Resources, catalogs: CatalogSet, flat: list[Offering], blocklist: Blocklist) -> str:
+@dataclass(frozen=True)
+class _OnlyOnDisabled:
+    """The request is offered, but only by providers ``skyhop check`` disabled."""
+
+    what: str
+    providers: frozenset[str]
+
+    def sentence(self, checks: dict[str, CheckResult]) -> str:
+        """Which providers, why each is disabled and how to set it up, and what to run then."""
+        names = sorted(self.providers)
+        why = []
+        for name in names:
+            result = checks[name]
+            why.append(f"{name} ({'; '.join(x for x in (result.reason or 'disabled', result.hint) if x)})")
+        which = "it is" if len(names) == 1 else "they are"
+        return (
+            f"{self.what} is offered only on {', '.join(names)}, and 'skyhop check' found {which} "
+            f"disabled: {', '.join(why)}; set up credentials, then run 'skyhop check' again"
+        )
+
+
+def _why(
+    resources: Resources,
+    catalogs: CatalogSet,
+    flat: list[Offering],
+    blocklist: Blocklist,
+    checks: dict[str, CheckResult],
+) -> str | _OnlyOnDisabled:
     cloud = resources.cloud
     names = [n for n in catalogs.names if cloud in (None, n)]
     flat = [o for o in flat if cloud in (None, o.provider)]
@@ -52,15 +86,13 @@ def _why(resources: Resources, catalogs: CatalogSet, flat: list[Offering], block
         reason = _accelerator_reason(resources, loaded, flat)
         if reason:
             return reason
-    disabled = read_checks()
-    offered_by = [c.provider for c in loaded if _launchables(resources, c, Blocklist())]
-    if any(p not in _disabled_names(disabled) for p in offered_by) or any(
-        offering_fits(resources, o) for o in flat
-    ):
+    offered_by = {c.provider for c in loaded if _launchables(resources, c, Blocklist())}
+    disabled = {name for name, result in checks.items() if not result.enabled}
+    if offered_by - disabled or any(offering_fits(resources, o) for o in flat):
         blocked = len(blocklist.entries)
         return f"every candidate for {_describe(resources)} is blocked by failover ({blocked} entries)"
     if offered_by:
-        return _only_on_disabled(resources, offered_by, disabled)
+        return _OnlyOnDisabled(_describe(resources), frozenset(offered_by))
     if resources.use_spot and any(
         _launchables(resources.model_copy(update={"use_spot": False}), c, blocklist) for c in loaded
     ):
@@ -112,24 +144,6 @@ def _accelerator_reason(resources: Resources, loaded: list[Catalog], flat: list[
             f"{most[1]} {most[2]}; offered: {counts}"
         )
     return None
-
-
-def _disabled_names(checks: dict[str, CheckResult]) -> set[str]:
-    return {name for name, result in checks.items() if not result.enabled}
-
-
-def _only_on_disabled(resources: Resources, providers: list[str], checks: dict[str, CheckResult]) -> str:
-    """Which providers would offer the request, why ``skyhop check`` disabled them, how to enable one."""
-    why = []
-    for name in sorted(providers):
-        result = checks[name]
-        details = "; ".join(x for x in (result.reason or "disabled", result.hint) if x)
-        why.append(f"{name} ({details})")
-    which = "it is" if len(providers) == 1 else "they are"
-    return (
-        f"{_describe(resources)} is offered only on {', '.join(sorted(providers))}, and 'skyhop check' "
-        f"found {which} disabled: {', '.join(why)}; set up credentials, then run 'skyhop check' again"
-    )
 
 
 def _launchables(resources: Resources, catalog: Catalog, blocklist: Blocklist) -> list[Offering]:

@@ -73,3 +73,10 @@ def test_a_blocklist_that_covers_every_enabled_candidate_still_says_so(tmp_path:
     blocklist = Blocklist(entries=[Blocked(provider="aws")])
     message = _error(Task(run="x", resources=Resources(infra="aws")), tmp_path, blocklist)
     assert "every candidate for any on aws is blocked by failover (1 entries)" in message
+
+
+@pytest.mark.usefixtures("checks")
+def test_alternatives_only_disabled_clouds_offer_share_one_sentence(tmp_path: Path) -> None:
+    message = _error(Task(run="x", resources=Resources(accelerators={"T4": 1, "V100": 1})), tmp_path)
+    assert message.startswith("T4:1 or V100:1 is offered only on aws, azure, gcp, and 'skyhop check'")
+    assert message.count("run 'aws configure'") == 1
