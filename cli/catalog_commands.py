@@ -5,13 +5,11 @@ Each imports what it needs when it runs, so ``skyhop --help`` stays fast.
 
 from __future__ import annotations
 
-import json
-import sys
 from typing import Annotated, Any
 
 import typer
 
-from cli.output import EXIT_USAGE, fail, info, table
+from cli.output import EXIT_USAGE, fail, info, print_json, table
 
 __all__ = ["check_minimize", "register_catalog_commands"]
 
@@ -73,7 +71,7 @@ def show_gpus(
     except CatalogError as exc:
         fail(str(exc))
     if as_json:
-        sys.stdout.write(json.dumps([r.model_dump() for r in rows], indent=1) + "\n")
+        print_json("gpus", [r.model_dump() for r in rows])
         return
     if not rows:
         fail(f"no accelerator matches {accelerator or 'the filters'}; run 'skyhop show-gpus' to list all")

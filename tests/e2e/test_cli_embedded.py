@@ -43,7 +43,7 @@ def test_launch_exec_status_logs_down(user_env: dict[str, str]) -> None:
     row = next(line for line in table if line.startswith("dev "))
     assert " local " in row and " UP " in row
 
-    clusters = json.loads(_ok(skyhop("status", "--json", env=user_env)).stdout)
+    clusters = json.loads(_ok(skyhop("status", "--json", env=user_env)).stdout)["items"]
     (dev,) = [c for c in clusters if c["name"] == "dev"]
     assert dev["status"] == "UP" and [j["job_id"] for j in dev["jobs"]] == [1, 2, 3, 4]
     assert [j["status"] for j in dev["jobs"]] == ["SUCCEEDED", "SUCCEEDED", "SUCCEEDED", "FAILED"]

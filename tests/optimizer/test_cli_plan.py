@@ -35,7 +35,7 @@ def test_dryrun_json_is_one_document_with_the_choice_and_candidates(tmp_path: Pa
     )
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
-    (task,) = doc["tasks"]
+    (task,) = doc["items"]
     assert (task["provider"], task["region"], task["zone"], task["instance_type"]) == (
         "gcp",
         "us-central1",
@@ -62,7 +62,7 @@ def test_optimize_alias_places_a_chain(tmp_path: Path) -> None:
     chain = "name: c\n---\nname: a\nresources: {cpus: 4+}\n---\nname: b\nresources: {accelerators: T4}\n"
     result = runner.invoke(app, ["optimize", "--json", _yaml(tmp_path, chain)])
     assert result.exit_code == 0, result.output
-    assert [t["name"] for t in json.loads(result.stdout)["tasks"]] == ["a", "b"]
+    assert [t["name"] for t in json.loads(result.stdout)["items"]] == ["a", "b"]
 
 
 @pytest.mark.parametrize(
@@ -84,7 +84,7 @@ def test_errors_are_one_line_with_an_exit_code(
 def test_show_gpus_lists_counts_and_cheapest_prices() -> None:
     result = runner.invoke(app, ["show-gpus", "--json", "T4"])
     assert result.exit_code == 0, result.output
-    rows = json.loads(result.stdout)
+    rows = json.loads(result.stdout)["items"]
     # The GCP T4 is priced with the N1 host the optimizer would pick (4+ vCPUs, 16+ GiB).
     assert [(r["provider"], r["instance_type"], r["price"]) for r in rows] == [
         ("aws", "g4dn.xlarge", 0.526),
