@@ -76,19 +76,12 @@ def show_gpus(
     if not rows:
         fail(f"no accelerator matches {accelerator or 'the filters'}; run 'skyhop show-gpus' to list all")
     if name or all_regions or region:
+        # One region per row: without --all/--region, the spot price has its own region column.
+        spot_where = not (all_regions or region)
+        headers = ["GPU", "QTY", "INFRA", "INSTANCE", "vCPUs", "HOST_MEM", "GPU_MEM", "REGION", "$/HOUR"]
+        headers += ["SPOT_REGION", "SPOT $/HOUR"] if spot_where else ["SPOT $/HOUR"]
         table(
-            [
-                "GPU",
-                "QTY",
-                "INFRA",
-                "INSTANCE",
-                "vCPUs",
-                "HOST_MEM",
-                "GPU_MEM",
-                "REGION",
-                "$/HOUR",
-                "SPOT $/HOUR",
-            ],
+            headers,
             [
                 [
                     r.accelerator,
@@ -100,6 +93,7 @@ def show_gpus(
                     f"{r.accelerator_memory_gib:g}GB" if r.accelerator_memory_gib else "-",
                     r.region or "-",
                     _money(r.price),
+                    *([r.spot_region or "-"] if spot_where else []),
                     _money(r.spot_price),
                 ]
                 for r in rows
