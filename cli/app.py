@@ -60,8 +60,10 @@ def _run(coro: Coroutine[Any, Any, int]) -> NoReturn:
     from cli.config import ConfigError
     from cli.embedded import ServerError
     from cli.logs import JobNotFoundError
+    from cli.sdk_logs import route_sdk_logs
     from spec import SpecError
 
+    route_sdk_logs()
     try:
         try:
             code = asyncio.run(coro)
