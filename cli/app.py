@@ -59,7 +59,7 @@ def _run(coro: Coroutine[Any, Any, int]) -> NoReturn:
 
     from cli.config import ConfigError
     from cli.embedded import ServerError
-    from cli.logs import JobNotFoundError
+    from cli.logs import JobNotFoundError, LaunchFailedError
     from cli.sdk_logs import route_sdk_logs
     from spec import SpecError
 
@@ -72,7 +72,7 @@ def _run(coro: Coroutine[Any, Any, int]) -> NoReturn:
             code = EXIT_DETACHED
         except (SpecError, ConfigError) as exc:
             fail(str(exc), EXIT_USAGE)
-        except (ServerError, JobNotFoundError) as exc:
+        except (ServerError, JobNotFoundError, LaunchFailedError) as exc:
             fail(str(exc))
         except RPCError as exc:  # e.g. the server is overloaded or refuses the namespace
             fail(
@@ -261,13 +261,13 @@ def logs(
 
     async def show() -> int:
         from cli.launching import exit_code_of
-        from cli.logs import follow_job, print_job_status
+        from cli.logs import follow_cluster, print_job_status
         from cli.session import open_client
 
         if status_only:
             return await print_job_status(await open_client(), cluster, job_id)
-        job = await follow_job(await open_client(), cluster, job_id, follow=follow, tail_lines=tail)
-        return exit_code_of(job) if job.status.done else 0
+        job = await follow_cluster(await open_client(), cluster, job_id, follow=follow, tail_lines=tail)
+        return exit_code_of(job) if job is not None and job.status.done else 0
 
     _run(show())
 

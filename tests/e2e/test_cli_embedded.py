@@ -161,3 +161,33 @@ def _cmdline_has(path: Path, text: str) -> bool:
         return text.encode() in path.read_bytes()
     except OSError:
         return False
+
+
+def test_logs_during_setup_follow_the_setup_then_the_job(user_env: dict[str, str], tmp_path: Path) -> None:
+    go = tmp_path / "go"
+    task = tmp_path / "task.yaml"
+    setup = f"echo setting up\n  while [ ! -e {go} ]; do sleep 0.1; done\n  echo set up"
+    task.write_text(f"setup: |\n  {setup}\nrun: echo ran\n")
+    launch = subprocess.Popen(
+        [SKYHOP_CLI, "launch", "-y", "-c", "slow", str(task)],
+        env=user_env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert launch.stderr is not None
+        while "setting up" not in (line := launch.stderr.readline()):
+            assert line, "the launch ended before its setup printed"
+        logs = subprocess.Popen(
+            [SKYHOP_CLI, "logs", "slow"],
+            env=user_env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        assert logs.stdout is not None and logs.stdout.readline() == "setting up\n"
+        go.touch()
+        out, err = logs.communicate(timeout=120)
+        assert logs.returncode == 0, err
+        assert out == "set up\nran\n"
+        assert launch.wait(120) == 0
+    finally:
+        go.touch()  # whatever failed, the setup ends and the cluster can be taken down
+        launch.kill()
+        launch.wait()
+    _ok(skyhop("down", "slow", "-y", env=user_env))
