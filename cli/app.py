@@ -25,10 +25,13 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 server_app = typer.Typer(
-    help="The embedded Temporal server and worker this machine runs.", no_args_is_help=True
+    help="The embedded Temporal server and worker this machine runs.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
 )
 app.add_typer(server_app, name="server")
 app.add_typer(ssh_app, name="ssh")
@@ -56,9 +59,11 @@ def _run(coro: Coroutine[Any, Any, int]) -> NoReturn:
 
     from cli.config import ConfigError
     from cli.embedded import ServerError
-    from cli.logs import JobNotFoundError
+    from cli.logs import JobNotFoundError, LaunchFailedError
+    from cli.sdk_logs import route_sdk_logs
     from spec import SpecError
 
+    route_sdk_logs()
     try:
         try:
             code = _run_interruptible(coro)
@@ -67,7 +72,7 @@ def _run(coro: Coroutine[Any, Any, int]) -> NoReturn:
             code = EXIT_DETACHED
         except (SpecError, ConfigError) as exc:
             fail(str(exc), EXIT_USAGE)
-        except (ServerError, JobNotFoundError) as exc:
+        except (ServerError, JobNotFoundError, LaunchFailedError) as exc:
             fail(str(exc))
         except ApplicationError as exc:  # e.g. a reply not signed with this key (UnauthenticatedPayload)
             fail(exc.message)
@@ -295,13 +300,13 @@ def logs(
 
     async def show() -> int:
         from cli.launching import exit_code_of
-        from cli.logs import follow_job, print_job_status
+        from cli.logs import follow_cluster, print_job_status
         from cli.session import open_client
 
         if status_only:
             return await print_job_status(await open_client(), cluster, job_id)
-        job = await follow_job(await open_client(), cluster, job_id, follow=follow, tail_lines=tail)
-        return exit_code_of(job) if job.status.done else 0
+        job = await follow_cluster(await open_client(), cluster, job_id, follow=follow, tail_lines=tail)
+        return exit_code_of(job) if job is not None and job.status.done else 0
 
     _run(show())
 

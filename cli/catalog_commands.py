@@ -5,17 +5,17 @@ Each imports what it needs when it runs, so ``skyhop --help`` stays fast.
 
 from __future__ import annotations
 
-import json
-import sys
 from typing import Annotated, Any
 
 import typer
 
-from cli.output import EXIT_USAGE, fail, info, table
+from cli.output import EXIT_USAGE, fail, info, print_json, table
 
 __all__ = ["check_minimize", "register_catalog_commands"]
 
-catalog_app = typer.Typer(help="The instance catalogs the optimizer chooses from.", no_args_is_help=True)
+catalog_app = typer.Typer(
+    help="The instance catalogs the optimizer chooses from.", no_args_is_help=True, rich_markup_mode=None
+)
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document.")]
 MinimizeOpt = Annotated[str, typer.Option("--minimize", help="What to minimise: cost or time.")]
@@ -71,24 +71,17 @@ def show_gpus(
     except CatalogError as exc:
         fail(str(exc))
     if as_json:
-        sys.stdout.write(json.dumps([r.model_dump() for r in rows], indent=1) + "\n")
+        print_json("gpus", [r.model_dump() for r in rows])
         return
     if not rows:
         fail(f"no accelerator matches {accelerator or 'the filters'}; run 'skyhop show-gpus' to list all")
     if name or all_regions or region:
+        # One region per row: without --all/--region, the spot price has its own region column.
+        spot_where = not (all_regions or region)
+        headers = ["GPU", "QTY", "INFRA", "INSTANCE", "vCPUs", "HOST_MEM", "GPU_MEM", "REGION", "$/HOUR"]
+        headers += ["SPOT_REGION", "SPOT $/HOUR"] if spot_where else ["SPOT $/HOUR"]
         table(
-            [
-                "GPU",
-                "QTY",
-                "INFRA",
-                "INSTANCE",
-                "vCPUs",
-                "HOST_MEM",
-                "GPU_MEM",
-                "REGION",
-                "$/HOUR",
-                "SPOT $/HOUR",
-            ],
+            headers,
             [
                 [
                     r.accelerator,
@@ -100,6 +93,7 @@ def show_gpus(
                     f"{r.accelerator_memory_gib:g}GB" if r.accelerator_memory_gib else "-",
                     r.region or "-",
                     _money(r.price),
+                    *([r.spot_region or "-"] if spot_where else []),
                     _money(r.spot_price),
                 ]
                 for r in rows

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import json
-import sys
 
-from cli.output import info, table
+from cli.output import info, print_json, table
 
 __all__ = ["run_check"]
 
@@ -38,7 +36,7 @@ def run_check(json_output: bool) -> int:
     results = {name: CheckResult.model_validate(r) for name, r in asyncio.run(_check_all()).items()}
     write_checks(results)
     if json_output:
-        sys.stdout.write(json.dumps({n: r.model_dump() for n, r in results.items()}, indent=2) + "\n")
+        print_json("providers", [{"provider": n, **r.model_dump()} for n, r in results.items()])
     else:
         rows = [[name, "enabled" if r.enabled else "disabled", r.reason] for name, r in results.items()]
         table(["PROVIDER", "STATUS", "DETAILS"], rows)

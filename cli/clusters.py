@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import TYPE_CHECKING
 
-from cli.output import age, info, table
+from cli.output import age, info, print_json, table
 from workflows.contract import ClusterRecord, ClusterStatus
 
 if TYPE_CHECKING:
@@ -75,9 +74,7 @@ async def run_status(as_json: bool, *, refresh: bool = False) -> int:
         await refresh_clusters(client)
     records = await list_clusters(client)
     if as_json:
-        print(
-            json.dumps([r.model_dump(mode="json", exclude={"holder", "waiting"}) for r in records], indent=2)
-        )
+        print_json("clusters", [r.model_dump(mode="json", exclude={"holder", "waiting"}) for r in records])
         return 0
     if not records:
         info("No clusters. Launch one with: skyhop launch TASK.yaml")

@@ -10,7 +10,7 @@ import uuid
 from typing import TYPE_CHECKING, Literal
 
 from cli.failures import innermost_message, is_not_found
-from cli.output import EXIT_DETACHED, fail, info
+from cli.output import EXIT_DETACHED, Ticker, fail, info
 from spec import Task
 from workflows.contract import JobRecord, JobStatus, LaunchResult
 
@@ -137,7 +137,20 @@ def _hint_down(result: LaunchResult, task: Task, idle_minutes: int | None) -> No
 
 
 async def _show_stages(handle: object, result_task: asyncio.Future[object], task: Task) -> None:
-    """Print each stage as it begins and ends, with its elapsed time; stream setup's output."""
+    """Print each stage as it begins and ends, with its elapsed time; stream setup's output.
+
+    On a terminal a ticker runs under the stage lines; it is erased however this ends.
+    """
+    ticker = Ticker(sys.stderr.isatty())
+    try:
+        await _follow_stages(handle, result_task, task, ticker)
+    finally:
+        ticker.clear()
+
+
+async def _follow_stages(
+    handle: object, result_task: asyncio.Future[object], task: Task, ticker: Ticker
+) -> None:
     from temporalio.client import WorkflowHandle, WorkflowQueryFailedError
     from temporalio.service import RPCError
 
@@ -147,9 +160,7 @@ async def _show_stages(handle: object, result_task: asyncio.Future[object], task
     assert isinstance(handle, WorkflowHandle)
     shown, printed = "", 0
     failover = _FailoverPrinter()
-    started = time.monotonic()
     setup_tail: LogTail | None = None
-    interactive = sys.stderr.isatty()
     while True:
         finished = result_task.done()
         try:
@@ -161,7 +172,7 @@ async def _show_stages(handle: object, result_task: asyncio.Future[object], task
                 nodes = len(progress.handle.nodes)
                 setup_tail = LogTail(progress.handle, setup_key(handle.id), nodes, sys.stderr.buffer)
             for stage, seconds in progress.finished_stages[printed:]:
-                _clear_timer(interactive)
+                ticker.clear()
                 if stage == "setup" and setup_tail is not None:
                     await setup_tail.pump()  # setup's own output comes before the line saying it ended
                     setup_tail.flush_partial()
@@ -173,19 +184,17 @@ async def _show_stages(handle: object, result_task: asyncio.Future[object], task
                 if progress.stage == "provision" and progress.chosen is not None:
                     chosen = progress.chosen
                     detail = f": {chosen.location} {chosen.instance_type} x{task.num_nodes}"
-                _clear_timer(interactive)
-                info(f"⠿ {_STAGE_TITLES[progress.stage]}{detail} ...")
+                ticker.clear()
+                info(f"▸ {_STAGE_TITLES[progress.stage]}{detail} ...")
             if progress.stage == "setup" and setup_tail is not None:
-                _clear_timer(interactive)
+                ticker.clear()
                 await setup_tail.pump()
-            failover.show(progress, finished, interactive)
+            failover.show(progress, finished, ticker)
             shown = progress.stage
         if finished:
             break
-        if interactive:
-            sys.stderr.write(f"\r  {time.monotonic() - started:5.1f}s")
-            sys.stderr.flush()
-        await asyncio.wait([result_task], timeout=0.1)
+        ticker.tick()
+        await asyncio.wait([result_task], timeout=Ticker.FRAME_S)
 
 
 class _FailoverPrinter:
@@ -195,17 +204,17 @@ class _FailoverPrinter:
         self.printed = 0
         self.retry_at: float | None = None
 
-    def show(self, progress: LaunchProgress, finished: bool, interactive: bool) -> None:
+    def show(self, progress: LaunchProgress, finished: bool, ticker: Ticker) -> None:
         for attempt in progress.attempts[self.printed :]:
             if attempt.next_location is None and not finished and progress.retry_at is None:
                 break
-            _clear_timer(interactive)
+            ticker.clear()
             info(f"  ✗ {_attempt_line(attempt)}")
             self.printed += 1
         if progress.retry_at is not None and progress.retry_at != self.retry_at:
             self.retry_at = progress.retry_at
             wait = max(progress.retry_at - time.time(), 0)
-            _clear_timer(interactive)
+            ticker.clear()
             info(f"  Every candidate failed; searching again in {wait:.0f}s (--retry-until-up) ...")
 
 
@@ -217,11 +226,6 @@ def _attempt_line(attempt: FailoverAttempt) -> str:
     provider, *place = attempt.next_location.split("/")
     where = place[-1] if provider == attempt.provider and place else " ".join([provider, *place[-1:]])
     return f"{line} — trying {where}"
-
-
-def _clear_timer(interactive: bool) -> None:
-    if interactive:
-        sys.stderr.write("\r\033[K")
 
 
 async def _stream(client: Client, cluster_name: str, job_id: int) -> int:
@@ -286,8 +290,8 @@ async def run_exec(task: Task, cluster_name: str, *, detach: bool) -> int:
         if not is_not_found(exc):
             raise
         fail(f"cluster {cluster_name!r} not found; launch it with: skyhop launch -c {cluster_name} TASK")
+    info(f"Job {job.job_id} submitted on cluster {cluster_name}.")
     if detach:
-        info(f"Job {job.job_id} submitted on cluster {cluster_name}.")
         info(f"Follow it with: skyhop logs {cluster_name} {job.job_id}")
         return 0
     return await _stream(client, cluster_name, job.job_id)

@@ -23,13 +23,26 @@ if TYPE_CHECKING:
 
     from providers.base import ClusterHandle
 
-__all__ = ["LogTail", "JobNotFoundError", "cluster_record", "find_job", "follow_job", "print_job_status"]
+__all__ = [
+    "JobNotFoundError",
+    "LaunchFailedError",
+    "LogTail",
+    "cluster_record",
+    "find_job",
+    "follow_cluster",
+    "follow_job",
+    "print_job_status",
+]
 
 _RECORD_CHECK_S = 1.0
 
 
 class JobNotFoundError(LookupError):
     """The cluster or job named on the command line does not exist."""
+
+
+class LaunchFailedError(RuntimeError):
+    """The launch whose setup was being followed failed (the message is its error)."""
 
 
 class LogTail:
@@ -172,6 +185,23 @@ async def follow_job(
     return job
 
 
+async def follow_cluster(
+    client: Client, cluster_name: str, job_id: int | None, *, follow: bool, tail_lines: int | None
+) -> JobRecord | None:
+    """``skyhop logs``: ``follow_job``, except while a launch sets up a cluster that has no job yet.
+
+    Then the setup's output comes first (followed as it is written), then the job the launch
+    submits; None when not following and there is no job yet.
+    """
+    if job_id is None and not (await cluster_record(client, cluster_name)).jobs:
+        launch_id = await _running_launch(client, cluster_name)
+        if launch_id is not None:
+            job_id = await _follow_setup(client, cluster_name, launch_id, follow=follow)
+            if job_id is None:
+                return None
+    return await follow_job(client, cluster_name, job_id, follow=follow, tail_lines=tail_lines)
+
+
 STATUS_EXIT_CODES = {
     JobStatus.SUCCEEDED: 0,
     JobStatus.FAILED: 100,
@@ -212,3 +242,42 @@ def _find(record: ClusterRecord, job_id: int) -> JobRecord:
             return job
     last = record.jobs[-1].job_id if record.jobs else 0
     raise JobNotFoundError(f"cluster {record.name!r} has no job {job_id}; its jobs are 1..{last}")
+
+
+async def _running_launch(client: Client, cluster_name: str) -> str | None:
+    """The id of a launch running on ``cluster_name`` (the oldest, which holds it first), if any."""
+    query = f"SkyhopKind = 'launch' AND SkyhopCluster = '{cluster_name}' AND ExecutionStatus = 'Running'"
+    launches = [wf async for wf in client.list_workflows(query)]
+    launches.sort(key=lambda wf: wf.start_time)
+    return launches[0].id if launches else None
+
+
+async def _follow_setup(client: Client, cluster_name: str, launch_id: str, *, follow: bool) -> int | None:
+    """Write the launch's setup output as it comes; the job it then submits (None: not yet, no follow).
+
+    Setup's log is on the nodes, known once the launch has provisioned them; the job id is in the
+    launch's progress once it has submitted the job.
+    """
+    from workflows.contract import LaunchProgress, setup_key
+
+    handle = client.get_workflow_handle(launch_id)
+    tail: LogTail | None = None
+    announced = False
+    while True:
+        progress: LaunchProgress = await handle.query("progress", result_type=LaunchProgress)
+        if tail is None and progress.handle is not None:
+            nodes = len(progress.handle.nodes)
+            tail = LogTail(progress.handle, setup_key(launch_id), nodes, sys.stdout.buffer)
+        if tail is not None:
+            await tail.pump()
+        if not announced and progress.stage not in ("setup", "done", "failed"):
+            info(f"Cluster {cluster_name} is being launched ({progress.stage}); its setup's output follows.")
+            announced = True
+        if progress.stage in ("done", "failed") or progress.job_id is not None or not follow:
+            if tail is not None:
+                await tail.pump()
+                tail.flush_partial()
+            if progress.stage == "failed":
+                raise LaunchFailedError(f"launch {launch_id} failed: {progress.error}")
+            return progress.job_id
+        await asyncio.sleep(0.2)

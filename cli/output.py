@@ -2,15 +2,27 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import sys
 import time
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import typer
 
-__all__ = ["EXIT_DETACHED", "EXIT_USAGE", "age", "duration", "exit_now", "fail", "info", "table"]
+__all__ = [
+    "EXIT_DETACHED",
+    "EXIT_USAGE",
+    "Ticker",
+    "age",
+    "duration",
+    "exit_now",
+    "fail",
+    "info",
+    "print_json",
+    "table",
+]
 
 EXIT_USAGE = 2
 """Bad input: a task field, an override, a config value."""
@@ -71,3 +83,47 @@ def table(headers: list[str], rows: list[list[str]]) -> None:
         "  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip() for line in lines
     )
     sys.stdout.write(out + "\n")
+
+
+def print_json(kind: str, items: list[Any], **fields: Any) -> None:
+    """The one layout of every ``--json``: ``{"kind": KIND, "items": [...]}`` on stdout.
+
+    Scripts read ``items`` the same way whatever the command; ``kind`` says what an item is
+    (``clusters``, ``jobs``, ``plan``, ``gpus``, ``providers``), and a kind may add summary fields
+    next to them (a plan's totals). Field names are snake_case; times are Unix seconds (``*_at``).
+    """
+    sys.stdout.write(json.dumps({"kind": kind, "items": items, **fields}, indent=2) + "\n")
+
+
+class Ticker:
+    """A spinner and the elapsed time, redrawn in place on the terminal's last line (stderr).
+
+    The line is transient: ``clear`` erases it before anything else is printed, and once the work
+    it times is over, so no fragment of it is left in front of the next line. Off a terminal it
+    draws nothing.
+    """
+
+    FRAMES = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
+    FRAME_S = 0.1
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.started = time.monotonic()
+        self.shown = False
+
+    def tick(self) -> None:
+        """Redraw the line: the frame follows the clock, so it turns however often this is called."""
+        if not self.enabled:
+            return
+        elapsed = time.monotonic() - self.started
+        frame = self.FRAMES[int(elapsed / self.FRAME_S) % len(self.FRAMES)]
+        sys.stderr.write(f"\r\033[K{frame} {elapsed:5.1f}s")
+        sys.stderr.flush()
+        self.shown = True
+
+    def clear(self) -> None:
+        """Erase the line, if it is drawn."""
+        if self.shown:
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()
+            self.shown = False

@@ -6,11 +6,9 @@ runner-up (the best elsewhere: another region, or another instance type), the ch
 
 from __future__ import annotations
 
-import json
-import sys
 from typing import TYPE_CHECKING, Any
 
-from cli.output import EXIT_USAGE, fail, info, table
+from cli.output import EXIT_USAGE, fail, info, print_json, table
 from spec import Task
 
 if TYPE_CHECKING:
@@ -45,7 +43,7 @@ def dryrun(entrypoint: str, overrides: TaskOverrides, *, as_json: bool, minimize
         fail(str(exc), EXIT_USAGE)
     plan = _place(dag, minimize)
     if as_json:
-        sys.stdout.write(json.dumps(plan_document(plan), indent=1) + "\n")
+        print_json("plan", **plan_document(plan))
     else:
         _show(plan)
     return 0
@@ -95,7 +93,7 @@ def _candidate_json(candidate: Candidate, chosen: bool) -> dict[str, Any]:
 
 
 def plan_document(plan: DagPlan) -> dict[str, Any]:
-    """The plan as one JSON-ready document (what ``--json`` prints)."""
+    """The plan as ``print_json`` fields: one item per task, then the totals."""
     tasks = []
     for p in plan.plans:
         c = p.chosen
@@ -117,8 +115,8 @@ def plan_document(plan: DagPlan) -> dict[str, Any]:
             }
         )
     return {
+        "items": tasks,
         "minimize": plan.minimize,
-        "tasks": tasks,
         "total_hourly_cost": round(plan.hourly_cost, 6),
         "egress_cost": round(plan.egress_cost, 6),
         "total_cost": round(plan.total_cost, 6),

@@ -8,7 +8,6 @@ same time get one consistent outcome.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Annotated, Any
@@ -16,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from cli.failures import innermost_message, is_not_found
-from cli.output import EXIT_USAGE, age, duration, fail, info, table
+from cli.output import EXIT_USAGE, age, duration, fail, info, print_json, table
 
 if TYPE_CHECKING:
     from temporalio.client import Client
@@ -168,10 +167,13 @@ async def run_queue(names: list[str], *, all_users: bool, skip_finished: bool, a
 
     listing = {record.name: [job for job in reversed(record.jobs) if shown(job)] for record in records}
     if as_json:
-        print(
-            json.dumps(
-                {name: [job.model_dump(mode="json") for job in jobs] for name, jobs in listing.items()}
-            )
+        print_json(
+            "jobs",
+            [
+                {"cluster": name, **job.model_dump(mode="json")}
+                for name, jobs in listing.items()
+                for job in jobs
+            ],
         )
         return 0
     if not records:

@@ -6,14 +6,13 @@ Each command imports the SSH provider (and asyncssh) only when it runs.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
-from cli.output import EXIT_USAGE, fail, info, table
+from cli.output import EXIT_USAGE, fail, info, print_json, table
 
 if TYPE_CHECKING:
     from providers.ssh.admin import HostStatus
@@ -23,7 +22,9 @@ __all__ = ["ssh_app"]
 T = TypeVar("T")
 
 ssh_app = typer.Typer(
-    help="Pools of SSH hosts you own: launch on them with --infra ssh/<pool>.", no_args_is_help=True
+    help="Pools of SSH hosts you own: launch on them with --infra ssh/<pool>.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
 )
 
 
@@ -62,7 +63,7 @@ def status(json_output: Annotated[bool, typer.Option("--json", help="Print JSON.
     """Hosts per pool: reachable now or not, CPUs, memory, GPUs, and the cluster holding each."""
     rows = asyncio.run(_rows(live=True))
     if json_output:
-        print(json.dumps([row.model_dump() for row in rows], indent=2))
+        print_json("hosts", [row.model_dump() for row in rows])
         return
     if not rows:
         info("No SSH pools. Register some with: skyhop ssh up pools.yaml")

@@ -1,17 +1,20 @@
 """Why nothing fits, in one sentence, with what comes close.
 
 The checks run from the coarsest cause to the finest (provider, region, accelerator name,
-accelerator count, size, spot, blocklist), so the message names the first thing to change.
+accelerator count, providers ``skyhop check`` disabled, blocklist, spot, size), so the message
+names the first thing to change.
 """
 
 from __future__ import annotations
 
 import difflib
+from dataclasses import dataclass
 
 from optimizer.blocklist import Blocklist
 from optimizer.launchables import catalog_launchables, offering_fits
-from providers.base import Offering
+from providers.base import CheckResult, Offering
 from providers.catalog import Catalog, CatalogSet, policy_for
+from providers.registry import read_checks
 from spec import Resources, Task
 
 __all__ = ["why_infeasible"]
@@ -20,14 +23,47 @@ __all__ = ["why_infeasible"]
 def why_infeasible(task: Task, catalogs: CatalogSet, flat: list[Offering], blocklist: Blocklist) -> str:
     """The reason no offering satisfies ``task``, naming close alternatives."""
     alternatives = task.resources.alternatives
-    reasons = [_why(alt, catalogs, flat, blocklist) for alt in alternatives]
+    checks = read_checks()
+    reasons = [_why(alt, catalogs, flat, blocklist, checks) for alt in alternatives]
     hint = " (see 'skyhop show-gpus' for what is offered where)"
-    if len(reasons) == 1:
-        return reasons[0] + hint
-    return "no alternative is feasible: " + "; ".join(f"[{i + 1}] {r}" for i, r in enumerate(reasons)) + hint
+    disabled = [r for r in reasons if isinstance(r, _OnlyOnDisabled)]
+    if len(disabled) == len(reasons):  # one sentence for them all: enabling any provider is the fix
+        what = " or ".join(r.what for r in disabled)
+        return _OnlyOnDisabled(what, frozenset().union(*(r.providers for r in disabled))).sentence(checks)
+    texts = [r.sentence(checks) if isinstance(r, _OnlyOnDisabled) else r for r in reasons]
+    if len(texts) == 1:
+        return texts[0] + hint
+    return "no alternative is feasible: " + "; ".join(f"[{i + 1}] {r}" for i, r in enumerate(texts)) + hint
 
 
-def _why(resources: Resources, catalogs: CatalogSet, flat: list[Offering], blocklist: Blocklist) -> str:
+@dataclass(frozen=True)
+class _OnlyOnDisabled:
+    """The request is offered, but only by providers ``skyhop check`` disabled."""
+
+    what: str
+    providers: frozenset[str]
+
+    def sentence(self, checks: dict[str, CheckResult]) -> str:
+        """Which providers, why each is disabled and how to set it up, and what to run then."""
+        names = sorted(self.providers)
+        why = []
+        for name in names:
+            result = checks[name]
+            why.append(f"{name} ({'; '.join(x for x in (result.reason or 'disabled', result.hint) if x)})")
+        which = "it is" if len(names) == 1 else "they are"
+        return (
+            f"{self.what} is offered only on {', '.join(names)}, and 'skyhop check' found {which} "
+            f"disabled: {', '.join(why)}; set up credentials, then run 'skyhop check' again"
+        )
+
+
+def _why(
+    resources: Resources,
+    catalogs: CatalogSet,
+    flat: list[Offering],
+    blocklist: Blocklist,
+    checks: dict[str, CheckResult],
+) -> str | _OnlyOnDisabled:
     cloud = resources.cloud
     names = [n for n in catalogs.names if cloud in (None, n)]
     flat = [o for o in flat if cloud in (None, o.provider)]
@@ -50,11 +86,13 @@ def _why(resources: Resources, catalogs: CatalogSet, flat: list[Offering], block
         reason = _accelerator_reason(resources, loaded, flat)
         if reason:
             return reason
-    if any(_launchables(resources, c, Blocklist()) for c in loaded) or any(
-        offering_fits(resources, o) for o in flat
-    ):
+    offered_by = {c.provider for c in loaded if _launchables(resources, c, Blocklist())}
+    disabled = {name for name, result in checks.items() if not result.enabled}
+    if offered_by - disabled or any(offering_fits(resources, o) for o in flat):
         blocked = len(blocklist.entries)
         return f"every candidate for {_describe(resources)} is blocked by failover ({blocked} entries)"
+    if offered_by:
+        return _OnlyOnDisabled(_describe(resources), frozenset(offered_by))
     if resources.use_spot and any(
         _launchables(resources.model_copy(update={"use_spot": False}), c, blocklist) for c in loaded
     ):

@@ -31,7 +31,9 @@ class GpuOffer(BaseModel):
     """Where the on-demand price is lowest (or the region of this row, with ``all_regions``)."""
     price: float | None = None
     spot_price: float | None = None
-    """Cheapest spot price (anywhere, or in this region)."""
+    """Cheapest spot price of the same instance type (anywhere, or in this region)."""
+    spot_region: str | None = None
+    """Where that spot price is: spot markets differ per region, so it may not be ``region``."""
 
 
 def _offers(catalog: Catalog, name: str, count: float, region: str | None) -> list[Offering]:
@@ -84,7 +86,8 @@ def _rows(catalog: Catalog, acc: str, n: float, region: str | None, all_regions:
     for where, group in groups.items():
         priced = [o for o in group if o.price is not None]
         best = min(priced or group, key=lambda o: o.price)
-        spots = [o.spot_price for o in group if o.spot_price is not None]
+        spots = [o for o in group if o.spot_price is not None and o.instance_type == best.instance_type]
+        spot = min(spots, key=lambda o: (o.spot_price or 0.0, o.region or "")) if spots else None
         memory = catalog.types[
             best.instance_type
         ].accelerator_memory_gib or catalog.accelerator_memory_gib.get(acc)
@@ -99,7 +102,8 @@ def _rows(catalog: Catalog, acc: str, n: float, region: str | None, all_regions:
                 accelerator_memory_gib=memory,
                 region=where or best.region,
                 price=best.price if priced else None,
-                spot_price=min(spots) if spots else None,
+                spot_price=spot.spot_price if spot else None,
+                spot_region=spot.region if spot else None,
             )
         )
     return rows

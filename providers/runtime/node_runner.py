@@ -63,12 +63,23 @@ def _alive(pid: int) -> bool:
         return True
 
 
+def _load_state(folder: str) -> dict[str, Any]:
+    with open(os.path.join(folder, "state.json")) as f:
+        state: dict[str, Any] = json.load(f)
+    return state
+
+
 def read_state(runtime_dir: str, key: str) -> dict[str, Any] | None:
-    """The job's state, or None if it was never started; a vanished runner reads as FAILED."""
+    """The job's state, or None if it was never started; a vanished runner reads as FAILED.
+
+    The runner replaces ``state.json`` with the end record before it exits, so a dead runner whose
+    file still says RUNNING was killed. A runner seen dead may have ended the job just after the
+    first read, so the file is read again once the runner is known dead: only that second read
+    can tell a killed runner from a finished job.
+    """
     folder = job_dir(runtime_dir, key)
     try:
-        with open(os.path.join(folder, "state.json")) as f:
-            state: dict[str, Any] = json.load(f)
+        state = _load_state(folder)
     except FileNotFoundError:
         try:
             claimed_at = os.stat(folder).st_mtime
@@ -78,7 +89,9 @@ def read_state(runtime_dir: str, key: str) -> dict[str, Any] | None:
             return {"status": "STARTING"}
         return {"status": FAILED, "exit_code": None, "error": "the job runner died before the job started"}
     if state["status"] == RUNNING and not _alive(state["runner_pid"]):
-        state.update(status=FAILED, error="the job runner was killed while the job ran")
+        state = _load_state(folder)
+        if state["status"] == RUNNING:
+            state.update(status=FAILED, error="the job runner was killed while the job ran")
     return state
 
 

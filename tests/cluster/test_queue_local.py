@@ -95,7 +95,8 @@ def test_jobs_queue_fifo_by_demand_and_cancel_stops_processes(
     )
 
     as_json = json.loads(skyhop("queue", cluster, "--json", env=cli_env).stdout)
-    assert [job["status"] for job in as_json[cluster]] == ["PENDING", "RUNNING", "RUNNING", "CANCELLED"]
+    assert as_json["kind"] == "jobs" and {job["cluster"] for job in as_json["items"]} == {cluster}
+    assert [job["status"] for job in as_json["items"]] == ["PENDING", "RUNNING", "RUNNING", "CANCELLED"]
 
     unknown = skyhop("cancel", cluster, "99", env=cli_env)
     assert unknown.returncode == 1 and "has no job(s) 99" in unknown.stderr
@@ -104,7 +105,7 @@ def test_jobs_queue_fifo_by_demand_and_cancel_stops_processes(
     wait_for(lambda: not any(_alive(p) for p in pids), 15, "every job's process to be gone")
     assert _statuses(temporal_server, cluster) == ["CANCELLED"] * 4
     assert not _job_dir(cluster, 4).exists()  # never started
-    assert skyhop("queue", cluster, "-s", "--json", env=cli_env).stdout.strip() == json.dumps({cluster: []})
+    assert json.loads(skyhop("queue", cluster, "-s", "--json", env=cli_env).stdout)["items"] == []
 
 
 def test_a_request_that_can_never_fit_is_refused_with_both_sides(

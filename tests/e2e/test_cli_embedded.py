@@ -43,7 +43,7 @@ def test_launch_exec_status_logs_down(user_env: dict[str, str]) -> None:
     row = next(line for line in table if line.startswith("dev "))
     assert " local " in row and " UP " in row
 
-    clusters = json.loads(_ok(skyhop("status", "--json", env=user_env)).stdout)
+    clusters = json.loads(_ok(skyhop("status", "--json", env=user_env)).stdout)["items"]
     (dev,) = [c for c in clusters if c["name"] == "dev"]
     assert dev["status"] == "UP" and [j["job_id"] for j in dev["jobs"]] == [1, 2, 3, 4]
     assert [j["status"] for j in dev["jobs"]] == ["SUCCEEDED", "SUCCEEDED", "SUCCEEDED", "FAILED"]
@@ -65,6 +65,16 @@ def test_launch_exec_status_logs_down(user_env: dict[str, str]) -> None:
     assert gone.returncode == 1 and "not found" in gone.stderr
 
 
+def _ctrl_c_interrupts() -> None:
+    """In the child before exec: SIGINT's default action, whatever this suite was started with.
+
+    A process started under ``trap '' INT`` (or by a CI runner that backgrounds its steps) inherits
+    SIGINT ignored, and Python then installs no KeyboardInterrupt handler: Ctrl-C would not reach
+    the CLI.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_detach_and_ctrl_c_leave_the_job_running(user_env: dict[str, str], tmp_path: Path) -> None:
     marker = tmp_path / "done"
     detached = _ok(skyhop("launch", "-y", "-d", "-c", "bg", f"sleep 2; touch {marker}", env=user_env))
@@ -74,6 +84,7 @@ def test_detach_and_ctrl_c_leave_the_job_running(user_env: dict[str, str], tmp_p
     proc = subprocess.Popen(
         [SKYHOP_CLI, "exec", "bg", "echo started; sleep 5; echo finished"],
         env=user_env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=_ctrl_c_interrupts,
     )  # fmt: skip
     assert proc.stdout is not None
     assert proc.stdout.readline() == "started\n"
@@ -150,3 +161,33 @@ def _cmdline_has(path: Path, text: str) -> bool:
         return text.encode() in path.read_bytes()
     except OSError:
         return False
+
+
+def test_logs_during_setup_follow_the_setup_then_the_job(user_env: dict[str, str], tmp_path: Path) -> None:
+    go = tmp_path / "go"
+    task = tmp_path / "task.yaml"
+    setup = f"echo setting up\n  while [ ! -e {go} ]; do sleep 0.1; done\n  echo set up"
+    task.write_text(f"setup: |\n  {setup}\nrun: echo ran\n")
+    launch = subprocess.Popen(
+        [SKYHOP_CLI, "launch", "-y", "-c", "slow", str(task)],
+        env=user_env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert launch.stderr is not None
+        while "setting up" not in (line := launch.stderr.readline()):
+            assert line, "the launch ended before its setup printed"
+        logs = subprocess.Popen(
+            [SKYHOP_CLI, "logs", "slow"],
+            env=user_env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        assert logs.stdout is not None and logs.stdout.readline() == "setting up\n"
+        go.touch()
+        out, err = logs.communicate(timeout=120)
+        assert logs.returncode == 0, err
+        assert out == "set up\nran\n"
+        assert launch.wait(120) == 0
+    finally:
+        go.touch()  # whatever failed, the setup ends and the cluster can be taken down
+        launch.kill()
+        launch.wait()
+    _ok(skyhop("down", "slow", "-y", env=user_env))

@@ -35,7 +35,7 @@ def test_dryrun_json_is_one_document_with_the_choice_and_candidates(tmp_path: Pa
     )
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
-    (task,) = doc["tasks"]
+    (task,) = doc["items"]
     assert (task["provider"], task["region"], task["zone"], task["instance_type"]) == (
         "gcp",
         "us-central1",
@@ -62,7 +62,7 @@ def test_optimize_alias_places_a_chain(tmp_path: Path) -> None:
     chain = "name: c\n---\nname: a\nresources: {cpus: 4+}\n---\nname: b\nresources: {accelerators: T4}\n"
     result = runner.invoke(app, ["optimize", "--json", _yaml(tmp_path, chain)])
     assert result.exit_code == 0, result.output
-    assert [t["name"] for t in json.loads(result.stdout)["tasks"]] == ["a", "b"]
+    assert [t["name"] for t in json.loads(result.stdout)["items"]] == ["a", "b"]
 
 
 @pytest.mark.parametrize(
@@ -84,7 +84,7 @@ def test_errors_are_one_line_with_an_exit_code(
 def test_show_gpus_lists_counts_and_cheapest_prices() -> None:
     result = runner.invoke(app, ["show-gpus", "--json", "T4"])
     assert result.exit_code == 0, result.output
-    rows = json.loads(result.stdout)
+    rows = json.loads(result.stdout)["items"]
     # The GCP T4 is priced with the N1 host the optimizer would pick (4+ vCPUs, 16+ GiB).
     assert [(r["provider"], r["instance_type"], r["price"]) for r in rows] == [
         ("aws", "g4dn.xlarge", 0.526),
@@ -95,3 +95,25 @@ def test_show_gpus_lists_counts_and_cheapest_prices() -> None:
     summary = runner.invoke(app, ["show-gpus"])
     assert summary.exit_code == 0 and "H100" in summary.stdout
     assert runner.invoke(app, ["show-gpus", "B200"]).exit_code == 1
+
+
+def test_show_gpus_rows_price_one_instance_type_and_say_where_each_price_is() -> None:
+    def rows(*argv: str) -> list[dict[str, object]]:
+        result = runner.invoke(app, ["show-gpus", "--json", *argv])
+        assert result.exit_code == 0, result.output
+        return [r for r in json.loads(result.stdout)["items"] if r["provider"] == "aws"]
+
+    # g5.2xlarge has the cheaper spot price, but the row is g5.xlarge's: its own spot price.
+    ((a10g),) = rows("A10G:1")
+    assert (a10g["instance_type"], a10g["price"], a10g["spot_price"]) == ("g5.xlarge", 1.006, 0.40)
+    # The on-demand price is the same in both regions; spot is cheaper in us-west-2, and says so.
+    ((h100),) = rows("H100:8")
+    assert (h100["region"], h100["spot_region"], h100["spot_price"]) == ("us-east-1", "us-west-2", 38.0)
+    by_region = {r["region"]: r for r in rows("H100:8", "--all")}
+    assert (
+        by_region["us-east-1"]["spot_price"] == 40.0 and by_region["us-east-1"]["spot_region"] == "us-east-1"
+    )
+    table = runner.invoke(app, ["show-gpus", "H100:8"]).stdout.splitlines()
+    assert table[0].split()[-3:] == ["SPOT_REGION", "SPOT", "$/HOUR"]
+    aws_row = next(line for line in table if " aws " in line)
+    assert aws_row.split()[-4:] == ["us-east-1", "98.3200", "us-west-2", "38.0000"]

@@ -33,7 +33,7 @@ def test_check_enables_providers_whose_credentials_work(restore_checks: None) ->
     with moto_server(Path(os.environ["HOME"])):
         done = skyhop("check", "--json", env=dict(os.environ))
     assert done.returncode == 0, done.stderr
-    verdicts = json.loads(done.stdout)
+    verdicts = {item["provider"]: item for item in json.loads(done.stdout)["items"]}
     assert verdicts["aws"]["enabled"] and "authenticated as arn:aws" in verdicts["aws"]["reason"]
     assert verdicts["sim"]["enabled"] and verdicts["local"]["enabled"]
     assert {"aws", "sim", "local"} <= set(provider_names())

@@ -50,7 +50,7 @@ def test_ssh_status_shows_reachability_size_and_holder(ssh_hosts: SSHHosts, lab_
         row = next(line for line in out.stdout.splitlines() if f"{first.address}:{first.port}" in line)
         assert row.split()[:4] == ["lab", f"{first.address}:{first.port}", "root", "reachable"]
         assert "status-held (rank 0)" in row
-        rows = json.loads(skyhop("ssh", "status", "--json", env=_env()).stdout)
+        rows = json.loads(skyhop("ssh", "status", "--json", env=_env()).stdout)["items"]
         assert {r["host"] for r in rows if r["reachable"]} >= {
             f"{h.address}:{h.port}" for h in ssh_hosts.hosts
         }

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 from providers.runtime import node_runner
 from tests.helpers import group_members, wait_for
@@ -18,10 +23,6 @@ def _state(root: Path, key: str) -> dict:  # type: ignore[type-arg]
 
 def _run_cli(root: Path, key: str, script: str) -> str:
     """Start through the runner's command line, as the local and SSH runtimes do."""
-    import json
-    import subprocess
-    import sys
-
     out = subprocess.run(
         [sys.executable, node_runner.__file__, "start", str(root), key],
         input=json.dumps({"script": script, "cwd": str(root)}),
@@ -69,3 +70,36 @@ def test_a_killed_runner_reads_as_failed_not_running(tmp_path: Path) -> None:
 def test_unknown_job_has_no_state(tmp_path: Path) -> None:
     assert node_runner.read_state(str(tmp_path), "nope") is None
     assert node_runner.read_log(str(tmp_path), "nope", 0, 10) == b""
+
+
+def test_a_job_that_ends_between_the_state_read_and_the_liveness_check_reads_as_ended(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The interleaving, forced for 50 jobs: the reader finds RUNNING in the state file, then the
+    job ends, then the reader asks whether the runner is alive: it is not, yet nothing was killed."""
+    real_alive = node_runner._alive
+    keys = [f"race-{i}" for i in range(50)]
+    starts = [
+        subprocess.Popen(
+            [sys.executable, node_runner.__file__, "start", str(tmp_path), key],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            text=True,
+        )
+        for key in keys
+    ]
+    for key, start in zip(keys, starts, strict=True):
+        os.mkfifo(tmp_path / f"{key}.go")
+        script = f"cat {tmp_path / key}.go > /dev/null"  # ends (exit 0) once the test closes the pipe
+        start.communicate(json.dumps({"script": script, "cwd": str(tmp_path)}), timeout=60)
+    wait_for(lambda: all(_state(tmp_path, key).get("pid") for key in keys), 60, "every job to run")
+    key_of_runner = {_state(tmp_path, key)["runner_pid"]: key for key in keys}
+
+    def alive_once_the_job_ended(pid: int) -> bool:
+        os.close(os.open(tmp_path / f"{key_of_runner[pid]}.go", os.O_WRONLY))
+        wait_for(lambda: not real_alive(pid), 30, f"{key_of_runner[pid]}'s runner to exit")
+        return real_alive(pid)
+
+    monkeypatch.setattr(node_runner, "_alive", alive_once_the_job_ended)
+    states = [_state(tmp_path, key) for key in keys]
+    assert [(s["status"], s.get("exit_code")) for s in states] == [("SUCCEEDED", 0)] * 50

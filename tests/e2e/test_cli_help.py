@@ -1,0 +1,45 @@
+"""Every command's ``--help`` renders: the whole command tree in-process, the root as a user runs it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from cli.app import app
+from tests.conftest import skyhop
+from tests.helpers import embedded_env
+
+
+def _command_paths(command: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
+    """The path of ``command`` and of every command under it (a group has ``commands``)."""
+    yield path
+    for name, sub in getattr(command, "commands", {}).items():
+        yield from _command_paths(sub, (*path, name))
+
+
+PATHS = list(_command_paths(typer.main.get_command(app)))
+
+
+def test_the_tree_has_every_command_and_subcommand() -> None:
+    assert {("launch",), ("exec",), ("server", "status"), ("ssh", "up"), ("catalog", "update")} <= set(PATHS)
+
+
+@pytest.mark.parametrize("path", PATHS, ids=lambda path: " ".join(path) or "skyhop")
+def test_help_renders(path: tuple[str, ...]) -> None:
+    result = CliRunner().invoke(app, [*path, "--help"])
+    assert result.exit_code == 0, result.output
+    assert result.exception is None
+    assert result.stdout.startswith("Usage: skyhop")
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["launch", "--help"], ["-h"]])
+def test_help_renders_in_a_subprocess(argv: list[str], tmp_path_factory: pytest.TempPathFactory) -> None:
+    result = skyhop(*argv, env=embedded_env(tmp_path_factory.mktemp("help")), timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr and result.stdout.startswith("Usage: skyhop")
+    if argv[0] == "launch":
+        assert "cloud[/region[/zone]]" in result.stdout

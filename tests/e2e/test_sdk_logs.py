@@ -1,0 +1,56 @@
+"""A Temporal outage while the CLI waits on the server: stdout carries nothing of the SDK's log."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cli.sdk_logs import OUTAGE_NOTICE
+from tests.conftest import REPO
+from tests.helpers import DevServer, embedded_env
+
+pytestmark = pytest.mark.e2e
+
+# A CLI command's client, as cli.app._run sets it up, asking the server something across an outage.
+CLIENT = """
+import asyncio, os, sys
+from cli.sdk_logs import route_sdk_logs
+from cli.client import connect
+from cli.config import load_config
+
+async def main():
+    route_sdk_logs()
+    client = await connect(load_config(), sys.argv[1])
+    print("connected", flush=True)
+    sys.stdin.readline()  # the server is down now
+    try:
+        await asyncio.wait_for(client.count_workflows(), 8)
+    except TimeoutError:
+        print("still retrying", flush=True)
+
+asyncio.run(main())
+os._exit(0)
+"""
+
+
+def test_sdk_warnings_go_to_the_log_file_and_one_plain_line(tmp_path: Path) -> None:
+    server = DevServer(tmp_path)
+    server.start()
+    env = embedded_env(tmp_path / "user")
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", CLIENT, server.address],
+            env=env, cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+        assert proc.stdout is not None and proc.stdout.readline() == "connected\n"
+    finally:
+        server.stop()
+    out, err = proc.communicate("go\n", timeout=60)
+    assert out == "still retrying\n"
+    assert "\x1b[" not in out + err
+    assert err.splitlines() == [f"{OUTAGE_NOTICE} (details: {env['SKYHOP_HOME']}/cli.log)"]
+    assert "retried" in (Path(env["SKYHOP_HOME"]) / "cli.log").read_text()
