@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from cli.failures import innermost_message, is_not_found
+from cli.failures import innermost_message, is_not_found, is_stuck
 from cli.output import EXIT_USAGE, age, duration, fail, info, table
 
 if TYPE_CHECKING:
@@ -150,17 +150,23 @@ def _names(clusters: list[str] | None, all_clusters: bool) -> list[str]:
 
 
 async def run_queue(names: list[str], *, all_users: bool, skip_finished: bool, as_json: bool) -> int:
-    """Print each cluster's jobs, newest first."""
-    from cli.clusters import list_clusters
+    """Print each cluster's jobs, newest first; a broken cluster is one line and makes the exit code 1."""
+    from cli.clusters import BrokenCluster, inspect_cluster, survey_clusters
     from cli.launching import current_user
-    from cli.logs import cluster_record
     from cli.session import open_client
 
     client = await open_client()
     if names:
-        records = list(await asyncio.gather(*(cluster_record(client, name) for name in names)))
+        found = await asyncio.gather(*(inspect_cluster(client, name) for name in names))
+        missing = [name for name, r in zip(names, found, strict=True) if r is None]
+        if missing:
+            fail(f"cluster(s) {', '.join(missing)} not found; see: skyhop status")
+        records = [r for r in found if r is not None and not isinstance(r, BrokenCluster)]
+        broken = [r for r in found if isinstance(r, BrokenCluster)]
     else:
-        records = await list_clusters(client)
+        records, broken = await survey_clusters(client)
+    if broken and not records:
+        fail("; ".join(b.hint for b in broken))
     user = current_user()
 
     def shown(job: JobRecord) -> bool:
@@ -173,7 +179,7 @@ async def run_queue(names: list[str], *, all_users: bool, skip_finished: bool, a
                 {name: [job.model_dump(mode="json") for job in jobs] for name, jobs in listing.items()}
             )
         )
-        return 0
+        return 1 if broken else 0
     if not records:
         info("No clusters.")
     headers = ["ID", "NAME", "USER", "SUBMITTED", "STARTED", "DURATION", "RESOURCES", "STATUS"]
@@ -184,6 +190,8 @@ async def run_queue(names: list[str], *, all_users: bool, skip_finished: bool, a
         who = "all users" if all_users else f"user {user}"
         print(f"Job queue of {who} on cluster {name}")
         table(headers, [_job_row(job, now) for job in jobs])
+    if broken:
+        fail("; ".join(b.hint for b in broken))
     return 0
 
 
@@ -230,16 +238,25 @@ async def run_cancel(cluster: str, request: CancelRequest) -> int:
 
 
 async def run_lifecycle(
-    names: list[str], all_clusters: bool, operation: Callable[[Any], Awaitable[ClusterRecord]], done: str
+    names: list[str],
+    all_clusters: bool,
+    operation: Callable[[Any], Awaitable[ClusterRecord]],
+    done: str,
+    *,
+    broken_too: bool = False,
 ) -> int:
-    """Apply ``operation`` to each cluster's workflow at once; one line per cluster."""
-    from cli.clusters import list_clusters
+    """Apply ``operation`` to each cluster's workflow at once; one line per cluster.
+
+    With ``--all``, broken clusters are included only when ``broken_too`` (``down`` can remove them).
+    """
+    from cli.clusters import survey_clusters
     from cli.session import open_client
     from workflows.contract import cluster_workflow_id
 
     client = await open_client()
     if all_clusters:
-        names = [record.name for record in await list_clusters(client)]
+        records, broken = await survey_clusters(client)
+        names = [record.name for record in records] + ([b.name for b in broken] if broken_too else [])
         if not names:
             info("No clusters.")
             return 0
@@ -262,6 +279,10 @@ class _Refused(Exception):
     """The cluster does not exist, or its workflow refused the update (the reason is the message)."""
 
 
+class _Stuck(_Refused):
+    """The cluster's workflow is stuck (its task fails): it takes no update until a worker can run it."""
+
+
 async def _stop(handle: Any) -> ClusterRecord:
     record: ClusterRecord = await _call(handle, "stop", None)
     return record
@@ -273,13 +294,20 @@ async def _start(handle: Any, request: StartRequest) -> ClusterRecord:
 
 
 async def _down(handle: Any) -> ClusterRecord:
-    record: ClusterRecord = await _call(handle, "down", None)
+    from cli.clusters import remove_broken
+    from workflows.contract import ClusterRecord, ClusterStatus
+
+    try:
+        record: ClusterRecord = await _call(handle, "down", None)
+    except _Stuck:
+        await remove_broken(handle)
+        record = ClusterRecord(name=handle.id.removeprefix("cluster:"), status=ClusterStatus.TERMINATED)
     return record
 
 
 async def run_down(names: list[str], all_clusters: bool) -> int:
-    """Tear down clusters (each through its entity workflow, which ends afterwards)."""
-    return await run_lifecycle(names, all_clusters, _down, "terminated")
+    """Tear down clusters through their entity workflows; a broken one's nodes are found by tag instead."""
+    return await run_lifecycle(names, all_clusters, _down, "terminated", broken_too=True)
 
 
 async def _autostop(handle: Any, request: AutostopRequest) -> ClusterRecord:
@@ -312,7 +340,13 @@ async def _call(handle: Any, name: str, arg: Any, result_type: type[Any] | None 
     except RPCError as exc:
         if is_not_found(exc):
             raise _Refused("not found; see: skyhop status") from None
+        if is_stuck(exc):
+            name = handle.id.removeprefix("cluster:")
+            raise _Stuck(f"its workflow is {_BROKEN_WORDS}; remove it with: skyhop down {name}") from None
         raise
+
+
+_BROKEN_WORDS = "stuck (BROKEN in skyhop status)"
 
 
 def _ids(ids: list[int]) -> str:
