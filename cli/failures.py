@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from temporalio.client import WorkflowHandle
     from temporalio.service import RPCError
 
-__all__ = ["innermost_message", "is_not_found", "is_stuck", "stuck_reason"]
+__all__ = ["innermost_message", "is_not_found", "is_stuck", "stuck_reason", "while_busy"]
+
+T = TypeVar("T")
 
 
 def innermost_message(exc: BaseException) -> str:
@@ -58,3 +63,28 @@ async def stuck_reason(handle: WorkflowHandle[Any, Any]) -> str | None:
         elif event.HasField("workflow_task_completed_event_attributes"):
             reason = None
     return reason
+
+
+_BUSY_RETRY_S = 120.0
+"""How long a command keeps re-sending an update the server refused for load before it gives up."""
+
+
+async def while_busy(send: Callable[[], Awaitable[T]]) -> T:
+    """``send()``, sent again while Temporal refuses it for load (RESOURCE_EXHAUSTED).
+
+    The server takes at most a few updates in flight per workflow (10 by default): a burst of
+    ``exec`` while no worker runs (one was just killed, say) exceeds it. Sending again is safe:
+    the refused update was never admitted, and a submission carries its id besides.
+    """
+    from temporalio.service import RPCError, RPCStatusCode
+
+    deadline = time.monotonic() + _BUSY_RETRY_S
+    delay = 0.2
+    while True:
+        try:
+            return await send()
+        except RPCError as exc:
+            if exc.status != RPCStatusCode.RESOURCE_EXHAUSTED or time.monotonic() + delay > deadline:
+                raise
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 5.0)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from cli.failures import innermost_message, is_not_found, is_stuck
+from cli.failures import innermost_message, is_not_found, is_stuck, while_busy
 from cli.output import EXIT_USAGE, age, duration, fail, info, table
 
 if TYPE_CHECKING:
@@ -334,7 +334,7 @@ async def _call(handle: Any, name: str, arg: Any, result_type: type[Any] | None 
     result_type = result_type or ClusterRecord
     try:
         args = [] if arg is None else [arg]
-        return await handle.execute_update(name, *args, result_type=result_type)
+        return await while_busy(lambda: handle.execute_update(name, *args, result_type=result_type))
     except WorkflowUpdateFailedError as exc:
         raise _Refused(innermost_message(exc)) from None
     except RPCError as exc:

@@ -104,6 +104,8 @@ def test_a_stuck_cluster_is_broken_in_status_and_down_removes_its_nodes_and_work
         assert queue.returncode == 1 and len(queue.stderr.strip().splitlines()) == 1, queue.stderr
         assert "BROKEN" in queue.stderr and "Traceback" not in queue.stderr
 
+        exec_ = skyhop("exec", name, "echo never", env=cli_env)
+        assert exec_.returncode == 1 and f"cluster {name} is BROKEN" in exec_.stderr, exec_.stderr
         refused = skyhop("stop", name, "-y", env=cli_env)
         assert refused.returncode == 1 and f"skyhop down {name}" in refused.stderr, refused.stderr
 
