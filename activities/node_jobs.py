@@ -153,6 +153,13 @@ async def wait_on_nodes(handle: ClusterHandle, key: str, num_nodes: int) -> JobO
                         break
                 elif isinstance(answer, BaseException):
                     raise answer
+                elif answer is None:
+                    # The job was started there, so its record is gone: the node lost it (removed,
+                    # or its disk wiped). Waiting would never end.
+                    outcome = JobOutcome(
+                        status="FAILED", failed_rank=rank, error=f"the job's record vanished from node {rank}"
+                    )
+                    break
                 else:
                     states[rank], answered[rank] = answer, time.monotonic()
             outcome = outcome or combine_node_states(states)

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
+    from temporalio.client import WorkflowHandle
     from temporalio.service import RPCError
 
-__all__ = ["innermost_message", "is_not_found"]
+__all__ = ["innermost_message", "is_not_found", "is_stuck", "stuck_reason", "while_busy"]
+
+T = TypeVar("T")
 
 
 def innermost_message(exc: BaseException) -> str:
@@ -26,3 +32,59 @@ def is_not_found(exc: RPCError) -> bool:
     from temporalio.service import RPCStatusCode
 
     return exc.status == RPCStatusCode.NOT_FOUND
+
+
+def is_stuck(exc: RPCError) -> bool:
+    """Whether Temporal refused an update because the workflow's last task failed (a stuck workflow).
+
+    Such a workflow runs no code until a worker can replay it: updates are refused at once and
+    queries wait for ever, so the commands treat it as broken instead of waiting.
+    """
+    from temporalio.service import RPCStatusCode
+
+    return exc.status == RPCStatusCode.FAILED_PRECONDITION and "Workflow Task in failed state" in exc.message
+
+
+async def stuck_reason(handle: WorkflowHandle[Any, Any]) -> str | None:
+    """Why the workflow is stuck (its failing task's error), or None while its tasks do not fail.
+
+    A task that failed and is being retried (attempt 2 and up, with a failure as the latest task
+    outcome in history) is stuck: a non-determinism error or an input that cannot be decoded fails
+    every attempt alike. A task that only timed out (a worker was killed) is not.
+    """
+    description = await handle.describe()
+    if description.raw_description.pending_workflow_task.attempt < 2:
+        return None
+    reason: str | None = None
+    async for event in handle.fetch_history_events():
+        if event.HasField("workflow_task_failed_event_attributes"):
+            failure = event.workflow_task_failed_event_attributes.failure
+            reason = failure.message.splitlines()[0] if failure.message else "its workflow task fails"
+        elif event.HasField("workflow_task_completed_event_attributes"):
+            reason = None
+    return reason
+
+
+_BUSY_RETRY_S = 120.0
+"""How long a command keeps re-sending an update the server refused for load before it gives up."""
+
+
+async def while_busy(send: Callable[[], Awaitable[T]]) -> T:
+    """``send()``, sent again while Temporal refuses it for load (RESOURCE_EXHAUSTED).
+
+    The server takes at most a few updates in flight per workflow (10 by default): a burst of
+    ``exec`` while no worker runs (one was just killed, say) exceeds it. Sending again is safe:
+    the refused update was never admitted, and a submission carries its id besides.
+    """
+    from temporalio.service import RPCError, RPCStatusCode
+
+    deadline = time.monotonic() + _BUSY_RETRY_S
+    delay = 0.2
+    while True:
+        try:
+            return await send()
+        except RPCError as exc:
+            if exc.status != RPCStatusCode.RESOURCE_EXHAUSTED or time.monotonic() + delay > deadline:
+                raise
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 5.0)

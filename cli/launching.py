@@ -9,7 +9,7 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Literal
 
-from cli.failures import innermost_message, is_not_found
+from cli.failures import innermost_message, is_not_found, is_stuck, while_busy
 from cli.output import EXIT_DETACHED, Ticker, fail, info
 from spec import Task
 from workflows.contract import JobRecord, JobStatus, LaunchResult
@@ -281,12 +281,17 @@ async def run_exec(task: Task, cluster_name: str, *, detach: bool) -> int:
     check_request_size(submission, "job submission")
     client = await open_client()
     try:
-        job = await client.get_workflow_handle(cluster_workflow_id(cluster_name)).execute_update(
-            "submit_job", submission, id=submission.request_id, result_type=JobRecord
+        handle = client.get_workflow_handle(cluster_workflow_id(cluster_name))
+        job = await while_busy(
+            lambda: handle.execute_update(
+                "submit_job", submission, id=submission.request_id, result_type=JobRecord
+            )
         )
     except WorkflowUpdateFailedError as exc:
         fail(f"cannot run on cluster {cluster_name}: {innermost_message(exc)}")
     except RPCError as exc:
+        if is_stuck(exc):
+            fail(f"cluster {cluster_name} is BROKEN (its workflow is stuck); see: skyhop status")
         if not is_not_found(exc):
             raise
         fail(f"cluster {cluster_name!r} not found; launch it with: skyhop launch -c {cluster_name} TASK")

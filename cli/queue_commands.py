@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from cli.failures import innermost_message, is_not_found
+from cli.failures import innermost_message, is_not_found, is_stuck, while_busy
 from cli.output import EXIT_USAGE, age, duration, fail, info, print_json, table
 
 if TYPE_CHECKING:
@@ -149,17 +149,23 @@ def _names(clusters: list[str] | None, all_clusters: bool) -> list[str]:
 
 
 async def run_queue(names: list[str], *, all_users: bool, skip_finished: bool, as_json: bool) -> int:
-    """Print each cluster's jobs, newest first."""
-    from cli.clusters import list_clusters
+    """Print each cluster's jobs, newest first; a broken cluster is one line and makes the exit code 1."""
+    from cli.clusters import BrokenCluster, inspect_cluster, survey_clusters
     from cli.launching import current_user
-    from cli.logs import cluster_record
     from cli.session import open_client
 
     client = await open_client()
     if names:
-        records = list(await asyncio.gather(*(cluster_record(client, name) for name in names)))
+        found = await asyncio.gather(*(inspect_cluster(client, name) for name in names))
+        missing = [name for name, r in zip(names, found, strict=True) if r is None]
+        if missing:
+            fail(f"cluster(s) {', '.join(missing)} not found; see: skyhop status")
+        records = [r for r in found if r is not None and not isinstance(r, BrokenCluster)]
+        broken = [r for r in found if isinstance(r, BrokenCluster)]
     else:
-        records = await list_clusters(client)
+        records, broken = await survey_clusters(client)
+    if broken and not records:
+        fail("; ".join(b.hint for b in broken))
     user = current_user()
 
     def shown(job: JobRecord) -> bool:
@@ -175,7 +181,7 @@ async def run_queue(names: list[str], *, all_users: bool, skip_finished: bool, a
                 for job in jobs
             ],
         )
-        return 0
+        return 1 if broken else 0
     if not records:
         info("No clusters.")
     headers = ["ID", "NAME", "USER", "SUBMITTED", "STARTED", "DURATION", "RESOURCES", "STATUS"]
@@ -186,6 +192,8 @@ async def run_queue(names: list[str], *, all_users: bool, skip_finished: bool, a
         who = "all users" if all_users else f"user {user}"
         print(f"Job queue of {who} on cluster {name}")
         table(headers, [_job_row(job, now) for job in jobs])
+    if broken:
+        fail("; ".join(b.hint for b in broken))
     return 0
 
 
@@ -237,15 +245,21 @@ async def run_lifecycle(
     operation: Callable[[Any], Awaitable[ClusterRecord]],
     done: str,
     client: Client | None = None,
+    *,
+    broken_too: bool = False,
 ) -> int:
-    """Apply ``operation`` to each cluster's workflow at once; one line per cluster."""
-    from cli.clusters import list_clusters
+    """Apply ``operation`` to each cluster's workflow at once; one line per cluster.
+
+    With ``--all``, broken clusters are included only when ``broken_too`` (``down`` can remove them).
+    """
+    from cli.clusters import survey_clusters
     from cli.session import open_client
     from workflows.contract import cluster_workflow_id
 
     client = client or await open_client()
     if all_clusters:
-        names = [record.name for record in await list_clusters(client)]
+        records, broken = await survey_clusters(client)
+        names = [record.name for record in records] + ([b.name for b in broken] if broken_too else [])
         if not names:
             info("No clusters.")
             return 0
@@ -268,6 +282,10 @@ class _Refused(Exception):
     """The cluster does not exist, or its workflow refused the update (the reason is the message)."""
 
 
+class _Stuck(_Refused):
+    """The cluster's workflow is stuck (its task fails): it takes no update until a worker can run it."""
+
+
 async def _stop(handle: Any) -> ClusterRecord:
     record: ClusterRecord = await _call(handle, "stop", None)
     return record
@@ -279,18 +297,24 @@ async def _start(handle: Any, request: StartRequest) -> ClusterRecord:
 
 
 async def run_down(names: list[str], all_clusters: bool) -> int:
-    """Tear down clusters (each through its entity workflow, which ends afterwards)."""
+    """Tear down clusters through their entity workflows; a broken one's nodes are found by tag instead."""
+    from cli.clusters import remove_broken
     from cli.launching import say_launch_holding
     from cli.session import open_client
+    from workflows.contract import ClusterRecord, ClusterStatus
 
     client = await open_client()
 
     async def down(handle: Any) -> ClusterRecord:
         await say_launch_holding(client, handle.id)
-        record: ClusterRecord = await _call(handle, "down", None)
+        try:
+            record: ClusterRecord = await _call(handle, "down", None)
+        except _Stuck:
+            await remove_broken(handle)
+            record = ClusterRecord(name=handle.id.removeprefix("cluster:"), status=ClusterStatus.TERMINATED)
         return record
 
-    return await run_lifecycle(names, all_clusters, down, "terminated", client)
+    return await run_lifecycle(names, all_clusters, down, "terminated", client, broken_too=True)
 
 
 async def _autostop(handle: Any, request: AutostopRequest) -> ClusterRecord:
@@ -317,13 +341,19 @@ async def _call(handle: Any, name: str, arg: Any, result_type: type[Any] | None 
     result_type = result_type or ClusterRecord
     try:
         args = [] if arg is None else [arg]
-        return await handle.execute_update(name, *args, result_type=result_type)
+        return await while_busy(lambda: handle.execute_update(name, *args, result_type=result_type))
     except WorkflowUpdateFailedError as exc:
         raise _Refused(innermost_message(exc)) from None
     except RPCError as exc:
         if is_not_found(exc):
             raise _Refused("not found; see: skyhop status") from None
+        if is_stuck(exc):
+            name = handle.id.removeprefix("cluster:")
+            raise _Stuck(f"its workflow is {_BROKEN_WORDS}; remove it with: skyhop down {name}") from None
         raise
+
+
+_BROKEN_WORDS = "stuck (BROKEN in skyhop status)"
 
 
 def _ids(ids: list[int]) -> str:

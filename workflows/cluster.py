@@ -35,6 +35,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.models import RunJobInput, WaitJobInput
     from optimizer import mismatch
     from providers.base import ClusterHandle, NodeStatus
+    from providers.runtime.jobs import JobOutcome
     from spec import Task
     from workflows.contract import (
         CLUSTER_WORKFLOW,
@@ -82,6 +83,8 @@ RECONCILE_INTERVAL_S = 30 * 60
 
 _OPERATIONS = {"stop": "stopped", "start": "started", "down": "taken down", "autostop": "autostopped"}
 """Lock holders that are this workflow's own operations (any other holder is a launch), and their words."""
+_ASK_WHY_RUNNER_LOST = "reconcile-when-a-job-runner-is-lost"
+"""Patch id: a job whose runner vanished asks the provider whether its node is gone (see ``_run_job``)."""
 _START_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1),
     maximum_interval=timedelta(seconds=10),
@@ -419,6 +422,13 @@ class ClusterWorkflow:
                 retry_policy=LONG_RETRY,
                 summary=f"job {job.job_id}",
             )
+            if not job.status.done and _runner_lost(outcome) and workflow.patched(_ASK_WHY_RUNNER_LOST):
+                # The runner vanished without seeing the job end: the node may have been removed
+                # (its processes die first). Ask the provider, so the job names the node's fate
+                # whether this watcher or a ``status --refresh`` notices first.
+                self._runs.pop(job.job_id, None)  # reconciling must not cancel this very task
+                with contextlib.suppress(ActivityError):
+                    await self._reconcile()
             if not job.status.done:
                 self._mark(job, JobStatus(outcome.status))
                 job.exit_code = outcome.exit_code
@@ -720,6 +730,13 @@ def _innermost(exc: BaseException) -> str:
     while getattr(exc, "cause", None) is not None:
         exc = exc.cause  # type: ignore[attr-defined]
     return str(exc)
+
+
+def _runner_lost(outcome: JobOutcome) -> bool:
+    """A job failed with no exit code: its runner did not see it end (killed, or died at start)."""
+    return (
+        outcome.status == JobStatus.FAILED.value and outcome.exit_code is None and outcome.lost_rank is None
+    )
 
 
 def _size(submission: JobSubmission) -> int:

@@ -8,6 +8,7 @@ instead of re-recording.
 from __future__ import annotations
 
 import asyncio
+import os
 from datetime import timedelta
 from pathlib import Path
 
@@ -91,6 +92,73 @@ async def continue_as_new(client: Client) -> None:
         await _save(client, h, "continue_as_new_first_run", run_id=first)
 
 
+def parallel_submits_worker_killed(name: str = "parallel_submits_worker_killed") -> None:
+    """Twelve ``submit_job`` updates at once on a two-node sim cluster; the worker is killed by
+    SIGKILL while they are handled and a new one takes over (a workflow task times out mid-burst).
+
+    A real dev server and worker process: an in-process worker cannot be killed mid-task.
+    """
+    import tempfile
+    import threading
+
+    from tests.helpers import DevServer, WorkerProcess, wait_for
+    from tests.integration.support import client_for, cluster_up, current_record
+    from tests.providers.sim_support import enabled_sim
+    from workflows.contract import JobRecord, cluster_workflow_id
+
+    folder = Path(tempfile.mkdtemp(prefix="record-"))
+    # Hermetic, as in the tests: the sim cloud, its checks and the nodes live in a HOME of its own.
+    os.environ.update(HOME=str(folder), SKYHOP_HOME=str(folder / ".skyhop"))
+    for variable in [v for v in os.environ if v.startswith("SKYHOP_TEMPORAL_")]:
+        del os.environ[variable]
+    server = DevServer(folder)
+    server.start()
+    worker = WorkerProcess(server.address, folder)
+    worker.start()
+    cluster = "rec-parallel-submits"
+    try:
+        with (
+            enabled_sim(folder),
+            cluster_up(server.address, cluster, Task(num_nodes=2, resources=Resources(infra="sim"))),
+        ):
+
+            async def submit_all() -> None:
+                client = await client_for(server.address)
+                handle = client.get_workflow_handle(cluster_workflow_id(cluster))
+                submissions = [
+                    JobSubmission(request_id=f"exec:{i}", task=Task(run="sleep 2")) for i in range(12)
+                ]
+                await asyncio.gather(
+                    *(
+                        handle.execute_update("submit_job", s, id=s.request_id, result_type=JobRecord)
+                        for s in submissions
+                    )
+                )
+
+            burst = threading.Thread(target=lambda: asyncio.run(submit_all()))
+            burst.start()
+            wait_for(lambda: len(current_record(server.address, cluster).jobs) >= 3, 60, "the first jobs")
+            worker.kill9()
+            worker.start()
+            burst.join(180)
+            wait_for(
+                lambda: all(j.status.done for j in current_record(server.address, cluster).jobs),
+                120,
+                "every job",
+            )
+
+            async def save() -> None:
+                client = await client_for(server.address)
+                history = await client.get_workflow_handle(cluster_workflow_id(cluster)).fetch_history()
+                (HISTORIES / f"{name}.json").write_text(history.to_json())
+                print(f"recorded {name}: {len(history.events)} events")
+
+            asyncio.run(save())
+    finally:
+        worker.stop()
+        server.stop()
+
+
 async def main() -> None:
     HISTORIES.mkdir(exist_ok=True)
     async with time_skipping() as env:
@@ -102,4 +170,9 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    import sys
+
+    # ``python -m tests.cluster.record_histories parallel_submits_worker_killed`` records that one only.
+    if sys.argv[1:] != ["parallel_submits_worker_killed"]:
+        asyncio.run(main())
+    parallel_submits_worker_killed()

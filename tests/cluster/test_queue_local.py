@@ -204,7 +204,7 @@ def test_autostop_from_the_cli_stops_then_down_removes(
     assert bad.returncode == 2 and "--cancel takes no" in bad.stderr
 
 
-def test_status_refresh_finds_nodes_removed_outside_skyhop(
+def test_a_node_removed_outside_skyhop_fails_its_job_naming_the_removal(
     temporal_server: DevServer, cli_env: dict[str, str], cluster: str
 ) -> None:
     pid = _first_job_sleeping(temporal_server, cli_env, cluster)
@@ -214,9 +214,11 @@ def test_status_refresh_finds_nodes_removed_outside_skyhop(
     os.kill(runner, signal.SIGKILL)
     os.killpg(pid, signal.SIGKILL)
     shutil.rmtree(skyhop_home() / "clusters" / cluster)
+    # The job's watcher notices first (its runner is gone); it must still name the node's removal,
+    # not the runner's death, and the cluster must follow without waiting for a refresh.
+    wait_for(lambda: _statuses(temporal_server, cluster) == ["FAILED"], 60, "the job's end")
+    rec = current_record(temporal_server.address, cluster)
+    assert "node 0 is TERMINATED (changed outside skyhop)" in (rec.jobs[0].error or ""), rec.jobs[0].error
+    assert rec.status == ClusterStatus.TERMINATED
     listed = skyhop("status", "--refresh", env=cli_env)
     assert listed.returncode == 0 and f"{cluster} " not in listed.stdout
-    rec = current_record(temporal_server.address, cluster)
-    assert rec.status == ClusterStatus.TERMINATED
-    assert rec.jobs[0].status == JobStatus.FAILED
-    assert "node 0 is TERMINATED (changed outside skyhop)" in (rec.jobs[0].error or "")

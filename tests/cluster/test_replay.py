@@ -21,7 +21,12 @@ HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
 
 
 def test_histories_are_recorded() -> None:
-    assert {path.stem for path in HISTORIES} >= {"lifecycle", "autostop", "continue_as_new_first_run"}
+    assert {path.stem for path in HISTORIES} >= {
+        "lifecycle",
+        "autostop",
+        "continue_as_new_first_run",
+        "parallel_submits_worker_killed",
+    }
 
 
 @pytest.mark.parametrize("path", HISTORIES, ids=[path.stem for path in HISTORIES])
