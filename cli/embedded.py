@@ -187,8 +187,15 @@ def temporal_binary() -> str:
 
 
 def _port_free(port: int) -> bool:
+    """Whether nothing listens on ``port`` of 127.0.0.1.
+
+    A probe of a port in the ephemeral range can connect to itself (the kernel may pick that very
+    port as the probe's own, and TCP's simultaneous open then succeeds): that is no listener.
+    """
     with socket.socket() as sock:
-        return sock.connect_ex(("127.0.0.1", port)) != 0
+        if sock.connect_ex(("127.0.0.1", port)) != 0:
+            return True
+        return bool(sock.getsockname()[1] == port)
 
 
 def free_port() -> int:
