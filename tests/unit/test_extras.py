@@ -101,9 +101,12 @@ def test_base_install_commands_work_and_name_the_extra(base_env: dict[str, str])
 
     checked = skyhop("check", "--json", env=base_env)
     assert checked.returncode == 0, checked.stderr
-    verdicts = json.loads(checked.stdout)
+    listing = json.loads(checked.stdout)
+    assert listing["kind"] == "providers"
+    verdicts = {item["provider"]: item for item in listing["items"]}
     assert verdicts["local"]["enabled"]
     assert verdicts["aws"] == {
+        "provider": "aws",
         "enabled": False,
         "reason": "aws needs boto3: pip install 'skyhop[aws]'",
         "hint": "",
