@@ -27,9 +27,12 @@ async def main():
     print("connected", flush=True)
     sys.stdin.readline()  # the server is down now
     try:
-        await asyncio.wait_for(client.count_workflows(), 8)
+        await asyncio.wait_for(client.count_workflows(), 3)
     except TimeoutError:
-        print("still retrying", flush=True)
+        pass  # still retrying, as the SDK does for about 10 s
+    except Exception:
+        pass  # it gave up: either way, what matters is what reached stdout and stderr
+    print("done", flush=True)
 
 asyncio.run(main())
 os._exit(0)
@@ -50,7 +53,7 @@ def test_sdk_warnings_go_to_the_log_file_and_one_plain_line(tmp_path: Path) -> N
     finally:
         server.stop()
     out, err = proc.communicate("go\n", timeout=60)
-    assert out == "still retrying\n"
+    assert out == "done\n"
     assert "\x1b[" not in out + err
     assert err.splitlines() == [f"{OUTAGE_NOTICE} (details: {env['SKYHOP_HOME']}/cli.log)"]
     assert "retried" in (Path(env["SKYHOP_HOME"]) / "cli.log").read_text()
