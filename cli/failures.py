@@ -70,11 +70,12 @@ _BUSY_RETRY_S = 120.0
 
 
 async def while_busy(send: Callable[[], Awaitable[T]]) -> T:
-    """``send()``, sent again while Temporal refuses it for load (RESOURCE_EXHAUSTED).
+    """``send()``, sent again while Temporal refuses it for load (RESOURCE_EXHAUSTED) or aborts it.
 
     The server takes at most a few updates in flight per workflow (10 by default): a burst of
-    ``exec`` while no worker runs (one was just killed, say) exceeds it. Sending again is safe:
-    the refused update was never admitted, and a submission carries its id besides.
+    ``exec`` while no worker runs (one was just killed, say) exceeds it. A worker crash can also
+    abort an admitted update (UNAVAILABLE, "update was aborted"). Sending again is safe: an update
+    carries its id, so one the workflow already took returns its first result.
     """
     from temporalio.service import RPCError, RPCStatusCode
 
@@ -84,7 +85,9 @@ async def while_busy(send: Callable[[], Awaitable[T]]) -> T:
         try:
             return await send()
         except RPCError as exc:
-            if exc.status != RPCStatusCode.RESOURCE_EXHAUSTED or time.monotonic() + delay > deadline:
+            aborted = exc.status == RPCStatusCode.UNAVAILABLE and "update was aborted" in exc.message
+            refused = exc.status == RPCStatusCode.RESOURCE_EXHAUSTED or aborted
+            if not refused or time.monotonic() + delay > deadline:
                 raise
         await asyncio.sleep(delay)
         delay = min(delay * 2, 5.0)

@@ -28,9 +28,9 @@ from temporalio.converter import SerializationContext, StorageDriverStoreContext
 from temporalio.worker import WorkflowInstance, WorkflowInstanceDetails, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
-__all__ = ["OUTSIDE_TASK_MESSAGE", "TaskBoundRunner"]
+from workflows.contract import QUERY_OUTSIDE_TASK
 
-OUTSIDE_TASK_MESSAGE = "activation outside a workflow task (a query brought new events); evicting to replay"
+__all__ = ["TaskBoundRunner"]
 
 
 class TaskBoundRunner(WorkflowRunner):
@@ -58,7 +58,7 @@ class _TaskBoundInstance(WorkflowInstance):
     def activate(self, act: WorkflowActivation) -> WorkflowActivationCompletion:
         if _outside_task(act, self._seen):
             completion = WorkflowActivationCompletion(run_id=act.run_id)
-            completion.failed.failure.message = OUTSIDE_TASK_MESSAGE
+            completion.failed.failure.message = QUERY_OUTSIDE_TASK
             return completion
         if not all(job.HasField("query_workflow") for job in act.jobs):
             self._seen = (act.history_length, act.history_size_bytes)
