@@ -91,3 +91,26 @@ async def while_busy(send: Callable[[], Awaitable[T]]) -> T:
                 raise
         await asyncio.sleep(delay)
         delay = min(delay * 2, 5.0)
+
+
+_QUERY_ATTEMPTS = 5
+
+
+async def asked_again(query: Callable[[], Awaitable[T]]) -> T:
+    """``query()``, asked again when the worker refused it for arriving outside a workflow task.
+
+    The worker then drops the workflow's state and rebuilds it by replay (see ``workflows.runner``),
+    so the next ask is answered.
+    """
+    from temporalio.client import WorkflowQueryFailedError
+
+    from workflows.contract import QUERY_OUTSIDE_TASK
+
+    for _ in range(_QUERY_ATTEMPTS - 1):
+        try:
+            return await query()
+        except WorkflowQueryFailedError as exc:
+            if QUERY_OUTSIDE_TASK not in str(exc):
+                raise
+        await asyncio.sleep(0.5)
+    return await query()

@@ -12,11 +12,11 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING, BinaryIO
 
-from cli.failures import is_not_found
+from cli.failures import asked_again, is_not_found
 from cli.output import info
 from providers.registry import get_provider
 from providers.runtime.jobs import JobOutcome, combine_node_states
-from workflows.contract import QUERY_OUTSIDE_TASK, ClusterRecord, JobRecord, JobStatus, cluster_workflow_id
+from workflows.contract import ClusterRecord, JobRecord, JobStatus, cluster_workflow_id
 
 if TYPE_CHECKING:
     from temporalio.client import Client
@@ -113,32 +113,18 @@ class LogTail:
         return combine_node_states(list(states))
 
 
-_QUERY_ATTEMPTS = 5
-
-
 async def cluster_record(client: Client, cluster_name: str) -> ClusterRecord:
-    """The cluster's record, by query; JobNotFoundError when there is no such cluster.
-
-    A query the worker refused because it arrived with events outside a workflow task (see
-    ``workflows.runner``) is asked again: the worker has dropped that state and rebuilds it.
-    """
-    from temporalio.client import WorkflowQueryFailedError
+    """The cluster's record, by query; JobNotFoundError when there is no such cluster."""
     from temporalio.service import RPCError
 
     handle = client.get_workflow_handle(cluster_workflow_id(cluster_name))
-    for attempt in range(_QUERY_ATTEMPTS):
-        try:
-            record: ClusterRecord = await handle.query("status", result_type=ClusterRecord)
-            return record
-        except WorkflowQueryFailedError as exc:
-            if QUERY_OUTSIDE_TASK not in str(exc) or attempt == _QUERY_ATTEMPTS - 1:
-                raise
-            await asyncio.sleep(0.5)
-        except RPCError as exc:
-            if not is_not_found(exc):
-                raise
-            raise JobNotFoundError(f"cluster {cluster_name!r} not found; see 'skyhop status'") from None
-    raise AssertionError("unreachable: the last attempt returns or raises")
+    try:
+        record: ClusterRecord = await asked_again(lambda: handle.query("status", result_type=ClusterRecord))
+        return record
+    except RPCError as exc:
+        if not is_not_found(exc):
+            raise
+        raise JobNotFoundError(f"cluster {cluster_name!r} not found; see 'skyhop status'") from None
 
 
 async def find_job(client: Client, cluster_name: str, job_id: int | None) -> tuple[ClusterRecord, JobRecord]:

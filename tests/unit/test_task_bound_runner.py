@@ -8,12 +8,15 @@ then evicts the workflow and rebuilds it by replay), and passes every other acti
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from temporalio.bridge.proto.workflow_activation import WorkflowActivation
 from temporalio.bridge.proto.workflow_completion import WorkflowActivationCompletion
+from temporalio.client import WorkflowQueryFailedError
 from temporalio.worker import WorkflowInstance, WorkflowInstanceDetails, WorkflowRunner
 
+from cli.failures import asked_again
 from workflows.contract import QUERY_OUTSIDE_TASK
 from workflows.runner import TaskBoundRunner
 
@@ -91,3 +94,15 @@ def test_the_first_activation_of_a_run_passes() -> None:
     instance, inner = _runner()
     assert instance.activate(_activation(3, 0, job="initialize_workflow")).HasField("successful")
     assert len(inner.seen) == 1
+
+
+def test_the_cli_asks_a_refused_query_again() -> None:
+    answers: list[object] = [WorkflowQueryFailedError(QUERY_OUTSIDE_TASK), "record"]
+
+    async def query() -> object:
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    assert asyncio.run(asked_again(query)) == "record"
