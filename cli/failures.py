@@ -100,7 +100,8 @@ async def asked_again(query: Callable[[], Awaitable[T]]) -> T:
     """``query()``, asked again when the worker refused it for arriving outside a workflow task.
 
     The worker then drops the workflow's state and rebuilds it by replay (see ``workflows.runner``),
-    so the next ask is answered.
+    so the next ask is answered. A query the server refuses for load (its buffer of queries waiting
+    for a workflow task is full while no worker runs) is sent again as ``while_busy`` does.
     """
     from temporalio.client import WorkflowQueryFailedError
 
@@ -108,9 +109,9 @@ async def asked_again(query: Callable[[], Awaitable[T]]) -> T:
 
     for _ in range(_QUERY_ATTEMPTS - 1):
         try:
-            return await query()
+            return await while_busy(query)
         except WorkflowQueryFailedError as exc:
             if QUERY_OUTSIDE_TASK not in str(exc):
                 raise
         await asyncio.sleep(0.5)
-    return await query()
+    return await while_busy(query)
