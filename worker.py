@@ -32,6 +32,7 @@ from cli.output import EXIT_USAGE, exit_now
 from workflows.cluster import ClusterWorkflow
 from workflows.contract import LONG_QUEUE, SEARCH_ATTRIBUTES, SHORT_QUEUE, WORKFLOW_QUEUE
 from workflows.launch import LaunchWorkflow
+from workflows.runner import TaskBoundRunner
 
 __all__ = ["build_workers", "ensure_search_attributes", "main"]
 
@@ -64,6 +65,7 @@ def build_workers(client: Client, *, long_slots: int = 200, short_slots: int = 5
             # Failover re-optimizes between attempts as a local activity: no task queue round trip.
             activities=[planning.optimize],
             max_concurrent_workflow_tasks=100,
+            workflow_runner=TaskBoundRunner(),
         ),
         Worker(
             client,

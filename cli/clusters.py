@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from cli.failures import innermost_message, is_not_found, stuck_reason
+from cli.failures import asked_again, innermost_message, is_not_found, stuck_reason
 from cli.output import age, info, print_json, table
 from workflows.contract import ClusterRecord, ClusterStatus, cluster_workflow_id
 
@@ -52,8 +52,8 @@ async def inspect_cluster(client: Client, name: str) -> ClusterRecord | BrokenCl
         reason = await stuck_reason(handle)
         if reason is not None:
             return BrokenCluster(name=name, reason=f"its workflow task fails ({reason})")
-        record: ClusterRecord = await handle.query(
-            "status", result_type=ClusterRecord, rpc_timeout=_QUERY_TIMEOUT
+        record: ClusterRecord = await asked_again(
+            lambda: handle.query("status", result_type=ClusterRecord, rpc_timeout=_QUERY_TIMEOUT)
         )
     except RPCError as exc:
         if is_not_found(exc):

@@ -70,11 +70,12 @@ _BUSY_RETRY_S = 120.0
 
 
 async def while_busy(send: Callable[[], Awaitable[T]]) -> T:
-    """``send()``, sent again while Temporal refuses it for load (RESOURCE_EXHAUSTED).
+    """``send()``, sent again while Temporal refuses it for load (RESOURCE_EXHAUSTED) or aborts it.
 
     The server takes at most a few updates in flight per workflow (10 by default): a burst of
-    ``exec`` while no worker runs (one was just killed, say) exceeds it. Sending again is safe:
-    the refused update was never admitted, and a submission carries its id besides.
+    ``exec`` while no worker runs (one was just killed, say) exceeds it. A worker crash can also
+    abort an admitted update (UNAVAILABLE, "update was aborted"). Sending again is safe: an update
+    carries its id, so one the workflow already took returns its first result.
     """
     from temporalio.service import RPCError, RPCStatusCode
 
@@ -84,7 +85,33 @@ async def while_busy(send: Callable[[], Awaitable[T]]) -> T:
         try:
             return await send()
         except RPCError as exc:
-            if exc.status != RPCStatusCode.RESOURCE_EXHAUSTED or time.monotonic() + delay > deadline:
+            aborted = exc.status == RPCStatusCode.UNAVAILABLE and "update was aborted" in exc.message
+            refused = exc.status == RPCStatusCode.RESOURCE_EXHAUSTED or aborted
+            if not refused or time.monotonic() + delay > deadline:
                 raise
         await asyncio.sleep(delay)
         delay = min(delay * 2, 5.0)
+
+
+_QUERY_ATTEMPTS = 5
+
+
+async def asked_again(query: Callable[[], Awaitable[T]]) -> T:
+    """``query()``, asked again when the worker refused it for arriving outside a workflow task.
+
+    The worker then drops the workflow's state and rebuilds it by replay (see ``workflows.runner``),
+    so the next ask is answered. A query the server refuses for load (its buffer of queries waiting
+    for a workflow task is full while no worker runs) is sent again as ``while_busy`` does.
+    """
+    from temporalio.client import WorkflowQueryFailedError
+
+    from workflows.contract import QUERY_OUTSIDE_TASK
+
+    for _ in range(_QUERY_ATTEMPTS - 1):
+        try:
+            return await while_busy(query)
+        except WorkflowQueryFailedError as exc:
+            if QUERY_OUTSIDE_TASK not in str(exc):
+                raise
+        await asyncio.sleep(0.5)
+    return await while_busy(query)

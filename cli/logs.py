@@ -12,7 +12,7 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING, BinaryIO
 
-from cli.failures import is_not_found
+from cli.failures import asked_again, is_not_found
 from cli.output import info
 from providers.registry import get_provider
 from providers.runtime.jobs import JobOutcome, combine_node_states
@@ -117,10 +117,9 @@ async def cluster_record(client: Client, cluster_name: str) -> ClusterRecord:
     """The cluster's record, by query; JobNotFoundError when there is no such cluster."""
     from temporalio.service import RPCError
 
+    handle = client.get_workflow_handle(cluster_workflow_id(cluster_name))
     try:
-        record: ClusterRecord = await client.get_workflow_handle(cluster_workflow_id(cluster_name)).query(
-            "status", result_type=ClusterRecord
-        )
+        record: ClusterRecord = await asked_again(lambda: handle.query("status", result_type=ClusterRecord))
         return record
     except RPCError as exc:
         if not is_not_found(exc):

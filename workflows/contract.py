@@ -18,6 +18,7 @@ from workflows.scheduler import Demand, NodeAllocation
 
 __all__ = [
     "CLUSTER_WORKFLOW",
+    "QUERY_OUTSIDE_TASK",
     "AutostopRequest",
     "CancelRequest",
     "CancelResult",
@@ -54,6 +55,8 @@ SHORT_QUEUE = "skyhop-short"
 
 LAUNCH_WORKFLOW = "LaunchWorkflow"
 CLUSTER_WORKFLOW = "ClusterWorkflow"
+QUERY_OUTSIDE_TASK = "activation outside a workflow task (a query brought new events); evicting to replay"
+"""Why the worker failed a query (``workflows.runner``): asking again gets an answer."""
 
 SEARCH_ATTRIBUTES = {
     "SkyhopKind": "Keyword",

@@ -1,0 +1,85 @@
+"""The workflow runner of skyhop's worker: the SDK's sandbox, minus activations that no replay repeats.
+
+Why it exists: the SDK core treats a query sent straight to a worker (a "legacy" query, which the
+server sends while the workflow has no workflow task in flight, and which can wait in the task
+queue while no worker polls) like a workflow task. Core applies the events that arrived since the
+last workflow task (say, a finished ``wait_job``) and activates the workflow with them, and the
+commands the workflow emits in reply (``start_job`` for the next queued job) wait in core for the
+next real workflow task. If that task brings an update, its accept goes out after those commands.
+A replay sees the same events and the update in one activation, where the SDK runs updates first:
+it emits the accept first, and fails with "Update machine does not handle this event:
+ActivityTaskScheduled" — the cluster workflow is stuck for good. It happened after a worker crash
+(the restarted worker's first task was such a query, while ``skyhop exec`` followed its job).
+
+Such an activation is recognisable: events were applied (the history length grew) but no workflow
+task started (the history size, which only a ``WorkflowTaskStarted`` event sets, is the previous
+activation's). The runner fails it: core then answers the query with that failure and evicts the
+workflow, and the next real workflow task rebuilds it by replay, in the grouping a replay uses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from temporalio import workflow
+from temporalio.bridge.proto.workflow_activation import WorkflowActivation
+from temporalio.bridge.proto.workflow_completion import WorkflowActivationCompletion
+from temporalio.converter import SerializationContext, StorageDriverStoreContext
+from temporalio.worker import WorkflowInstance, WorkflowInstanceDetails, WorkflowRunner
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
+
+from workflows.contract import QUERY_OUTSIDE_TASK
+
+__all__ = ["TaskBoundRunner"]
+
+
+class TaskBoundRunner(WorkflowRunner):
+    """The sandboxed runner whose instances refuse activations that arrive without a workflow task."""
+
+    def __init__(self, inner: WorkflowRunner | None = None) -> None:
+        self._inner = inner or SandboxedWorkflowRunner()
+
+    def prepare_workflow(self, defn: workflow._Definition) -> None:
+        self._inner.prepare_workflow(defn)
+
+    def create_instance(self, det: WorkflowInstanceDetails) -> WorkflowInstance:
+        return _TaskBoundInstance(self._inner.create_instance(det))
+
+    def set_worker_level_failure_exception_types(self, types: Sequence[type[BaseException]]) -> None:
+        self._inner.set_worker_level_failure_exception_types(types)
+
+
+class _TaskBoundInstance(WorkflowInstance):
+    def __init__(self, inner: WorkflowInstance) -> None:
+        self._inner = inner
+        self._seen: tuple[int, int] | None = None
+        """(history length, history size) of the last activation that applied a workflow task."""
+
+    def activate(self, act: WorkflowActivation) -> WorkflowActivationCompletion:
+        if _outside_task(act, self._seen):
+            completion = WorkflowActivationCompletion(run_id=act.run_id)
+            completion.failed.failure.message = QUERY_OUTSIDE_TASK
+            return completion
+        if not all(job.HasField("query_workflow") for job in act.jobs):
+            self._seen = (act.history_length, act.history_size_bytes)
+        return self._inner.activate(act)
+
+    def get_serialization_context(self, command_info: object) -> SerializationContext | None:
+        return self._inner.get_serialization_context(command_info)  # type: ignore[arg-type]
+
+    def get_external_store_context(self, command_info: object) -> StorageDriverStoreContext:
+        return self._inner.get_external_store_context(command_info)  # type: ignore[arg-type]
+
+    def get_info(self) -> workflow.Info:
+        return self._inner.get_info()
+
+    def get_thread_id(self) -> int | None:
+        return self._inner.get_thread_id()
+
+
+def _outside_task(act: WorkflowActivation, seen: tuple[int, int] | None) -> bool:
+    """New events applied live while the history size stayed put: no workflow task started."""
+    if seen is None or act.is_replaying or any(job.HasField("remove_from_cache") for job in act.jobs):
+        return False
+    length, size = seen
+    return act.history_length > length and act.history_size_bytes == size
