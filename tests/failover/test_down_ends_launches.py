@@ -28,8 +28,15 @@ def _sigint_default() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def _searching_launch(cluster: str, tmp_path: Path, env: dict[str, str]) -> subprocess.Popen[str]:
-    """A ``launch -r`` that can never find capacity, so it holds its cluster's lock for good."""
+def _searching_launch(
+    prefix: str, latency_s: float, sim_catalog: Path, tmp_path: Path, env: dict[str, str]
+) -> tuple[str, subprocess.Popen[str]]:
+    """A ``launch -r`` that can never find capacity (each sim API call takes ``latency_s``), so it
+    holds its new cluster's lock for good: the cluster's name and the launch's process."""
+    write_plan(
+        sim_catalog, [{"region": "us-east-1", "error": "capacity", "after_nodes": 1}], latency_s=latency_s
+    )
+    cluster = unique_cluster(prefix)
     task = tmp_path / "task.yaml"
     task.write_text(yaml.safe_dump({"resources": {"infra": "sim/us-east-1"}, "run": "echo never"}))
     launch = subprocess.Popen(
@@ -41,7 +48,7 @@ def _searching_launch(cluster: str, tmp_path: Path, env: dict[str, str]) -> subp
         60,
         "the launch to hold its cluster",
     )
-    return launch
+    return cluster, launch
 
 
 def current_record_or_none(address: str, cluster: str) -> str | None:
@@ -58,9 +65,7 @@ def test_down_during_a_searching_launch_cancels_it_and_leaves_nothing(
     sim_catalog: Path,
     tmp_path: Path,
 ) -> None:
-    write_plan(sim_catalog, [{"region": "us-east-1", "error": "capacity", "after_nodes": 1}], latency_s=0.2)
-    cluster = unique_cluster("downs")
-    launch = _searching_launch(cluster, tmp_path, cli_env)
+    cluster, launch = _searching_launch("downs", 0.2, sim_catalog, tmp_path, cli_env)
     try:
         gone = skyhop("down", "-y", cluster, env=cli_env, timeout=120)
         assert gone.returncode == 0, gone.stderr
@@ -87,9 +92,7 @@ def test_ctrl_c_on_down_is_one_line_and_exit_130(
     tmp_path: Path,
 ) -> None:
     # Slow API calls: the cancelled launch takes seconds to clean up, so down is still waiting.
-    write_plan(sim_catalog, [{"region": "us-east-1", "error": "capacity", "after_nodes": 1}], latency_s=3)
-    cluster = unique_cluster("downc")
-    launch = _searching_launch(cluster, tmp_path, cli_env)
+    cluster, launch = _searching_launch("downc", 3, sim_catalog, tmp_path, cli_env)
     try:
         down = subprocess.Popen(
             [SKYHOP_CLI, "down", "-y", cluster],
