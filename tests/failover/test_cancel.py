@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
 
+from cli.failures import asked_again
 from providers.sim import SimCloud
 from spec import Resources, Task
 from tests.conftest import run
@@ -32,7 +33,7 @@ _CANCEL_POINTS = [(1, 0.0), (1, 0.6), (2, 0.3), (2, 1.1), (3, 0.0), (3, 0.8), (4
 
 
 async def _progress(handle: WorkflowHandle[Any, Any]) -> LaunchProgress:
-    progress: LaunchProgress = await handle.query("progress", result_type=LaunchProgress)
+    progress: LaunchProgress = await asked_again(lambda: handle.query("progress", result_type=LaunchProgress))
     return progress
 
 

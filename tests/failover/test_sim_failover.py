@@ -9,6 +9,7 @@ import pytest
 import yaml
 from temporalio.client import WorkflowFailureError
 
+from cli.failures import asked_again
 from providers.sim import SimCloud
 from spec import Resources, Task
 from tests.conftest import run, skyhop
@@ -120,7 +121,7 @@ def test_cancelling_a_launch_mid_failover_leaves_no_instance(
         )
 
         async def failed_over() -> bool:
-            progress = await handle.query("progress", result_type=LaunchProgress)
+            progress = await asked_again(lambda: handle.query("progress", result_type=LaunchProgress))
             return len(progress.attempts) >= 2 and progress.stage == "provision"
 
         while not await failed_over():

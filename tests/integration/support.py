@@ -11,6 +11,7 @@ from temporalio.client import Client
 
 from cli.client import connect
 from cli.config import TemporalConfig
+from cli.failures import asked_again
 from spec import Task
 from tests.helpers import wait_for
 from workflows.contract import (
@@ -56,9 +57,8 @@ async def launch(client: Client, cluster: str, task: Task, workflow_id: str | No
 
 
 async def record(client: Client, cluster: str) -> ClusterRecord:
-    result: ClusterRecord = await client.get_workflow_handle(cluster_workflow_id(cluster)).query(
-        "status", result_type=ClusterRecord
-    )
+    handle = client.get_workflow_handle(cluster_workflow_id(cluster))
+    result: ClusterRecord = await asked_again(lambda: handle.query("status", result_type=ClusterRecord))
     return result
 
 
