@@ -20,6 +20,7 @@ from tests.cluster.test_queue_local import HALF
 from tests.conftest import run
 from tests.helpers import DevServer, WorkerProcess
 from tests.integration.support import client_for, down, launch
+from tests.integration.support import record as current
 from workflows.cluster import ClusterWorkflow
 from workflows.contract import (
     WORKFLOW_QUEUE,
@@ -90,7 +91,7 @@ def test_real_jobs_run_once_across_continue_as_new(
             submission = JobSubmission(request_id=f"job-{i}", task=task)
             await handle.execute_update("submit_job", submission, result_type=JobRecord)
         for _ in range(600):
-            record = await handle.query("status", result_type=ClusterRecord)
+            record = await current(client, name)
             if all(job.status.done for job in record.jobs):
                 break
             await asyncio.sleep(0.1)
