@@ -14,14 +14,11 @@ from temporalio import activity
 from providers.base import (
     CannotStopError,
     ClusterHandle,
-    NodeHandle,
     NodeStatus,
-    Offering,
+    ProvisionRequest,
     StatusUnknownError,
 )
-from providers.cloud import CloudProvider, InstanceState
 from providers.errors import ProviderError
-from providers.home import skyhop_home
 from providers.registry import get_provider, provider_names
 from workflows.contract import JobRecord
 
@@ -81,8 +78,7 @@ async def start_cluster(request: StartClusterInput) -> ClusterHandle:
     provider = get_provider(handle.offering.provider)
     if not request.recreate:
         return await provider.start(handle)
-    fresh = await provider.provision(handle.cluster_name, handle.offering, len(handle.nodes))
-    return fresh.model_copy(update={"use_spot": handle.use_spot})
+    return await provider.launch(ProvisionRequest.recreating(handle))
 
 
 @activity.defn
@@ -125,42 +121,7 @@ async def remove_tagged_instances(cluster_name: str) -> TaggedRemoval:
     result = TaggedRemoval()
     for name in provider_names():
         try:
-            result.removed += await _remove_tagged(name, cluster_name)
+            result.removed += [f"{name}/{i}" for i in await get_provider(name).remove_untracked(cluster_name)]
         except ProviderError as exc:
             result.unreachable.append(f"{name}: {exc}")
     return result
-
-
-async def _remove_tagged(name: str, cluster_name: str) -> list[str]:
-    removed: list[str] = []
-    provider = get_provider(name)
-    if isinstance(provider, CloudProvider):
-        # Every region the provider offers: nothing tells which one a stuck cluster is in.
-        for region in sorted({o.region for o in provider.offerings() if o.region}):
-            alive = [
-                i
-                for i in await provider.list_instances(cluster_name, region)
-                if i.state != InstanceState.TERMINATED
-            ]
-            if alive:
-                await provider.terminate_instances(region, alive)
-            removed += [f"{name}/{i.instance_id}" for i in alive]
-    elif name == "local":
-        nodes = _local_nodes(cluster_name)
-        if nodes:
-            offering = Offering(provider="local", instance_type="local", cpus=0, memory_gib=0, price=0)
-            await provider.terminate(ClusterHandle(cluster_name=cluster_name, offering=offering, nodes=nodes))
-        removed += [f"local/{node.instance_id}" for node in nodes]
-    return removed
-
-
-def _local_nodes(cluster_name: str) -> list[NodeHandle]:
-    """The ``local`` provider's nodes of a cluster: the folders it made for them."""
-    folder = skyhop_home() / "clusters" / cluster_name
-    ranks = sorted(int(p.name.removeprefix("node-")) for p in folder.glob("node-[0-9]*") if p.is_dir())
-    return [
-        NodeHandle(
-            rank=r, instance_id=f"{cluster_name}-{r}", ip="127.0.0.1", runtime_dir=str(folder / f"node-{r}")
-        )
-        for r in ranks
-    ]

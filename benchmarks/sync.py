@@ -39,6 +39,7 @@ def make_tree(root: Path, small: int, big_mb: int) -> None:
 async def main(rounds: int, small: int, big_mb: int) -> None:
     work = Path(tempfile.mkdtemp(prefix="skyhop-bench-sync-"))
     os.environ["SKYHOP_HOME"] = str(work / "skyhop")
+    from providers.base import ProvisionRequest
     from providers.ssh import SSHProvider
     from providers.ssh.admin import register_pools
     from providers.ssh.connection import close_connections, run
@@ -56,7 +57,9 @@ async def main(rounds: int, small: int, big_mb: int) -> None:
             pool="bench", address=host.address, port=host.port, user="root", identity_file=str(hosts.key)
         )
         await register_pools({"bench": [spec]})
-        handle = await provider.provision("bench", provider.offerings()[0], 1)
+        handle = await provider.launch(
+            ProvisionRequest(cluster_name="bench", offering=provider.offerings()[0], num_nodes=1)
+        )
         runtime = provider.runtime(handle.nodes[0])
         tree = work / "tree"
         make_tree(tree, small, big_mb)

@@ -1,18 +1,23 @@
 """The provider interface: the only place where infrastructure specifics live.
 
-A provider turns an ``Offering`` (what the optimizer chose) into a ``ClusterHandle`` (running
-nodes), and gives a ``NodeRuntime`` per node through which files are synced and jobs run.
-Every method is idempotent, because Temporal retries activities: ``provision`` first looks for
-nodes that already belong to the cluster and creates only what is missing.
+A provider turns a ``ProvisionRequest`` (what the optimizer chose, and how: market, image, ports)
+into a ``ClusterHandle`` (running nodes) through its one entry point, ``launch``, and gives a
+``NodeRuntime`` per node through which files are synced and jobs run. Every method is idempotent,
+because Temporal retries activities: ``launch`` first looks for nodes that already belong to the
+cluster and creates only what is missing.
+
+What a provider can do is data (``Capabilities``), and what a request needs is data too
+(``Needs``): ``Capabilities.shortfall`` compares them, so the optimizer leaves an incapable
+provider out before any attempt, and ``launch`` refuses the same request with the same words.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from enum import StrEnum
-from typing import ClassVar
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from providers.errors import NotSupportedError
 from providers.runtime.jobs import JobSpec, NodeJobState
@@ -22,12 +27,17 @@ __all__ = [
     "Capabilities",
     "CheckResult",
     "ClusterHandle",
+    "LocalAccess",
+    "Needs",
+    "NodeAccess",
     "NodeHandle",
     "NodeRuntime",
     "NodeStatus",
     "Offering",
     "Provider",
     "ProvisionRequest",
+    "Shortfall",
+    "SshAccess",
     "StatusUnknownError",
 ]
 
@@ -47,6 +57,9 @@ class NodeStatus(StrEnum):
     STOPPED = "STOPPED"
     TERMINATED = "TERMINATED"
     """Gone: never created, removed, or removed outside skyhop."""
+    PREEMPTED = "PREEMPTED"
+    """Taken back by the cloud (a spot instance reclaimed): gone, but not by anyone's choice, so a
+    managed job can tell it from a user's ``down`` and recover elsewhere."""
 
 
 class Offering(BaseModel):
@@ -72,6 +85,36 @@ class Offering(BaseModel):
         return "/".join(p for p in (self.provider, self.region, self.zone) if p)
 
 
+class LocalAccess(BaseModel):
+    """A node that is a folder on the worker's machine (``local``, ``sim``): reached without a network."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: Literal["local"] = "local"
+
+
+class SshAccess(BaseModel):
+    """A node reached over SSH (cloud instances, SSH pool hosts)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: Literal["ssh"] = "ssh"
+    user: str | None = None
+    """Login of the command runner. None only in records written before access was typed, for
+    SSH pool hosts, whose login the pool's inventory holds."""
+    port: int = 22
+    public_ip: str | None = None
+    """Address reachable from outside the node's network, where it has one."""
+
+
+NodeAccess = Annotated[LocalAccess | SshAccess, Field(discriminator="kind")]
+"""How the command runner reaches a node; a Kubernetes pod's access (context, namespace, pod) joins
+this union as one more ``kind``."""
+
+_SSH_RUNTIME_MARK = "/.skyhop-node/"
+"""In the runtime folder of every node reached over SSH (``providers.ssh.runtime.runtime_dir``)."""
+
+
 class NodeHandle(BaseModel):
     """How to reach one node of a cluster."""
 
@@ -80,13 +123,33 @@ class NodeHandle(BaseModel):
     rank: int
     instance_id: str
     ip: str
+    """The node's address inside its network (where the cluster's nodes reach each other)."""
     runtime_dir: str
     """Folder on the node that holds skyhop's runner, the workdir and job records."""
-    public_ip: str | None = None
-    """Address reachable from outside the node's network, where it has one."""
-    ssh_user: str | None = None
-    """Login of the command runner; None for nodes reached without SSH (local, sim)."""
-    ssh_port: int = 22
+    access: NodeAccess
+
+    @model_validator(mode="before")
+    @classmethod
+    def _flat_ssh_fields(cls, data: Any) -> Any:
+        """Read a handle written before ``access`` existed, with SSH fields on every node.
+
+        Cluster records outlive workers: a cluster brought up by an older worker carries its node
+        handles in its workflow history and continue-as-new input, and recorded histories replay
+        them. Such a node had ``ssh_user``, ``ssh_port`` and ``public_ip`` beside its address; it
+        was reached over SSH when it had a login, or a public address, or an SSH runtime folder (an
+        SSH pool host, whose login the inventory holds). The new shape is what is written back.
+        """
+        if not isinstance(data, dict) or "access" in data:
+            return data
+        data = dict(data)
+        user = data.pop("ssh_user", None)
+        port = data.pop("ssh_port", 22)
+        public_ip = data.pop("public_ip", None)
+        over_ssh = (
+            user is not None or public_ip is not None or _SSH_RUNTIME_MARK in str(data.get("runtime_dir"))
+        )
+        data["access"] = SshAccess(user=user, port=port, public_ip=public_ip) if over_ssh else LocalAccess()
+        return data
 
 
 class ClusterHandle(BaseModel):
@@ -103,6 +166,30 @@ class ClusterHandle(BaseModel):
     def head(self) -> NodeHandle:
         """The rank-0 node."""
         return self.nodes[0]
+
+
+class Needs(BaseModel):
+    """What a request needs from a provider beyond an offering's size and price."""
+
+    model_config = ConfigDict(frozen=True)
+
+    num_nodes: int = 1
+    spot: bool = False
+    ports: bool = False
+    custom_image: bool = False
+    absolute_mount: str | None = None
+    """The first file mount whose target is an absolute path, if any."""
+
+
+class Shortfall(BaseModel):
+    """The first thing a provider lacks for a request: the task field that asks for it, and what it is."""
+
+    model_config = ConfigDict(frozen=True)
+
+    field: str
+    """Where the task asks for it, as a field path (``resources.ports``)."""
+    feature: str
+    """What the provider cannot do, completing "<provider> does not support ..."."""
 
 
 class Capabilities(BaseModel):
@@ -122,6 +209,27 @@ class Capabilities(BaseModel):
     """Whether file mounts may target absolute paths. False where a node is a folder on this
     machine: its jobs see this machine's files, so ``/etc/x`` would be this machine's."""
 
+    def shortfall(self, needs: Needs) -> Shortfall | None:
+        """The first feature ``needs`` asks for that these capabilities lack, or None."""
+        wanted = [
+            (needs.spot and not self.spot, "resources.use_spot", "spot instances"),
+            (needs.num_nodes > 1 and not self.multi_node, "num_nodes", "multi-node clusters"),
+            (
+                self.max_nodes is not None and needs.num_nodes > self.max_nodes,
+                "num_nodes",
+                f"over {self.max_nodes} nodes (got {needs.num_nodes})",
+            ),
+            (needs.ports and not self.open_ports, "resources.ports", "opening ports"),
+            (needs.custom_image and not self.custom_image, "resources.image_id", "custom images"),
+            (
+                needs.absolute_mount is not None and not self.absolute_paths,
+                "file_mounts",
+                f"absolute file mount targets ({needs.absolute_mount!r}: its nodes are folders on this "
+                "machine, whose jobs see this machine's files; use a path under ~, like ~/data.csv)",
+            ),
+        ]
+        return next((Shortfall(field=f, feature=what) for missing, f, what in wanted if missing), None)
+
 
 class ProvisionRequest(BaseModel):
     """One provision attempt: ``num_nodes`` nodes of ``offering`` in its region/zone."""
@@ -138,6 +246,26 @@ class ProvisionRequest(BaseModel):
     """GiB of the boot disk; None for the provider's default."""
     attempt_id: str = ""
     """Same for every retry of one attempt, different across attempts: a cloud idempotency token."""
+
+    @property
+    def needs(self) -> Needs:
+        """What this attempt needs of its provider."""
+        return Needs(
+            num_nodes=self.num_nodes,
+            spot=self.use_spot,
+            ports=bool(self.ports),
+            custom_image=self.image_id is not None,
+        )
+
+    @classmethod
+    def recreating(cls, handle: ClusterHandle) -> ProvisionRequest:
+        """The request that brings ``handle``'s nodes back, where the provider removed them."""
+        return cls(
+            cluster_name=handle.cluster_name,
+            offering=handle.offering,
+            num_nodes=len(handle.nodes),
+            use_spot=handle.use_spot,
+        )
 
 
 class CheckResult(BaseModel):
@@ -193,8 +321,9 @@ class Provider(ABC):
         """Everything this provider can launch, from its catalog."""
 
     @abstractmethod
-    async def provision(self, cluster_name: str, offering: Offering, num_nodes: int) -> ClusterHandle:
-        """Bring up ``num_nodes`` nodes of ``offering`` for the cluster, reusing any that exist."""
+    async def launch(self, request: ProvisionRequest) -> ClusterHandle:
+        """Bring up the request's nodes, reusing any that exist; ``ProviderError`` subclasses say how
+        far a failure reaches. Starts with ``refuse_unsupported``."""
 
     @abstractmethod
     async def terminate(self, handle: ClusterHandle) -> None:
@@ -204,28 +333,13 @@ class Provider(ABC):
     def runtime(self, node: NodeHandle) -> NodeRuntime:
         """The runtime of one node."""
 
-    def unsupported(self, request: ProvisionRequest) -> str | None:
-        """The first feature ``request`` needs that this provider lacks, or None."""
-        caps = self.capabilities
-        wanted = [
-            (request.use_spot and not caps.spot, "spot instances"),
-            (request.num_nodes > 1 and not caps.multi_node, "multi-node clusters"),
-            (
-                caps.max_nodes is not None and request.num_nodes > caps.max_nodes,
-                f"over {caps.max_nodes} nodes",
-            ),
-            (bool(request.ports) and not caps.open_ports, "opening ports"),
-            (request.image_id is not None and not caps.custom_image, "custom images"),
-        ]
-        return next((feature for missing, feature in wanted if missing), None)
-
-    async def launch(self, request: ProvisionRequest) -> ClusterHandle:
-        """One provision attempt; ``ProviderError`` subclasses say how far a failure reaches."""
-        feature = self.unsupported(request)
-        if feature is not None:
-            raise NotSupportedError(f"{self.name} does not support {feature}", "Unsupported")
-        handle = await self.provision(request.cluster_name, request.offering, request.num_nodes)
-        return handle.model_copy(update={"use_spot": request.use_spot})
+    def refuse_unsupported(self, request: ProvisionRequest) -> None:
+        """Raise ``NotSupportedError`` for a request the optimizer should have left out (nothing created)."""
+        shortfall = self.capabilities.shortfall(request.needs)
+        if shortfall is not None:
+            raise NotSupportedError(
+                f"{self.name} does not support {shortfall.feature}", "Unsupported", leftover=False
+            )
 
     async def open_ports(self, handle: ClusterHandle, ports: list[str]) -> None:
         """Let traffic from anywhere reach ``ports`` on every node (idempotent)."""
@@ -242,6 +356,13 @@ class Provider(ABC):
     async def start(self, handle: ClusterHandle) -> ClusterHandle:
         """Start the stopped nodes again (idempotent); their addresses may change."""
         raise CannotStopError(f"provider {self.name!r} cannot start stopped clusters")
+
+    async def remove_untracked(self, cluster_name: str) -> list[str]:
+        """Remove the cluster's nodes found without its record (its workflow is stuck); their ids.
+
+        The default finds nothing: a provider whose nodes cannot be found by name alone.
+        """
+        return []
 
     async def node_statuses(self, handle: ClusterHandle) -> list[NodeStatus]:
         """The real state of each node, in rank order; StatusUnknownError where unavailable."""

@@ -26,7 +26,7 @@ from providers.base import (
     ProvisionRequest,
 )
 from providers.catalog import Catalog, load_catalogs
-from providers.errors import CapacityError, NotSupportedError, ProviderError
+from providers.errors import CapacityError, ProviderError
 
 __all__ = ["CLUSTER_TAG", "RANK_TAG", "CloudProvider", "Instance", "InstanceState", "catalog_offerings"]
 
@@ -129,15 +129,8 @@ class CloudProvider(Provider):
     async def after_running(self, handle: ClusterHandle, request: ProvisionRequest) -> None:
         """Finish a cluster whose instances all run (e.g. install the node runner); idempotent."""
 
-    async def provision(self, cluster_name: str, offering: Offering, num_nodes: int) -> ClusterHandle:
-        return await self.launch(
-            ProvisionRequest(cluster_name=cluster_name, offering=offering, num_nodes=num_nodes)
-        )
-
     async def launch(self, request: ProvisionRequest) -> ClusterHandle:
-        feature = self.unsupported(request)
-        if feature is not None:
-            raise NotSupportedError(f"{self.name} does not support {feature}", "Unsupported", leftover=False)
+        self.refuse_unsupported(request)
         region, zone = request.offering.region, request.offering.zone
         try:
             found = await self.list_instances(request.cluster_name, region)
@@ -193,6 +186,21 @@ class CloudProvider(Provider):
         region = handle.offering.region
         await self.terminate_instances(region, await self.list_instances(handle.cluster_name, region))
 
+    async def remove_untracked(self, cluster_name: str) -> list[str]:
+        """Every instance tagged with the cluster's name, in every region the provider offers:
+        nothing tells which one a stuck cluster is in."""
+        removed: list[str] = []
+        for region in sorted({o.region for o in self.offerings() if o.region}):
+            alive = [
+                i
+                for i in await self.list_instances(cluster_name, region)
+                if i.state != InstanceState.TERMINATED
+            ]
+            if alive:
+                await self.terminate_instances(region, alive)
+            removed += [i.instance_id for i in alive]
+        return removed
+
     async def stop(self, handle: ClusterHandle) -> None:
         region = handle.offering.region
         running = [
@@ -204,13 +212,7 @@ class CloudProvider(Provider):
             await self.stop_instances(region, running)
 
     async def start(self, handle: ClusterHandle) -> ClusterHandle:
-        request = ProvisionRequest(
-            cluster_name=handle.cluster_name,
-            offering=handle.offering,
-            num_nodes=len(handle.nodes),
-            use_spot=handle.use_spot,
-        )
-        return await self.launch(request)
+        return await self.launch(ProvisionRequest.recreating(handle))
 
     async def node_statuses(self, handle: ClusterHandle) -> list[NodeStatus]:
         found = {

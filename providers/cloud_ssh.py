@@ -7,7 +7,7 @@ home, and the runtime is an ``SSHNodeRuntime`` on the public address where there
 
 from __future__ import annotations
 
-from providers.base import NodeHandle, NodeRuntime
+from providers.base import NodeHandle, NodeRuntime, SshAccess
 from providers.cloud import Instance
 
 __all__ = ["ssh_node", "ssh_runtime"]
@@ -21,8 +21,7 @@ def ssh_node(cluster_name: str, instance: Instance, user: str) -> NodeHandle:
         rank=instance.rank,
         instance_id=instance.instance_id,
         ip=instance.private_ip or instance.public_ip or "",
-        public_ip=instance.public_ip,
-        ssh_user=user,
+        access=SshAccess(user=user, public_ip=instance.public_ip),
         runtime_dir=runtime_dir(f"/home/{user}", cluster_name, instance.rank),
     )
 
@@ -33,10 +32,13 @@ def ssh_runtime(node: NodeHandle, default_user: str) -> NodeRuntime:
     from providers.ssh.connection import Endpoint
     from providers.ssh.runtime import SSHNodeRuntime
 
+    access = node.access
+    if not isinstance(access, SshAccess):
+        raise TypeError(f"node {node.instance_id} is not reached over SSH ({access.kind})")
     endpoint = Endpoint(
-        address=node.public_ip or node.ip,
-        port=node.ssh_port,
-        user=node.ssh_user or default_user,
+        address=access.public_ip or node.ip,
+        port=access.port,
+        user=access.user or default_user,
         identity_file=str(key_paths()[0]),
     )
     return SSHNodeRuntime(node, endpoint, home=f"/home/{endpoint.user}", has_rsync=True)

@@ -15,11 +15,13 @@ from typing import ClassVar
 from providers.base import (
     Capabilities,
     ClusterHandle,
+    LocalAccess,
     NodeHandle,
     NodeRuntime,
     NodeStatus,
     Offering,
     Provider,
+    ProvisionRequest,
 )
 from providers.home import skyhop_home
 from providers.local.runtime import FOLDER_NODE_CAPABILITIES, LocalNodeRuntime
@@ -51,22 +53,44 @@ class LocalProvider(Provider):
     def _cluster_dir(self, cluster_name: str) -> Path:
         return skyhop_home() / "clusters" / cluster_name
 
-    async def provision(self, cluster_name: str, offering: Offering, num_nodes: int) -> ClusterHandle:
+    async def launch(self, request: ProvisionRequest) -> ClusterHandle:
+        self.refuse_unsupported(request)
+        name = request.cluster_name
         nodes = [
             NodeHandle(
                 rank=rank,
-                instance_id=f"{cluster_name}-{rank}",
+                instance_id=f"{name}-{rank}",
                 ip="127.0.0.1",
-                runtime_dir=str(self._cluster_dir(cluster_name) / f"node-{rank}"),
+                runtime_dir=str(self._cluster_dir(name) / f"node-{rank}"),
+                access=LocalAccess(),
             )
-            for rank in range(num_nodes)
+            for rank in range(request.num_nodes)
         ]
         # Starting prepares every node; on a stopped cluster it also starts the nodes again.
-        return await self.start(ClusterHandle(cluster_name=cluster_name, offering=offering, nodes=nodes))
+        return await self.start(ClusterHandle(cluster_name=name, offering=request.offering, nodes=nodes))
 
     async def terminate(self, handle: ClusterHandle) -> None:
         await asyncio.gather(*(LocalNodeRuntime(node).cancel_all() for node in handle.nodes))
         await asyncio.to_thread(shutil.rmtree, self._cluster_dir(handle.cluster_name), True)
+
+    async def remove_untracked(self, cluster_name: str) -> list[str]:
+        """The folders this provider made for the cluster's nodes."""
+        folder = self._cluster_dir(cluster_name)
+        ranks = sorted(int(p.name.removeprefix("node-")) for p in folder.glob("node-[0-9]*") if p.is_dir())
+        nodes = [
+            NodeHandle(
+                rank=r,
+                instance_id=f"{cluster_name}-{r}",
+                ip="127.0.0.1",
+                runtime_dir=str(folder / f"node-{r}"),
+                access=LocalAccess(),
+            )
+            for r in ranks
+        ]
+        if nodes:
+            offering = Offering(provider=self.name, instance_type="local", cpus=0, memory_gib=0, price=0)
+            await self.terminate(ClusterHandle(cluster_name=cluster_name, offering=offering, nodes=nodes))
+        return [node.instance_id for node in nodes]
 
     def runtime(self, node: NodeHandle) -> NodeRuntime:
         return LocalNodeRuntime(node)

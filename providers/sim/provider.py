@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from providers.base import CheckResult, ClusterHandle, NodeHandle, NodeRuntime, ProvisionRequest
+from providers.base import CheckResult, ClusterHandle, LocalAccess, NodeHandle, NodeRuntime, ProvisionRequest
 from providers.catalog import Catalog, CatalogError, load_catalogs
 from providers.catalog.cache import cached_catalog
 from providers.catalog.skyhop_csv import read_skyhop_csv
@@ -108,6 +108,7 @@ class SimProvider(CloudProvider):
             instance_id=instance.instance_id,
             ip="127.0.0.1",
             runtime_dir=str(self.cloud.node_dir(instance.instance_id)),
+            access=LocalAccess(),
         )
 
     async def after_running(self, handle: ClusterHandle, request: ProvisionRequest) -> None:

@@ -12,7 +12,16 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from providers.base import Capabilities, CheckResult, ClusterHandle, NodeHandle, Offering, Provider
+from providers.base import (
+    Capabilities,
+    CheckResult,
+    ClusterHandle,
+    NodeHandle,
+    Offering,
+    Provider,
+    ProvisionRequest,
+    SshAccess,
+)
 from providers.errors import CapacityError
 from providers.runtime.errors import NodeUnreachableError
 from providers.ssh.connection import Endpoint
@@ -77,7 +86,9 @@ class SSHProvider(Provider):
             )
         return CheckResult(enabled=True, reason=f"pools: {', '.join(sorted(pools))}")
 
-    async def provision(self, cluster_name: str, offering: Offering, num_nodes: int) -> ClusterHandle:
+    async def launch(self, request: ProvisionRequest) -> ClusterHandle:
+        self.refuse_unsupported(request)
+        cluster_name, offering, num_nodes = request.cluster_name, request.offering, request.num_nodes
         with updating() as inventory:
             hosts = _allocate(inventory, cluster_name, offering, num_nodes)
             fresh = [r for r, h in enumerate(hosts) if not inventory.allocations[h.spec.host_id].prepared]
@@ -140,6 +151,7 @@ def _node(cluster_name: str, rank: int, host: Host) -> NodeHandle:
         instance_id=host.spec.host_id,
         ip=host.spec.address,
         runtime_dir=runtime_dir(host.facts.home, cluster_name, rank),
+        access=SshAccess(user=host.spec.user, port=host.spec.port),
     )
 
 

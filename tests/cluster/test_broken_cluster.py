@@ -18,6 +18,7 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.worker import Worker
 
 from cli.failures import stuck_reason
+from providers.base import ProvisionRequest
 from providers.sim import SimCloud
 from providers.sim.provider import SimProvider
 from tests.conftest import skyhop
@@ -57,7 +58,9 @@ async def _until(predicate: object, what: str, timeout: float = 60) -> None:
 async def _stuck_cluster(client: Client, name: str) -> WorkflowHandle[object, object]:
     """A cluster with two live sim nodes whose workflow fails every task with a non-determinism error."""
     provider = SimProvider()
-    handle = await provider.provision(name, provider.offerings()[0], 2)
+    handle = await provider.launch(
+        ProvisionRequest(cluster_name=name, offering=provider.offerings()[0], num_nodes=2)
+    )
     record = ClusterRecord(name=name, status=ClusterStatus.UP, handle=handle, ever_up=True)
     queue = f"broken-{uuid.uuid4().hex[:8]}"
     async with Worker(client, task_queue=queue, workflows=[_OtherDefinition]):

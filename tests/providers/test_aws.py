@@ -38,7 +38,7 @@ def test_launch_creates_tagged_spot_nodes_once_with_ports_open(faults: MotoFault
     assert {i["Placement"]["AvailabilityZone"] for i in instances} == {"us-east-1a"}
     ranks = sorted(int(next(t["Value"] for t in i["Tags"] if t["Key"] == RANK_TAG)) for i in instances)
     assert ranks == [0, 1]
-    assert [n.ssh_user for n in handle.nodes] == ["ubuntu", "ubuntu"]
+    assert [(n.access.kind, n.access.user) for n in handle.nodes] == [("ssh", "ubuntu")] * 2
 
     ec2 = boto3.session.Session().client("ec2", region_name="us-east-1")
     group = ec2.describe_security_groups(Filters=[{"Name": "group-name", "Values": ["skyhop-web"]}])

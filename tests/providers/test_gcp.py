@@ -91,10 +91,10 @@ def test_launch_creates_labelled_spot_gpu_nodes_once_with_ports_open(gcp: FakeGC
     assert body["disks"][0]["initializeParams"]["diskSizeGb"] == "100"
     assert body["labels"] == {"skyhop-cluster": "train", "skyhop-node-rank": "0"}
     assert body["tags"] == {"items": ["skyhop-train"]}
-    assert [n.public_ip for n in handle.nodes] == [
+    assert [n.access.public_ip for n in handle.nodes] == [
         i["networkInterfaces"][0]["accessConfigs"][0]["natIP"] for i in gcp.instances.values()
     ]
-    assert {n.ssh_user for n in handle.nodes} == {"skyhop"}
+    assert {(n.access.kind, n.access.user) for n in handle.nodes} == {("ssh", "skyhop")}
     assert gcp.firewalls["skyhop-train"]["allowed"] == [
         {"IPProtocol": "tcp", "ports": ["22", "8000-8010", "443"]}
     ]

@@ -10,7 +10,7 @@ from typing import TypeVar
 
 import pytest
 
-from providers.base import ClusterHandle, Offering
+from providers.base import ClusterHandle, Offering, ProvisionRequest
 from providers.errors import CapacityError
 from providers.runtime.jobs import JobSpec, NodeJobState
 from providers.ssh import SSHProvider
@@ -33,7 +33,9 @@ def with_cluster(pool: str, nodes: int, body: Callable[[ClusterHandle], Awaitabl
 
     async def scenario() -> T:
         provider = SSHProvider()
-        handle = await provider.provision(name, _plain(pool), nodes)
+        handle = await provider.launch(
+            ProvisionRequest(cluster_name=name, offering=_plain(pool), num_nodes=nodes)
+        )
         try:
             return await body(handle)
         finally:
@@ -70,9 +72,13 @@ def test_a_cluster_holds_its_hosts_exclusively_until_terminated(ssh_hosts: SSHHo
         assert read_inventory().held_by("held-a").keys() == set(range(len(plain)))
         # The pool's plain hosts are all taken: a second cluster cannot have one.
         with pytest.raises(CapacityError, match="0 free host.*held by: held-a"):
-            await SSHProvider().provision("held-b", _plain(lab_pool), 1)
+            await SSHProvider().launch(
+                ProvisionRequest(cluster_name="held-b", offering=_plain(lab_pool), num_nodes=1)
+            )
         # A retried provision of the same cluster gets the same hosts back, and creates nothing.
-        again = await SSHProvider().provision("held-a", _plain(lab_pool), len(plain))
+        again = await SSHProvider().launch(
+            ProvisionRequest(cluster_name="held-a", offering=_plain(lab_pool), num_nodes=len(plain))
+        )
         assert again.nodes == handle.nodes
 
     with_cluster(lab_pool, len(plain), body, "held-a")

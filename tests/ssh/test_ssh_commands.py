@@ -37,12 +37,14 @@ def test_ssh_up_probes_every_host_and_pins_its_key(ssh_hosts: SSHHosts, lab_pool
 
 
 def test_ssh_status_shows_reachability_size_and_holder(ssh_hosts: SSHHosts, lab_pool: str) -> None:
-    from providers.base import Offering
+    from providers.base import Offering, ProvisionRequest
     from providers.ssh import SSHProvider
 
     provider = SSHProvider()
     offering = next(o for o in provider.offerings() if o.region == lab_pool and not o.accelerators)
-    handle = run(provider.provision("status-held", offering, 1))
+    handle = run(
+        provider.launch(ProvisionRequest(cluster_name="status-held", offering=offering, num_nodes=1))
+    )
     try:
         out = skyhop("ssh", "status", env=_env())
         assert out.returncode == 0, out.stderr
