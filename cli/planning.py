@@ -1,7 +1,8 @@
 """The plan a launch would carry out, printed before it (and alone for ``--dryrun``).
 
 Like SkyPilot's "Considered resources" table: per task, each provider's best candidate and its
-runner-up (the best elsewhere: another region, or another instance type), the chosen row marked.
+runner-up (the best elsewhere: another region, or another instance type), the chosen row marked,
+then the providers left out because they cannot do what the task needs, and why.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ def print_plan(task: Task, minimize: Minimize = "cost") -> int:
     """Optimize in-process (no server needed) and print the plan table."""
     from spec import Dag
 
-    _show(_place(Dag.chain([task]), minimize))
+    dag = Dag.chain([task])
+    _show(_place(dag, minimize), dag)
     return 0
 
 
@@ -43,15 +45,15 @@ def dryrun(entrypoint: str, overrides: TaskOverrides, *, as_json: bool, minimize
         fail(str(exc), EXIT_USAGE)
     plan = _place(dag, minimize)
     if as_json:
-        print_json("plan", **plan_document(plan))
+        print_json("plan", **plan_document(plan, dag))
     else:
-        _show(plan)
+        _show(plan, dag)
     return 0
 
 
 def placeable(task: Task) -> Task:
     """``task``, unless every provider it is pinned to lacks what it needs (``SpecError``, exit 2)."""
-    from providers.registry import pinned_refusal
+    from optimizer.capabilities import pinned_refusal
     from spec import SpecError
 
     refusal = pinned_refusal(task)
@@ -92,10 +94,19 @@ def _candidate_json(candidate: Candidate, chosen: bool) -> dict[str, Any]:
     }
 
 
-def plan_document(plan: DagPlan) -> dict[str, Any]:
+def _left_out(dag: Dag) -> list[dict[str, str]]:
+    """Per task, ``provider -> why`` for the candidate providers it cannot use."""
+    from optimizer.capabilities import left_out
+    from providers.registry import provider_names
+
+    names = provider_names()
+    return [left_out(node.task, names) for node in dag.tasks]
+
+
+def plan_document(plan: DagPlan, dag: Dag) -> dict[str, Any]:
     """The plan as ``print_json`` fields: one item per task, then the totals."""
     tasks = []
-    for p in plan.plans:
+    for p, left in zip(plan.plans, _left_out(dag), strict=True):
         c = p.chosen
         tasks.append(
             {
@@ -112,6 +123,7 @@ def plan_document(plan: DagPlan) -> dict[str, Any]:
                 "hourly_cost": round(p.hourly_cost, 6),
                 "estimated_hours": p.estimated_hours,
                 "candidates": [_candidate_json(k, i == 0) for i, k in enumerate(p.considered)],
+                "left_out": left,
             }
         )
     return {
@@ -140,9 +152,9 @@ def _rows(plan: Plan) -> list[Candidate]:
     return rows
 
 
-def _show(plan: DagPlan) -> None:
+def _show(plan: DagPlan, dag: Dag) -> None:
     info(f"Target: minimizing {plan.minimize}")
-    for p in plan.plans:
+    for p, left in zip(plan.plans, _left_out(dag), strict=True):
         nodes = f"{p.num_nodes} node{'s' if p.num_nodes > 1 else ''}"
         title = f"Task {p.task_name!r}" if len(plan.plans) > 1 else "Considered resources"
         info(f"{title} ({nodes}):")
@@ -166,5 +178,7 @@ def _show(plan: DagPlan) -> None:
             ["INFRA", "INSTANCE", "vCPUs", "Mem(GB)", "GPUS", "REGION/ZONE", "$/HOUR", "HOURS", "CHOSEN"],
             rows,
         )
+        for why in left.values():
+            info(f"Left out: {why}")
     egress = f" + ${plan.egress_cost:.2f} to move data" if plan.egress_cost else ""
     info(f"Estimated cost: ${plan.hourly_cost:.4f} / hour{egress}")

@@ -1,8 +1,8 @@
 """Why nothing fits, in one sentence, with what comes close.
 
-The checks run from the coarsest cause to the finest (provider, region, accelerator name,
-accelerator count, providers ``skyhop check`` disabled, blocklist, spot, size), so the message
-names the first thing to change.
+The checks run from the coarsest cause to the finest (provider, what the providers cannot do,
+region, accelerator name, accelerator count, providers ``skyhop check`` disabled, blocklist, spot,
+size), so the message names the first thing to change.
 """
 
 from __future__ import annotations
@@ -11,10 +11,11 @@ import difflib
 from dataclasses import dataclass
 
 from optimizer.blocklist import Blocklist
+from optimizer.capabilities import shortfall, task_needs
 from optimizer.launchables import catalog_launchables, offering_fits
-from providers.base import CheckResult, Offering
+from providers.base import CheckResult, Needs, Offering
 from providers.catalog import Catalog, CatalogSet, policy_for
-from providers.registry import read_checks
+from providers.registry import nothing_offered, read_checks
 from spec import Resources, Task
 
 __all__ = ["why_infeasible"]
@@ -24,7 +25,7 @@ def why_infeasible(task: Task, catalogs: CatalogSet, flat: list[Offering], block
     """The reason no offering satisfies ``task``, naming close alternatives."""
     alternatives = task.resources.alternatives
     checks = read_checks()
-    reasons = [_why(alt, catalogs, flat, blocklist, checks) for alt in alternatives]
+    reasons = [_why(alt, task_needs(task, alt), catalogs, flat, blocklist, checks) for alt in alternatives]
     hint = " (see 'skyhop show-gpus' for what is offered where)"
     disabled = [r for r in reasons if isinstance(r, _OnlyOnDisabled)]
     if len(disabled) == len(reasons):  # one sentence for them all: enabling any provider is the fix
@@ -59,6 +60,7 @@ class _OnlyOnDisabled:
 
 def _why(
     resources: Resources,
+    needs: Needs,
     catalogs: CatalogSet,
     flat: list[Offering],
     blocklist: Blocklist,
@@ -67,10 +69,16 @@ def _why(
     cloud = resources.cloud
     names = [n for n in catalogs.names if cloud in (None, n)]
     flat = [o for o in flat if cloud in (None, o.provider)]
+    allowed = {*names, *(o.provider for o in flat)}
+    refused = {n: found for n in sorted(allowed) if (found := shortfall(n, needs)) is not None}
+    if allowed and len(refused) == len(allowed):
+        return "; ".join(f"{n} does not support {found.feature}" for n, found in refused.items())
+    names = [n for n in names if n not in refused]
+    flat = [o for o in flat if o.provider not in refused]
     if not names and not flat:
-        if cloud == "ssh":
-            pool = f" {resources.region!r}" if resources.region else ""
-            return f"no SSH node pool{pool} is up; register hosts with: skyhop ssh up pools.yaml"
+        empty = nothing_offered(cloud, resources.region) if cloud else None
+        if empty is not None:
+            return empty
         available = sorted(set(catalogs.names) | {o.provider for o in flat})
         where = "the catalog folder" if catalogs.restricted else "this installation"
         return f"infra {cloud!r} has no catalog in {where} (available: {', '.join(available) or 'none'})"

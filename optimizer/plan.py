@@ -14,6 +14,7 @@ from typing import Literal
 from pydantic import BaseModel
 
 from optimizer.blocklist import Blocklist
+from optimizer.capabilities import shortfall, task_needs
 from optimizer.errors import NoFeasibleOfferingError
 from optimizer.explain import why_infeasible
 from optimizer.launchables import catalog_launchables, offering_fits
@@ -95,10 +96,18 @@ def task_candidates(
     clouds = [name for name in catalogs.names if name not in disabled_provider_names()]
     pools: list[list[Candidate]] = []
     for index, alternative in enumerate(resources.alternatives):
-        offerings = [o for o in flat if offering_fits(alternative, o) and not blocklist.blocks(o)]
+        # A provider that lacks what the task needs is no candidate: an attempt there would only fail.
+        needs = task_needs(node.task, alternative)
+        offerings = [
+            o
+            for o in flat
+            if offering_fits(alternative, o)
+            and not blocklist.blocks(o)
+            and shortfall(o.provider, needs) is None
+        ]
         for name in clouds:
             policy = policy_for(name)
-            if policy is not None and (alternative.cloud in (None, name)):
+            if policy is not None and alternative.cloud in (None, name) and shortfall(name, needs) is None:
                 offerings += catalog_launchables(alternative, catalogs.get(name), policy, blocklist)
         offerings = [o for o in offerings if alternative.allows_region(o.region)]
         pools.append([_priced(node, alternative, o, index) for o in offerings])

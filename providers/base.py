@@ -217,15 +217,16 @@ class Capabilities(BaseModel):
             (
                 self.max_nodes is not None and needs.num_nodes > self.max_nodes,
                 "num_nodes",
-                f"over {self.max_nodes} nodes (got {needs.num_nodes})",
+                f"more than {self.max_nodes} nodes (got {needs.num_nodes})",
             ),
             (needs.ports and not self.open_ports, "resources.ports", "opening ports"),
             (needs.custom_image and not self.custom_image, "resources.image_id", "custom images"),
             (
                 needs.absolute_mount is not None and not self.absolute_paths,
                 "file_mounts",
-                f"absolute file mount targets ({needs.absolute_mount!r}: its nodes are folders on this "
-                "machine, whose jobs see this machine's files; use a path under ~, like ~/data.csv)",
+                f"absolute file mount targets ({needs.absolute_mount!r} is absolute, but its nodes are "
+                "folders on this machine, whose jobs see this machine's files; use a path under ~, "
+                "like ~/data.csv)",
             ),
         ]
         return next((Shortfall(field=f, feature=what) for missing, f, what in wanted if missing), None)

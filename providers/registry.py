@@ -5,6 +5,11 @@ verdicts in ``~/.skyhop/enabled_providers.json``, so optimizing never calls a cl
 check disabled is never a candidate. A cloud not checked yet is one: a launch there that meets
 missing credentials blocks that cloud and fails over. ``sim`` is a candidate only once a check
 enabled it, so no real launch lands on the simulated cloud by accident.
+
+The registry is also the one place the rest of skyhop (spec, optimizer, CLI) asks about a provider
+by name: which exist, which aliases are planned, how ``infra`` reads its regions, what it can do
+and what to run when it has nothing to offer. Nothing outside ``providers/`` compares a provider's
+name with a literal.
 """
 
 from __future__ import annotations
@@ -12,39 +17,59 @@ from __future__ import annotations
 import importlib
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from providers.base import Capabilities, CheckResult, Provider
 from providers.home import skyhop_home
-
-if TYPE_CHECKING:
-    from spec import Task
 
 __all__ = [
     "PLANNED_PROVIDERS",
     "UnknownProviderError",
     "all_provider_names",
+    "capabilities_of",
     "check_cache_path",
     "disabled_provider_names",
     "get_provider",
-    "pinned_refusal",
+    "nothing_offered",
     "provider_names",
     "read_checks",
+    "region_is_path",
     "write_checks",
 ]
 
+
+@dataclass(frozen=True)
+class _Entry:
+    """One provider as the rest of skyhop may ask about it, without importing it."""
+
+    target: str
+    """``module:Class`` of its implementation, imported on first use."""
+    region_is_path: bool = False
+    """Its regions are names that may contain '/' and it has no zones (SSH pools):
+    ``infra: <name>/<region>`` takes everything after the first '/' as the region."""
+    places: str | None = None
+    """What one of its regions is called, for providers whose regions the user sets up."""
+    enable_hint: str | None = None
+    """How to give it something to offer, when it has nothing."""
+
+
 _PROVIDERS = {
-    "local": "providers.local:LocalProvider",
-    "sim": "providers.sim.provider:SimProvider",
-    "aws": "providers.aws.provider:AWSProvider",
-    "gcp": "providers.gcp.provider:GCPProvider",
-    "azure": "providers.azure.provider:AzureProvider",
-    "ssh": "providers.ssh:SSHProvider",
+    "local": _Entry("providers.local:LocalProvider"),
+    "sim": _Entry("providers.sim.provider:SimProvider"),
+    "aws": _Entry("providers.aws.provider:AWSProvider"),
+    "gcp": _Entry("providers.gcp.provider:GCPProvider"),
+    "azure": _Entry("providers.azure.provider:AzureProvider"),
+    "ssh": _Entry(
+        "providers.ssh:SSHProvider",
+        region_is_path=True,
+        places="SSH node pool",
+        enable_hint="skyhop ssh up pools.yaml",
+    ),
 }
 PLANNED_PROVIDERS = {"kubernetes": "Kubernetes", "k8s": "Kubernetes"}
-"""Named in SkyPilot's YAML (``k8s/<context>``) but not built yet: refused, saying so, never mistaken
-for a typo."""
+"""Aliases of providers named in SkyPilot's YAML (``k8s/<context>``) but not built yet: refused,
+saying so, never mistaken for a typo."""
 _ALWAYS_ENABLED = ("local",)
 _ONLY_WHEN_CHECKED = ("sim",)
 
@@ -106,42 +131,32 @@ def get_provider(name: str) -> Provider:
 
 
 def _provider_class(name: str) -> type[Provider]:
-    target = _PROVIDERS.get(name)
-    if target is None:
+    entry = _PROVIDERS.get(name)
+    if entry is None:
         raise UnknownProviderError(
             f"provider {name!r} is not available; available: {', '.join(all_provider_names())}"
         )
-    module, cls = target.split(":")
+    module, cls = entry.target.split(":")
     provider: type[Provider] = getattr(importlib.import_module(module), cls)
     return provider
 
 
-def pinned_refusal(task: Task) -> tuple[str, str] | None:
-    """``(field, reason)`` when every provider ``task`` is pinned to lacks something it needs, else None.
-
-    What ``Provider.unsupported`` would find only once an attempt reached the provider, said before
-    anything starts. A task that may run anywhere, or on one provider that can, is not refused.
-    """
-    reasons: list[tuple[str, str]] = []
-    for resources in task.resources.alternatives:
-        name = resources.cloud
-        if name is None or name not in _PROVIDERS:
-            return None
-        reason = _lacks(name, _provider_class(name).capabilities, task)
-        if reason is None:
-            return None
-        reasons.append(reason)
-    return reasons[0]
+def region_is_path(name: str) -> bool:
+    """Whether ``infra: <name>/...`` takes the rest, '/' included, as one region (SSH pool names)."""
+    entry = _PROVIDERS.get(name)
+    return entry is not None and entry.region_is_path
 
 
-def _lacks(name: str, capabilities: Capabilities, task: Task) -> tuple[str, str] | None:
-    if capabilities.max_nodes is not None and task.num_nodes > capabilities.max_nodes:
-        return "num_nodes", f"{name} runs at most {capabilities.max_nodes} nodes, got {task.num_nodes}"
-    if not capabilities.absolute_paths:
-        absolute = next((t for t in task.file_mounts if t.startswith("/")), None)
-        if absolute is not None:
-            return "file_mounts", (
-                f"target {absolute!r} is absolute, but a {name} node is a folder on this machine and its "
-                "jobs see this machine's files; use a path under ~ (like ~/data.csv)"
-            )
-    return None
+def nothing_offered(name: str, region: str | None) -> str | None:
+    """Why ``name`` offers nothing (in ``region``) and how to change that, for providers whose
+    regions the user sets up; None for the others."""
+    entry = _PROVIDERS.get(name)
+    if entry is None or entry.places is None:
+        return None
+    where = f" {region!r}" if region else ""
+    return f"no {entry.places}{where} is up; register hosts with: {entry.enable_hint}"
+
+
+def capabilities_of(name: str) -> Capabilities | None:
+    """What the provider called ``name`` can do, without building it; None for an unknown name."""
+    return _provider_class(name).capabilities if name in _PROVIDERS else None

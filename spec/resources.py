@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from providers.registry import PLANNED_PROVIDERS, all_provider_names
+from providers.registry import PLANNED_PROVIDERS, all_provider_names, region_is_path
 from spec.limits import MAX_ALTERNATIVES
 from spec.quantity import Quantity, parse_memory, parse_quantity
 
@@ -75,8 +75,7 @@ def _split_infra(infra: str) -> list[str]:
         from spec.errors import did_you_mean
 
         raise ValueError(f"unknown infra {parts[0]!r}{did_you_mean(cloud, KNOWN_INFRA)}; allowed: {allowed}")
-    if cloud == "ssh":
-        # A pool name may itself contain '/'.
+    if region_is_path(cloud):
         return [cloud, "/".join(parts[1:])] if len(parts) > 1 else [cloud]
     if len(parts) > 3 or any(not p for p in parts):
         raise ValueError(f"infra must be 'cloud[/region[/zone]]', got {infra!r}")

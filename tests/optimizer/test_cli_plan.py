@@ -117,3 +117,16 @@ def test_show_gpus_rows_price_one_instance_type_and_say_where_each_price_is() ->
     assert table[0].split()[-3:] == ["SPOT_REGION", "SPOT", "$/HOUR"]
     aws_row = next(line for line in table if " aws " in line)
     assert aws_row.split()[-4:] == ["us-east-1", "98.3200", "us-west-2", "38.0000"]
+
+
+def test_dryrun_says_which_provider_it_left_out_and_why(tmp_path: Path) -> None:
+    task = _yaml(
+        tmp_path, "resources: {cpus: 2+, ports: 8080, any_of: [{infra: local}, {infra: aws}]}\nrun: x\n"
+    )
+    shown = runner.invoke(app, ["optimize", task])
+    assert shown.exit_code == 0, shown.output
+    assert "Left out: local does not support opening ports" in shown.output
+    doc = json.loads(runner.invoke(app, ["launch", "--dryrun", "--json", task]).stdout)
+    (item,) = doc["items"]
+    assert item["left_out"] == {"local": "local does not support opening ports"}
+    assert "local" not in {c["provider"] for c in item["candidates"]}

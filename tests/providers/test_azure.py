@@ -80,7 +80,9 @@ def test_launch_creates_tagged_spot_vms_once_with_ports_open(azure: FakeAzure) -
     assert properties["storageProfile"]["osDisk"]["diskSizeGB"] == 200
     assert properties["osProfile"]["adminUsername"] == "skyhop"
     assert "api-version" in puts[0].query
-    assert [n.access.public_ip for n in handle.nodes] == ["20.0.0." + n.ip.rpartition(".")[2] for n in handle.nodes]
+    assert [n.access.public_ip for n in handle.nodes] == [
+        "20.0.0." + n.ip.rpartition(".")[2] for n in handle.nodes
+    ]
     group = azure.groups["skyhop-train-eastus"]
     assert group["location"] == "eastus"
     nsg = azure.resources[

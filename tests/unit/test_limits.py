@@ -32,7 +32,7 @@ def test_local_refuses_more_nodes_than_it_can_hold_before_creating_any() -> None
     request = ProvisionRequest(
         cluster_name="too-wide", offering=provider.offerings()[0], num_nodes=MAX_FOLDER_NODES + 1
     )
-    with pytest.raises(NotSupportedError, match=f"over {MAX_FOLDER_NODES} nodes"):
+    with pytest.raises(NotSupportedError, match=f"more than {MAX_FOLDER_NODES} nodes"):
         run(provider.launch(request))
     assert not (skyhop_home() / "clusters" / "too-wide").exists()
 

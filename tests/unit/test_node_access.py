@@ -29,7 +29,12 @@ def test_an_old_cloud_node_becomes_ssh_access_and_is_written_in_the_new_shape() 
 
 
 def test_an_old_folder_node_is_local_and_an_old_pool_host_is_ssh() -> None:
-    folder = {"rank": 0, "instance_id": "c-0", "ip": "127.0.0.1", "runtime_dir": "/h/.skyhop/clusters/c/node-0"}
+    folder = {
+        "rank": 0,
+        "instance_id": "c-0",
+        "ip": "127.0.0.1",
+        "runtime_dir": "/h/.skyhop/clusters/c/node-0",
+    }
     assert NodeHandle.model_validate({**folder, "ssh_user": None, "ssh_port": 22}).access == LocalAccess()
     pool = {**folder, "runtime_dir": "/root/.skyhop-node/c-0", "ssh_user": None, "public_ip": None}
     assert NodeHandle.model_validate(pool).access == SshAccess(user=None)
@@ -46,7 +51,11 @@ def test_recorded_histories_hold_old_node_handles_that_load() -> None:
                 for payload in attributes.get("input", {}).get("payloads", []):
                     data = json.loads(base64.b64decode(payload["data"]))
                     handle = data.get("handle") if isinstance(data, dict) else None
-                    if isinstance(handle, dict) and handle.get("nodes") and "access" not in handle["nodes"][0]:
+                    if (
+                        isinstance(handle, dict)
+                        and handle.get("nodes")
+                        and "access" not in handle["nodes"][0]
+                    ):
                         assert ClusterHandle.model_validate(handle).head.access == LocalAccess()
                         found += 1
     assert found, "no recorded history holds an old node handle any more"
