@@ -126,6 +126,11 @@ class CloudProvider(Provider):
         """Start these stopped instances."""
         raise CannotStopError(f"provider {self.name!r} cannot start stopped clusters")
 
+    async def preempted(self, handle: ClusterHandle, gone: list[str]) -> set[str]:
+        """Which of the cluster's instances ``gone`` (no longer listed) the cloud took back (a spot
+        instance reclaimed) rather than someone removing them. Default: none is known to be."""
+        return set()
+
     async def after_running(self, handle: ClusterHandle, request: ProvisionRequest) -> None:
         """Finish a cluster whose instances all run (e.g. install the node runner); idempotent."""
 
@@ -215,10 +220,15 @@ class CloudProvider(Provider):
         return await self.launch(ProvisionRequest.recreating(handle))
 
     async def node_statuses(self, handle: ClusterHandle) -> list[NodeStatus]:
-        found = {
-            i.instance_id: i for i in await self.list_instances(handle.cluster_name, handle.offering.region)
-        }
+        region = handle.offering.region
+        found = {i.instance_id: i for i in await self.list_instances(handle.cluster_name, region)}
+        gone = [n.instance_id for n in handle.nodes if n.instance_id not in found]
+        taken_back = await self.preempted(handle, gone) if gone and handle.use_spot else set()
         return [
-            _NODE_STATUS[found[n.instance_id].state] if n.instance_id in found else NodeStatus.TERMINATED
+            _NODE_STATUS[found[n.instance_id].state]
+            if n.instance_id in found
+            else NodeStatus.PREEMPTED
+            if n.instance_id in taken_back
+            else NodeStatus.TERMINATED
             for n in handle.nodes
         ]

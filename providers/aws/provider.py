@@ -33,6 +33,10 @@ _STATES = {
 }
 
 
+_SPOT_TERMINATION = "Server.SpotInstanceTermination"
+"""The state reason code of an instance EC2 terminated to take its spot capacity back."""
+
+
 def _client_token(request: ProvisionRequest, rank: int) -> str:
     seed = f"{request.attempt_id}|{request.cluster_name}|{request.offering.zone}|{rank}"
     return hashlib.sha256(seed.encode()).hexdigest()[:40]
@@ -98,6 +102,31 @@ class AWSProvider(SdkCloudProvider[Any]):
                             )
                         )
             return found
+
+        return await self._call(describe)
+
+    async def preempted(self, handle: ClusterHandle, gone: list[str]) -> set[str]:
+        """Terminated instances whose state reason is EC2's spot interruption (they stay listed for
+        about an hour after termination)."""
+
+        def describe(session: Any) -> set[str]:
+            pages = (
+                _ec2(session, handle.offering.region)
+                .get_paginator("describe_instances")
+                .paginate(
+                    Filters=[
+                        {"Name": "instance-id", "Values": gone},
+                        {"Name": "instance-state-name", "Values": ["shutting-down", "terminated"]},
+                    ]
+                )
+            )
+            return {
+                item["InstanceId"]
+                for page in pages
+                for reservation in page["Reservations"]
+                for item in reservation["Instances"]
+                if item.get("StateReason", {}).get("Code") == _SPOT_TERMINATION
+            }
 
         return await self._call(describe)
 

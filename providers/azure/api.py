@@ -6,12 +6,17 @@ as the call, so the local test server serves their ``Azure-AsyncOperation``/``Lo
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from providers.azure import config
 from providers.errors import CredentialsError
 
-__all__ = ["SETUP_HINT", "ArmApi"]
+__all__ = ["EVICTED", "SETUP_HINT", "ArmApi"]
+
+EVICTED = "Microsoft.Compute/virtualMachines/evictSpotVM/action"
+"""The Activity Log operation Azure records when it evicts a spot VM (scale sets have their own)."""
+_ACTIVITY_LOG_API = "2015-04-01"
 
 SETUP_HINT = (
     "run 'az login' (and 'az account set --subscription ID'), or set AZURE_SUBSCRIPTION_ID with "
@@ -57,3 +62,33 @@ class ArmApi:
             self.credential.get_token(f"{self.endpoint}/.default")
         next(iter(self.resources.resource_groups.list(top=1)), None)
         return f"subscription {self.subscription}" + (f" at {self.endpoint}" if self.local else "")
+
+    def evicted(self, group: str, since: datetime) -> set[str]:
+        """Lowercased ids of the VMs in ``group`` Azure evicted since ``since``, from the Activity Log.
+
+        With the ``Delete`` eviction policy an evicted VM is simply gone; the subscription's
+        Activity Log (kept 90 days) is where the eviction is recorded. azure-mgmt-monitor is not a
+        dependency for one GET, so it goes through the resource client's authenticated pipeline.
+        """
+        from azure.core.rest import HttpRequest
+
+        url: str | None = (
+            f"/subscriptions/{self.subscription}/providers/Microsoft.Insights/eventtypes/management/values"
+        )
+        params: dict[str, str] | None = {
+            "api-version": _ACTIVITY_LOG_API,
+            "$filter": f"eventTimestamp ge '{since.isoformat()}' and resourceGroupName eq '{group}'",
+            "$select": "operationName,resourceId",
+        }
+        found: set[str] = set()
+        while url:
+            response = self.resources.send_request(HttpRequest("GET", url, params=params))
+            response.raise_for_status()
+            page = response.json()
+            found |= {
+                event["resourceId"].lower()
+                for event in page.get("value", [])
+                if event.get("operationName", {}).get("value", "").lower() == EVICTED.lower()
+            }
+            url, params = page.get("nextLink"), None
+        return found

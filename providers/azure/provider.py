@@ -10,6 +10,7 @@ an authentication one blocks at least the region.
 from __future__ import annotations
 
 import contextlib
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from providers.azure import bodies
@@ -34,6 +35,10 @@ _POWER = {
 }
 _GONE = ("Failed", "Deleting")
 """Provisioning states of a VM that is no node: a failed create is re-PUT, a deleted one recreated."""
+
+
+_ACTIVITY_LOG_DAYS = timedelta(days=89)
+"""How far back evictions are looked for: the Activity Log keeps 90 days."""
 
 
 def _region(region: str | None) -> str:
@@ -94,6 +99,12 @@ class AzureProvider(SdkCloudProvider[ArmApi]):
             return found
 
         return await self._call(describe)
+
+    async def preempted(self, handle: ClusterHandle, gone: list[str]) -> set[str]:
+        group = bodies.group_name(handle.cluster_name, _region(handle.offering.region))
+        since = datetime.now(UTC) - _ACTIVITY_LOG_DAYS
+        evicted = await self._call(lambda api: api.evicted(group, since))
+        return {instance_id for instance_id in gone if instance_id.lower() in evicted}
 
     @staticmethod
     def _addresses(api: ArmApi, group: str) -> dict[str, tuple[str | None, str | None]]:

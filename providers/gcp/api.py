@@ -16,7 +16,10 @@ from providers.errors import CredentialsError, TransientError
 from providers.gcp import config
 from providers.gcp.errors import classify, classify_operation
 
-__all__ = ["ComputeApi", "SETUP_HINT"]
+__all__ = ["ComputeApi", "PREEMPTED", "SETUP_HINT"]
+
+PREEMPTED = "compute.instances.preempted"
+"""The operation type Compute Engine records when it preempts a spot or preemptible instance."""
 
 SETUP_HINT = (
     "run 'gcloud auth application-default login' and 'gcloud config set project PROJECT', "
@@ -65,6 +68,16 @@ class ComputeApi:
             "retry": Retry(predicate=_is_transient, initial=0.5, maximum=8.0, timeout=self.retry_timeout_s),
             "timeout": self.call_timeout_s,
         }
+
+    def preempted_instances(self, zone: str) -> set[str]:
+        """Names of the instances in ``zone`` Compute Engine preempted, from the zone's operations:
+        a preemption is recorded as a ``compute.instances.preempted`` operation on its instance,
+        and with the ``DELETE`` termination action that is what remains of a reclaimed spot VM."""
+        pages = self._zone_operations.list(
+            request={"project": self.project, "zone": zone, "filter": f'operationType = "{PREEMPTED}"'},
+            **self.options,
+        )
+        return {operation.target_link.rpartition("/")[2] for operation in pages}
 
     def wait(self, operation: Any, zone: str | None = None) -> None:
         """Block until ``operation`` (zonal, or global when ``zone`` is None) is done; raise its error."""

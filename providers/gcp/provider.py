@@ -91,6 +91,12 @@ class GCPProvider(SdkCloudProvider[ComputeApi]):
 
         return await self._call(aggregated)
 
+    async def preempted(self, handle: ClusterHandle, gone: list[str]) -> set[str]:
+        zone = handle.offering.zone
+        if zone is None:
+            return set()
+        return set(gone) & await self._call(lambda api: api.preempted_instances(zone))
+
     async def create_instances(self, request: ProvisionRequest, ranks: list[int]) -> None:
         zone = request.offering.zone or ""
         key = public_key()

@@ -184,6 +184,11 @@ class SimCloud:
         with self._state(self.plan()) as state:
             return float(state["api_seconds"])
 
+    def preempted(self, instance_ids: list[str]) -> set[str]:
+        """Which of these instances the fault plan preempted (rather than a terminate call)."""
+        with self._call() as (_, state):
+            return {i for i in instance_ids if state["instances"].get(i, {}).get("preempted")}
+
     def _transition(self, instance_ids: list[str], target: str) -> None:
         with self._call() as (_, state):
             for instance_id in instance_ids:

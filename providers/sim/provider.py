@@ -111,6 +111,9 @@ class SimProvider(CloudProvider):
             access=LocalAccess(),
         )
 
+    async def preempted(self, handle: ClusterHandle, gone: list[str]) -> set[str]:
+        return await self._api(lambda: self.cloud.preempted(gone))
+
     async def after_running(self, handle: ClusterHandle, request: ProvisionRequest) -> None:
         await asyncio.gather(*(self.runtime(node).prepare() for node in handle.nodes))
 

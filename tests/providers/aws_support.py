@@ -21,7 +21,7 @@ import requests
 from providers.cloud import CLUSTER_TAG
 from tests.helpers import free_port
 
-__all__ = ["MotoFaults", "aws_instances", "moto_server", "reset"]
+__all__ = ["MotoFaults", "aws_instances", "moto_server", "reclaim_spot", "reset"]
 
 
 class MotoFaults:
@@ -100,3 +100,16 @@ def aws_instances(region: str = "us-east-1", cluster: str | None = None) -> list
         filters.append({"Name": f"tag:{CLUSTER_TAG}", "Values": [cluster]})
     reservations = ec2.describe_instances(Filters=filters)["Reservations"]
     return [i for r in reservations for i in r["Instances"]]
+
+
+def reclaim_spot(instance_id: str, region: str = "us-east-1") -> None:
+    """Terminate a spot instance as EC2 does when it takes the capacity back (moto runs in this process)."""
+    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.ec2.models import ec2_backends
+    from moto.ec2.models.instances import StateReason
+
+    instance = ec2_backends[DEFAULT_ACCOUNT_ID][region].get_instance(instance_id)
+    instance.terminate()
+    instance.state_reason = StateReason(
+        "Server.SpotInstanceTermination: Spot instance termination", "Server.SpotInstanceTermination"
+    )

@@ -3,9 +3,10 @@
 It serves what the provider calls, with ARM's documented shapes: resource groups (PUT, list,
 DELETE polled through ``Location``), virtual networks and network security groups (GET/PUT), NIC
 and public-IP lists, and virtual machines (PUT, list, get, ``instanceView``, deallocate, start,
-DELETE), whose long-running operations are polled through ``Azure-AsyncOperation`` URLs. Every
-request needs ``api-version``; VM and NSG bodies are checked against ARM's rules (spot needs an
-eviction policy, NIC and IP declared inline and deleted with the VM, unique rule priorities).
+DELETE), whose long-running operations are polled through ``Azure-AsyncOperation`` URLs, and the
+Activity Log (spot evictions: ``evict``). Every request needs ``api-version``; VM and NSG bodies
+are checked against ARM's rules (spot needs an eviction policy, NIC and IP declared inline and
+deleted with the VM, unique rule priorities).
 Faults are ARM's own errors: a 409 ``SkuNotAvailable``/``QuotaExceeded`` on the PUT, or an
 operation that fails with ``AllocationFailed``.
 """
@@ -99,6 +100,9 @@ class FakeAzure(FakeApi):
         self.route("GET", _VM + r"/(?P<name>[^/]+)/instanceView", self._vm_view)
         self.route("POST", _VM + r"/(?P<name>[^/]+)/(?P<verb>deallocate|start)", self._vm_power)
         self.route("DELETE", _VM + r"/(?P<name>[^/]+)", self._vm_delete)
+        self.route("GET", _S + r"/providers/Microsoft.Insights/eventtypes/management/values", self._activity)
+        self.events: list[dict[str, Any]] = []
+        """The subscription's Activity Log, oldest first."""
 
     def error_body(self, error: ApiError) -> Any:
         return {"error": {"code": error.code, "message": error.message}}
@@ -111,6 +115,43 @@ class FakeAzure(FakeApi):
     def vms(self) -> list[dict[str, Any]]:
         """Every VM, as a user listing the subscription would see it."""
         return [r for r in self.resources.values() if r["type"] == "Microsoft.Compute/virtualMachines"]
+
+    def evict(self, group: str, name: str) -> None:
+        """Evict a spot VM as Azure does with the ``Delete`` policy: an Activity Log event, and the VM
+        with its NIC and IP are gone."""
+        vm_id = (
+            f"/subscriptions/{self.subscription}/resourceGroups/{group}"
+            f"/providers/Microsoft.Compute/virtualMachines/{name}"
+        )
+        vm = self.resources[vm_id.lower()]
+        assert vm["properties"].get("priority") == "Spot", "only spot VMs are evicted"
+        for owned in [vm_id.lower(), *vm.get("_owned", [])]:
+            self.resources.pop(owned, None)
+        self.events.append(
+            {
+                "operationName": {
+                    "value": "Microsoft.Compute/virtualMachines/evictSpotVM/action",
+                    "localizedValue": "Evict Spot VM",
+                },
+                "resourceId": vm_id,
+                "resourceGroupName": group,
+                "status": {"value": "Succeeded", "localizedValue": "Succeeded"},
+                "eventTimestamp": "2026-01-01T00:00:00.0000000Z",
+            }
+        )
+
+    def _activity(self, call: Call) -> Reply:
+        """Activity Log events of one resource group: the filter must bound the time and name the group."""
+        wanted = re.fullmatch(
+            r"eventTimestamp ge '(?P<since>[^']+)' and resourceGroupName eq '(?P<group>[^']+)'",
+            call.query.get("$filter", ""),
+        )
+        self.check(
+            wanted is not None, f"activity log filter {call.query.get('$filter')!r} lacks time or group"
+        )
+        assert wanted is not None
+        group = wanted["group"].lower()
+        return 200, {"value": [e for e in self.events if e["resourceGroupName"].lower() == group]}
 
     # -- plumbing ------------------------------------------------------------------------------
 

@@ -2,7 +2,8 @@
 
 It serves what the provider calls, with the documented JSON shapes: ``instances`` insert, aggregated
 list (with a ``labels.KEY = "VALUE"`` filter), stop/start/delete; ``firewalls`` get/insert/patch/
-delete; ``zoneOperations.wait`` / ``globalOperations.wait``; ``projects.get``. Every call must carry
+delete; ``zoneOperations.wait`` / ``globalOperations.wait``; ``zoneOperations.list`` (preemptions,
+see ``preempt``); ``projects.get``. Every call must carry
 the self-signed JWT of the test's service-account key (verified against it). Requests are checked against
 the API's rules (names, labels, ``diskSizeGb`` as a string, spot and GPU scheduling, request ids).
 Faults are documented errors: an operation that ends in ``ZONE_RESOURCE_POOL_EXHAUSTED`` or
@@ -116,6 +117,7 @@ class FakeGCP(FakeApi):
         )
         self.route("DELETE", _P + r"/zones/(?P<zone>[^/]+)/instances/(?P<name>[^/]+)", self._delete)
         self.route("POST", _P + r"/zones/(?P<zone>[^/]+)/operations/(?P<op>[^/]+)/wait", self._wait)
+        self.route("GET", _P + r"/zones/(?P<zone>[^/]+)/operations", self._operations_list)
         self.route("POST", _P + r"/global/operations/(?P<op>[^/]+)/wait", self._wait)
         self.route("GET", _P + r"/global/firewalls/(?P<name>[^/]+)", self._firewall_get)
         self.route("POST", _P + r"/global/firewalls", self._firewall_insert)
@@ -218,6 +220,33 @@ class FakeGCP(FakeApi):
             done["httpErrorMessage"] = status_message
         self.operations[name] = done
         return operation
+
+    def preempt(self, zone: str, name: str) -> None:
+        """Reclaim a spot instance as Compute Engine does: a ``compute.instances.preempted`` operation
+        on it, then (termination action ``DELETE``) the instance is gone."""
+        instance = self.instances.pop((zone, name))
+        operation = self._operation("compute.instances.preempted", f"instances/{name}", zone, None)
+        self.operations[operation["name"]].update(user="system", targetId=instance.get("id", ""))
+
+    def _operations_list(self, call: Call) -> Reply:
+        """``zoneOperations.list``, with the one filter form the provider sends."""
+        self._own(call)
+        wanted = re.fullmatch(r'operationType = "(?P<type>[a-z.]+)"', call.query.get("filter", ""))
+        self.check(wanted is not None, f'filter {call.query.get("filter")!r} is not operationType = "TYPE"')
+        assert wanted is not None
+        zone = call.match["zone"]
+        items = [
+            op
+            for op in self.operations.values()
+            if op.get("zone", "").endswith(f"/zones/{zone}") and op["operationType"] == wanted["type"]
+        ]
+        where = f"{_BASE}/projects/{self.project}/zones/{zone}"
+        return 200, {
+            "kind": "compute#operationList",
+            "id": where,
+            "items": items,
+            "selfLink": f"{where}/operations",
+        }
 
     def _wait(self, call: Call) -> Reply:
         self._own(call)

@@ -10,7 +10,7 @@ from providers.base import ClusterHandle, NodeStatus, Offering, ProvisionRequest
 from providers.cloud import RANK_TAG
 from providers.errors import CapacityError, CredentialsError
 from tests.conftest import run
-from tests.providers.aws_support import MotoFaults, aws_instances
+from tests.providers.aws_support import MotoFaults, aws_instances, reclaim_spot
 
 
 def _request(zone: str = "us-east-1a", nodes: int = 2, **extra: object) -> ProvisionRequest:
@@ -78,6 +78,18 @@ def test_stop_start_and_statuses(faults: MotoFaults) -> None:
     assert run(provider.node_statuses(handle)) == [NodeStatus.UP]
     run(provider.terminate(handle))
     assert run(provider.node_statuses(handle)) == [NodeStatus.TERMINATED]
+
+
+def test_a_reclaimed_spot_node_is_preempted_and_a_terminated_one_is_not(faults: MotoFaults) -> None:
+    provider = AWSProvider()
+    handle = run(provider.launch(_request(use_spot=True)))
+    reclaim_spot(handle.nodes[0].instance_id)
+    assert run(provider.node_statuses(handle)) == [NodeStatus.PREEMPTED, NodeStatus.UP]
+    boto3.session.Session().client("ec2", region_name="us-east-1").terminate_instances(
+        InstanceIds=[handle.nodes[1].instance_id]
+    )
+    assert run(provider.node_statuses(handle)) == [NodeStatus.PREEMPTED, NodeStatus.TERMINATED]
+    run(provider.terminate(handle))
 
 
 def test_check_finds_and_uses_the_credentials(faults: MotoFaults, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -174,6 +174,15 @@ def test_stop_deallocates_and_start_brings_the_same_vm_back(azure: FakeAzure) ->
     assert run(provider.node_statuses(handle)) == [NodeStatus.TERMINATED]
 
 
+def test_an_evicted_spot_vm_is_preempted_and_a_deleted_one_is_not(azure: FakeAzure) -> None:
+    provider = _provider()
+    handle = run(provider.launch(_request(use_spot=True)))
+    azure.evict("skyhop-train-eastus", "train-0")
+    assert run(provider.node_statuses(handle)) == [NodeStatus.PREEMPTED, NodeStatus.UP]
+    run(provider.terminate(handle))
+    assert run(provider.node_statuses(handle)) == [NodeStatus.PREEMPTED, NodeStatus.TERMINATED]
+
+
 def test_a_bad_image_is_refused_before_any_call(azure: FakeAzure) -> None:
     with pytest.raises(InvalidRequestError, match="publisher:offer:sku:version"):
         run(_provider().launch(_request(image_id="ubuntu")))

@@ -205,6 +205,15 @@ def test_stop_start_and_statuses(gcp: FakeGCP) -> None:
     assert run(provider.node_statuses(handle)) == [NodeStatus.TERMINATED]
 
 
+def test_a_preempted_spot_node_is_preempted_and_a_deleted_one_is_not(gcp: FakeGCP) -> None:
+    provider = _provider()
+    handle = run(provider.launch(_request(use_spot=True)))
+    gcp.preempt("us-central1-a", "train-0")
+    assert run(provider.node_statuses(handle)) == [NodeStatus.PREEMPTED, NodeStatus.UP]
+    run(provider.terminate(handle))
+    assert run(provider.node_statuses(handle)) == [NodeStatus.PREEMPTED, NodeStatus.TERMINATED]
+
+
 def test_check_uses_the_application_default_credentials(
     gcp: FakeGCP, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -95,17 +95,21 @@ def test_partial_multi_node_failure_leaves_nodes_for_compensation(catalog: Path)
     assert _count(cloud) == 0
 
 
-def test_preemption_kills_the_nodes_jobs(catalog: Path) -> None:
+@pytest.mark.parametrize(("spot", "seen"), [(True, NodeStatus.PREEMPTED), (False, NodeStatus.TERMINATED)])
+def test_preemption_kills_the_nodes_jobs_and_a_spot_node_reads_preempted(
+    catalog: Path, spot: bool, seen: NodeStatus
+) -> None:
     cloud = write_plan(catalog, [{"zone": ZONES[1][1], "preempt_after_s": 1.0}])
     provider = SimProvider(cloud)
-    handle = run(provider.launch(_request(provider, 1, num_nodes=1)))
+    request = _request(provider, 1, num_nodes=1).model_copy(update={"use_spot": spot})
+    handle = run(provider.launch(request))
     runtime = provider.runtime(handle.head)
     run(runtime.start_job(JobSpec(key="job-1", script="sleep 60")))
     wait_for(lambda: (s := run(runtime.job_state("job-1"))) is not None and s.status == "RUNNING", 10, "job")
     state = run(runtime.job_state("job-1"))
     assert state is not None
     time.sleep(1.1)
-    assert run(provider.node_statuses(handle)) == [NodeStatus.TERMINATED]
+    assert run(provider.node_statuses(handle)) == [seen]
     assert not Path(handle.head.runtime_dir).exists()
 
 
