@@ -61,6 +61,17 @@ class NodeStatus(StrEnum):
     """Taken back by the cloud (a spot instance reclaimed): gone, but not by anyone's choice, so a
     managed job can tell it from a user's ``down`` and recover elsewhere."""
 
+    @property
+    def gone(self) -> bool:
+        """The node no longer exists, whoever removed it."""
+        return self in (NodeStatus.TERMINATED, NodeStatus.PREEMPTED)
+
+    def found(self, rank: int) -> str:
+        """How node ``rank`` found in this state is reported (``node 1 was preempted``)."""
+        return (
+            f"node {rank} was preempted" if self is NodeStatus.PREEMPTED else f"node {rank} is {self.value}"
+        )
+
 
 class Offering(BaseModel):
     """One launchable choice: an instance type in a location at a price."""

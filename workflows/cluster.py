@@ -600,14 +600,14 @@ class ClusterWorkflow:
             return
         if record.status == ClusterStatus.STOPPED and all(s == NodeStatus.STOPPED for s in statuses):
             return
-        reason = "; ".join(f"node {rank} is {status.value}" for rank, status in bad.items())
+        reason = "; ".join(status.found(rank) for rank, status in bad.items())
         hit = [
             job
             for job in record.active_jobs
             if not job.placement or any(a.node in bad for a in job.placement)
         ]
         await self._end_jobs(hit, JobStatus.FAILED, f"{reason} (changed outside skyhop)", kill=False)
-        if all(s == NodeStatus.TERMINATED for s in statuses):
+        if all(s.gone for s in statuses):
             record.status = ClusterStatus.TERMINATED
         elif all(s == NodeStatus.STOPPED for s in statuses):
             record.status = ClusterStatus.STOPPED
