@@ -1,9 +1,10 @@
 """Which providers can serve a request at all: their capabilities against what the task needs.
 
 The optimizer leaves out a provider that lacks something the task asks for (spot, open ports, a
-custom image, more nodes than it holds, an absolute file-mount target), so failover never spends
-an attempt on it, and the plan says which providers it left out and why. The comparison itself
-is ``Capabilities.shortfall``, the same one a provider's ``launch`` refuses a request with.
+custom image, a disk size, more nodes than it holds, an absolute file-mount target), so failover
+never spends an attempt on it nor silently ignores what it cannot do, and the plan says which
+providers it left out and why. The comparison itself is ``Capabilities.shortfall``, the same one a
+provider's ``launch`` refuses a request with.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ def task_needs(task: Task, resources: Resources) -> Needs:
         spot=resources.use_spot,
         ports=bool(resources.ports),
         custom_image=resources.image_id is not None,
+        disk_size=resources.disk_size is not None,
         absolute_mount=next((target for target in task.file_mounts if target.startswith("/")), None),
     )
 

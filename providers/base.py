@@ -188,6 +188,7 @@ class Needs(BaseModel):
     spot: bool = False
     ports: bool = False
     custom_image: bool = False
+    disk_size: bool = False
     absolute_mount: str | None = None
     """The first file mount whose target is an absolute path, if any."""
 
@@ -214,6 +215,8 @@ class Capabilities(BaseModel):
     open_ports: bool = False
     custom_image: bool = False
     docker: bool = False
+    disk_size: bool = False
+    """Whether a node's boot disk can be given a size."""
     max_nodes: int | None = None
     """Most nodes one cluster may have here; None: only the absolute bound (``spec.limits``)."""
     absolute_paths: bool = True
@@ -232,6 +235,7 @@ class Capabilities(BaseModel):
             ),
             (needs.ports and not self.open_ports, "resources.ports", "opening ports"),
             (needs.custom_image and not self.custom_image, "resources.image_id", "custom images"),
+            (needs.disk_size and not self.disk_size, "resources.disk_size", "setting the disk size"),
             (
                 needs.absolute_mount is not None and not self.absolute_paths,
                 "file_mounts",
@@ -267,6 +271,7 @@ class ProvisionRequest(BaseModel):
             spot=self.use_spot,
             ports=bool(self.ports),
             custom_image=self.image_id is not None,
+            disk_size=self.disk_size is not None,
         )
 
     @classmethod

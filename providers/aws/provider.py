@@ -60,7 +60,7 @@ class AWSProvider(SdkCloudProvider[Any]):
 
     name = "aws"
     capabilities = Capabilities(
-        spot=True, stop_start=True, multi_node=True, open_ports=True, custom_image=True
+        spot=True, stop_start=True, multi_node=True, open_ports=True, custom_image=True, disk_size=True
     )
     poll_interval_s = 2.0
     setup_hint = "run 'aws configure', or set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"

@@ -52,7 +52,7 @@ class AzureProvider(SdkCloudProvider[ArmApi]):
 
     name = "azure"
     capabilities = Capabilities(
-        spot=True, stop_start=True, multi_node=True, open_ports=True, custom_image=True
+        spot=True, stop_start=True, multi_node=True, open_ports=True, custom_image=True, disk_size=True
     )
     poll_interval_s = 5.0
     setup_hint = SETUP_HINT

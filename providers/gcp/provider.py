@@ -46,7 +46,7 @@ class GCPProvider(SdkCloudProvider[ComputeApi]):
 
     name = "gcp"
     capabilities = Capabilities(
-        spot=True, stop_start=True, multi_node=True, open_ports=True, custom_image=True
+        spot=True, stop_start=True, multi_node=True, open_ports=True, custom_image=True, disk_size=True
     )
     poll_interval_s = 2.0
     setup_hint = SETUP_HINT

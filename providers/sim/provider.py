@@ -32,7 +32,8 @@ class SimProvider(CloudProvider):
 
     name = "sim"
     capabilities = FOLDER_NODE_CAPABILITIES.model_copy(
-        update={"spot": True, "stop_start": True, "open_ports": True}
+        # As a cloud would: its nodes' ports are all reachable already, and a folder has no disk size.
+        update={"spot": True, "stop_start": True, "open_ports": True, "disk_size": True}
     )
     boot_timeout_s = 30.0
     poll_interval_s = 0.05

@@ -49,3 +49,10 @@ def test_an_absolute_mount_leaves_out_folder_providers(tmp_path: Path) -> None:
         optimize(task)
     with pytest.raises(SpecError, match=r"^file_mounts: local does not support absolute"):
         placeable(task)
+
+
+def test_a_disk_size_is_not_silently_dropped_on_local(tmp_path: Path) -> None:
+    task = _task({"any_of": [{"infra": "local"}, {"infra": "aws"}], "cpus": "2+", "disk_size": 100})
+    plan = optimize(task)
+    assert plan.chosen.provider == "aws" and "local" not in {o.provider for o in plan.candidates}
+    assert left_out(task, ["local", "aws"]) == {"local": "local does not support setting the disk size"}
