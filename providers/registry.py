@@ -45,6 +45,10 @@ class _Entry:
 
     target: str
     """``module:Class`` of its implementation, imported on first use."""
+    always_enabled: bool = False
+    """A candidate whatever ``skyhop check`` found (``local`` needs no credentials)."""
+    only_when_checked: bool = False
+    """A candidate only once a check enabled it (``sim``: never chosen by accident)."""
     region_is_path: bool = False
     """Its regions are names that may contain '/' and it has no zones (SSH pools):
     ``infra: <name>/<region>`` takes everything after the first '/' as the region."""
@@ -55,8 +59,8 @@ class _Entry:
 
 
 _PROVIDERS = {
-    "local": _Entry("providers.local:LocalProvider"),
-    "sim": _Entry("providers.sim.provider:SimProvider"),
+    "local": _Entry("providers.local:LocalProvider", always_enabled=True),
+    "sim": _Entry("providers.sim.provider:SimProvider", only_when_checked=True),
     "aws": _Entry("providers.aws.provider:AWSProvider"),
     "gcp": _Entry("providers.gcp.provider:GCPProvider"),
     "azure": _Entry("providers.azure.provider:AzureProvider"),
@@ -64,14 +68,12 @@ _PROVIDERS = {
         "providers.ssh:SSHProvider",
         region_is_path=True,
         places="SSH node pool",
-        enable_hint="skyhop ssh up pools.yaml",
+        enable_hint="register hosts with: skyhop ssh up pools.yaml",
     ),
 }
 PLANNED_PROVIDERS = {"kubernetes": "Kubernetes", "k8s": "Kubernetes"}
 """Aliases of providers named in SkyPilot's YAML (``k8s/<context>``) but not built yet: refused,
 saying so, never mistaken for a typo."""
-_ALWAYS_ENABLED = ("local",)
-_ONLY_WHEN_CHECKED = ("sim",)
 
 
 class UnknownProviderError(LookupError):
@@ -111,11 +113,12 @@ def provider_names() -> list[str]:
     checks = read_checks()
 
     def candidate(name: str) -> bool:
-        if name in _ALWAYS_ENABLED:
+        entry = _PROVIDERS[name]
+        if entry.always_enabled:
             return True
         if name in checks:
             return checks[name].enabled
-        return name not in _ONLY_WHEN_CHECKED
+        return not entry.only_when_checked
 
     return [name for name in _PROVIDERS if candidate(name)]
 
@@ -154,7 +157,7 @@ def nothing_offered(name: str, region: str | None) -> str | None:
     if entry is None or entry.places is None:
         return None
     where = f" {region!r}" if region else ""
-    return f"no {entry.places}{where} is up; register hosts with: {entry.enable_hint}"
+    return f"no {entry.places}{where} is up; {entry.enable_hint}"
 
 
 def capabilities_of(name: str) -> Capabilities | None:

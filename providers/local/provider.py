@@ -53,19 +53,19 @@ class LocalProvider(Provider):
     def _cluster_dir(self, cluster_name: str) -> Path:
         return skyhop_home() / "clusters" / cluster_name
 
+    def _node(self, cluster_name: str, rank: int) -> NodeHandle:
+        return NodeHandle(
+            rank=rank,
+            instance_id=f"{cluster_name}-{rank}",
+            ip="127.0.0.1",
+            runtime_dir=str(self._cluster_dir(cluster_name) / f"node-{rank}"),
+            access=LocalAccess(),
+        )
+
     async def launch(self, request: ProvisionRequest) -> ClusterHandle:
         self.refuse_unsupported(request)
         name = request.cluster_name
-        nodes = [
-            NodeHandle(
-                rank=rank,
-                instance_id=f"{name}-{rank}",
-                ip="127.0.0.1",
-                runtime_dir=str(self._cluster_dir(name) / f"node-{rank}"),
-                access=LocalAccess(),
-            )
-            for rank in range(request.num_nodes)
-        ]
+        nodes = [self._node(name, rank) for rank in range(request.num_nodes)]
         # Starting prepares every node; on a stopped cluster it also starts the nodes again.
         return await self.start(ClusterHandle(cluster_name=name, offering=request.offering, nodes=nodes))
 
@@ -77,16 +77,7 @@ class LocalProvider(Provider):
         """The folders this provider made for the cluster's nodes."""
         folder = self._cluster_dir(cluster_name)
         ranks = sorted(int(p.name.removeprefix("node-")) for p in folder.glob("node-[0-9]*") if p.is_dir())
-        nodes = [
-            NodeHandle(
-                rank=r,
-                instance_id=f"{cluster_name}-{r}",
-                ip="127.0.0.1",
-                runtime_dir=str(folder / f"node-{r}"),
-                access=LocalAccess(),
-            )
-            for r in ranks
-        ]
+        nodes = [self._node(cluster_name, rank) for rank in ranks]
         if nodes:
             offering = Offering(provider=self.name, instance_type="local", cpus=0, memory_gib=0, price=0)
             await self.terminate(ClusterHandle(cluster_name=cluster_name, offering=offering, nodes=nodes))

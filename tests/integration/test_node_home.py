@@ -17,7 +17,7 @@ from providers.sim import SimCloud
 from spec import Resources, Task
 from tests.conftest import run, skyhop
 from tests.helpers import DevServer, WorkerProcess
-from tests.integration.support import client_for, down, launch, unique_cluster
+from tests.integration.support import client_for, launch, unique_cluster
 from tests.providers.sim_support import enabled_sim
 
 pytestmark = pytest.mark.integration
@@ -94,7 +94,8 @@ def test_targets_that_would_leave_the_node_are_refused_before_anything_starts(
 def test_a_worker_refuses_an_absolute_target_from_any_client(
     infra: str, temporal_server: DevServer, live_worker: WorkerProcess
 ) -> None:
-    """A client that skips the CLI's check meets the node's: the launch fails, the host file is untouched."""
+    """A client that skips the CLI's check meets the optimizer's: no provider whose nodes are folders
+    here is a candidate, so the launch fails before anything is provisioned; the host file is untouched."""
     cluster = unique_cluster()
     outside = Path(f"/tmp/skyhop-escape-{uuid.uuid4().hex}")
     task = Task(
@@ -103,17 +104,15 @@ def test_a_worker_refuses_an_absolute_target_from_any_client(
 
     async def scenario() -> None:
         client = await client_for(temporal_server.address)
-        try:
-            with pytest.raises(WorkflowFailureError) as info:
-                await asyncio.wait_for(launch(client, cluster, task), 120)
-            chain, error = [], info.value.cause
-            while error is not None:
-                chain.append(str(error))
-                error = getattr(error, "cause", None)
-            assert "is absolute" in " ".join(chain)
-            assert not outside.exists()
-        finally:
-            await down(client, cluster)
+        with pytest.raises(WorkflowFailureError) as info:
+            await asyncio.wait_for(launch(client, cluster, task), 120)
+        chain, error = [], info.value.cause
+        while error is not None:
+            chain.append(str(error))
+            error = getattr(error, "cause", None)
+        assert f"{infra} does not support absolute file mount targets" in " ".join(chain)
+        assert "is absolute" in " ".join(chain)
+        assert not outside.exists()
 
     run(scenario())
     assert _leftovers(cluster, infra) == []
