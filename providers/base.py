@@ -66,7 +66,7 @@ class NodeStatus(StrEnum):
         """The node no longer exists, whoever removed it."""
         return self in (NodeStatus.TERMINATED, NodeStatus.PREEMPTED)
 
-    def found(self, rank: int) -> str:
+    def describe_node(self, rank: int) -> str:
         """How node ``rank`` found in this state is reported (``node 1 was preempted``)."""
         return (
             f"node {rank} was preempted" if self is NodeStatus.PREEMPTED else f"node {rank} is {self.value}"

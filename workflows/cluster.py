@@ -600,7 +600,7 @@ class ClusterWorkflow:
             return
         if record.status == ClusterStatus.STOPPED and all(s == NodeStatus.STOPPED for s in statuses):
             return
-        reason = "; ".join(status.found(rank) for rank, status in bad.items())
+        reason = "; ".join(status.describe_node(rank) for rank, status in bad.items())
         hit = [
             job
             for job in record.active_jobs
