@@ -1,7 +1,7 @@
 """skyhop's worker: workflow tasks, long activities and short activities, each with its own poller.
 
-Run ``python -m worker`` (or ``skyhop worker``). With no Temporal configured it runs against the
-embedded server (started if needed), next to the embedded background worker. Long work (provision,
+``skyhop worker`` runs one (``cli/worker_process.py`` is its process: configuration, the embedded
+server, exit codes; this module only knows a connected client). Long work (provision,
 sync, setup, jobs) can never starve short work (optimize, bookkeeping): they are separate task
 queues with separate limits. SIGTERM or SIGINT shuts down cleanly: pollers stop, running
 activities get a grace period.
@@ -9,12 +9,10 @@ activities get a grace period.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import logging
 import os
 import signal
-import sys
 from datetime import timedelta
 from pathlib import Path
 
@@ -25,16 +23,12 @@ from temporalio.worker import Worker
 
 from activities import cluster_ops, jobs, planning, provisioning, sync
 from activities.clusters import ClusterActivities
-from cli.client import connect
-from cli.config import ConfigError, load_config
-from cli.embedded import ServerError, ensure_running
-from cli.output import EXIT_USAGE, exit_now
 from workflows.cluster import ClusterWorkflow
 from workflows.contract import LONG_QUEUE, SEARCH_ATTRIBUTES, SHORT_QUEUE, WORKFLOW_QUEUE
 from workflows.launch import LaunchWorkflow
 from workflows.runner import TaskBoundRunner
 
-__all__ = ["build_workers", "ensure_search_attributes", "main"]
+__all__ = ["build_workers", "ensure_search_attributes", "serve"]
 
 log = logging.getLogger("skyhop.worker")
 
@@ -100,14 +94,8 @@ def build_workers(client: Client, *, long_slots: int = 200, short_slots: int = 5
     ]
 
 
-async def run(address: str | None, ready_file: str | None) -> None:
-    """Connect, register search attributes, poll until SIGTERM/SIGINT."""
-    config = load_config()
-    target = address or config.address
-    if target is None:
-        target = ensure_running(config, log.info, with_worker=False).address
-        log.info("no Temporal configured: running against the embedded server at %s", target)
-    client = await connect(config, target)
+async def serve(client: Client, ready_file: str | None = None) -> None:
+    """Register search attributes, poll until SIGTERM/SIGINT, then shut down cleanly."""
     try:
         await ensure_search_attributes(client)
     except Exception as exc:  # e.g. Temporal Cloud, where an admin registers them
@@ -120,7 +108,13 @@ async def run(address: str | None, ready_file: str | None) -> None:
     async with _all(workers):
         if ready_file:
             Path(ready_file).write_text(str(os.getpid()))
-        log.info("worker polling %s, %s, %s on %s", WORKFLOW_QUEUE, LONG_QUEUE, SHORT_QUEUE, target)
+        log.info(
+            "worker polling %s, %s, %s on %s",
+            WORKFLOW_QUEUE,
+            LONG_QUEUE,
+            SHORT_QUEUE,
+            client.service_client.config.target_host,
+        )
         await stop.wait()
     log.info("worker stopped")
 
@@ -137,25 +131,3 @@ class _all:
 
     async def __aexit__(self, *exc: object) -> None:
         await asyncio.gather(*(w.shutdown() for w in self.workers))
-
-
-def main(argv: list[str] | None = None) -> None:
-    """``python -m worker [--address HOST:PORT] [--ready-file PATH]``."""
-    parser = argparse.ArgumentParser(prog="skyhop worker", description=__doc__)
-    parser.add_argument("--address", help="Temporal frontend host:port (default: from skyhop's config)")
-    parser.add_argument("--ready-file", help="write the worker's pid here once it polls")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    try:
-        asyncio.run(run(args.address, args.ready_file))
-    except ConfigError as exc:  # includes a missing or malformed payload key
-        print(f"Error: {exc}", file=sys.stderr)
-        exit_now(EXIT_USAGE)
-    except ServerError as exc:
-        print(f"Error: {exc}", file=sys.stderr)
-        exit_now(1)
-    exit_now(0)
-
-
-if __name__ == "__main__":
-    main()

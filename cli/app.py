@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import asyncio
 import re
 import signal
 import uuid
-from collections.abc import Coroutine
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any
 
 import typer
 
 from cli.catalog_commands import check_minimize, register_catalog_commands
 from cli.output import EXIT_DETACHED, EXIT_USAGE, exit_now, fail, info
 from cli.queue_commands import register_queue_commands
+from cli.running import run_command
 from cli.ssh_commands import ssh_app
 
 app = typer.Typer(
@@ -50,73 +49,6 @@ Envs = Annotated[list[str] | None, typer.Option("--env", help="K=V (or K to copy
 Workdir = Annotated[str | None, typer.Option(help="Local folder to sync to every node.")]
 Name = Annotated[str | None, typer.Option("--name", "-n", help="Task name.")]
 Detach = Annotated[bool, typer.Option("--detach", "-d", help="Return once the job is submitted.")]
-
-
-def _run(coro: Coroutine[Any, Any, int]) -> NoReturn:
-    """Run a command's coroutine; turn known errors into one line and an exit code."""
-    from temporalio.exceptions import ApplicationError
-    from temporalio.service import RPCError
-
-    from cli.config import ConfigError
-    from cli.embedded import ServerError
-    from cli.logs import JobNotFoundError, LaunchFailedError
-    from cli.sdk_logs import route_sdk_logs
-    from spec import SpecError
-
-    route_sdk_logs()
-    try:
-        try:
-            code = _run_interruptible(coro)
-        except KeyboardInterrupt:
-            info("\nInterrupted.")
-            code = EXIT_DETACHED
-        except (SpecError, ConfigError) as exc:
-            fail(str(exc), EXIT_USAGE)
-        except (ServerError, JobNotFoundError, LaunchFailedError) as exc:
-            fail(str(exc))
-        except ApplicationError as exc:  # e.g. a reply not signed with this key (UnauthenticatedPayload)
-            fail(exc.message)
-        except RPCError as exc:  # e.g. the server is overloaded or refuses the namespace
-            fail(
-                f"Temporal refused the request ({exc.status.name if exc.status else 'error'}): {exc.message}"
-            )
-    except typer.Exit as exc:
-        code = exc.exit_code
-    exit_now(code)
-
-
-def _run_interruptible(coro: Coroutine[Any, Any, int]) -> int:
-    """Run the coroutine; Ctrl-C cancels it, and however it then ends is ``KeyboardInterrupt``.
-
-    ``asyncio.run`` cancels the main task on Ctrl-C too, but turns only a ``CancelledError`` back
-    into ``KeyboardInterrupt``, and the Temporal client turns the cancellation of a call in flight
-    into errors of its own (``WorkflowUpdateRPCTimeoutOrCancelledError``), which would surface as a
-    traceback. A command that handles the cancellation itself (``launch`` detaching) still returns
-    its own exit code.
-    """
-    loop = asyncio.new_event_loop()
-    task = loop.create_task(coro)
-    interrupted = False
-
-    def interrupt() -> None:
-        nonlocal interrupted
-        if interrupted:  # a second Ctrl-C while the first is being handled: stop at once
-            raise KeyboardInterrupt
-        interrupted = True
-        task.cancel()
-
-    listening = signal.getsignal(signal.SIGINT) != signal.SIG_IGN  # under nohup, Ctrl-C stays ignored
-    if listening:
-        loop.add_signal_handler(signal.SIGINT, interrupt)
-    try:
-        return loop.run_until_complete(task)
-    except (Exception, asyncio.CancelledError):
-        if interrupted:
-            raise KeyboardInterrupt from None
-        raise
-    finally:
-        if listening:
-            loop.remove_signal_handler(signal.SIGINT)
 
 
 def _check_cluster_name(name: str) -> str:
@@ -221,7 +153,7 @@ def launch(
         typer.confirm(f"Launch on cluster {cluster_name!r}?", default=True, abort=True, err=True)
     from cli.launching import run_launch
 
-    _run(
+    run_command(
         run_launch(
             task,
             cluster_name,
@@ -260,7 +192,7 @@ def exec_(
     )
     from cli.launching import run_exec
 
-    _run(run_exec(task, _check_cluster_name(cluster), detach=detach))
+    run_command(run_exec(task, _check_cluster_name(cluster), detach=detach))
 
 
 @app.command()
@@ -273,7 +205,7 @@ def status(
     """List clusters: name, infra, resources, status, launch time, autostop."""
     from cli.clusters import run_status
 
-    _run(run_status(json_output, refresh=refresh))
+    run_command(run_status(json_output, refresh=refresh))
 
 
 @app.command()
@@ -308,7 +240,7 @@ def logs(
         job = await follow_cluster(await open_client(), cluster, job_id, follow=follow, tail_lines=tail)
         return exit_code_of(job) if job is not None and job.status.done else 0
 
-    _run(show())
+    run_command(show())
 
 
 @app.command("down")
@@ -327,7 +259,7 @@ def down_(
         typer.confirm(f"Tear down {what}?", default=False, abort=True, err=True)
     from cli.queue_commands import run_down
 
-    _run(run_down(clusters or [], all_clusters))
+    run_command(run_down(clusters or [], all_clusters))
 
 
 @app.command()
@@ -359,7 +291,7 @@ def server_start() -> None:
     """Start the embedded Temporal server and worker now (any command does so when needed)."""
     from cli.server import run_server_start
 
-    _run(run_server_start())
+    run_command(run_server_start())
 
 
 @app.command()
@@ -371,9 +303,9 @@ def worker(
     With no Temporal configured, it runs against the embedded server (started if needed), next to
     the embedded background worker. Stop it with Ctrl-C or SIGTERM.
     """
-    import worker as worker_module
+    from cli.worker_process import main as worker_main
 
-    worker_module.main(["--address", address] if address else [])
+    worker_main(["--address", address] if address else [])
 
 
 register_queue_commands(app)
@@ -383,7 +315,7 @@ def main() -> None:
     """Console entry point.
 
     Ctrl-C outside a command's coroutine (a confirmation prompt, a synchronous command, imports)
-    is the same one line and exit code as inside it (``_run``), not click's ``Aborted!`` and 1.
+    is the same one line and exit code as inside it (``run_command``), not click's ``Aborted!`` and 1.
     """
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
         signal.signal(signal.SIGINT, _interrupted)

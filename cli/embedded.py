@@ -39,6 +39,7 @@ __all__ = [
     "server_running",
     "spawn_private",
     "stop",
+    "worker_argv",
     "worker_running",
 ]
 
@@ -298,14 +299,17 @@ def _start_server(config: TemporalConfig, folder: Path) -> EmbeddedServer:
     )
 
 
+def worker_argv(address: str, ready_file: Path) -> list[str]:
+    """The command line of a worker process on ``address`` that writes ``ready_file`` once it polls."""
+    return [sys.executable, "-m", "cli.worker_process", "--address", address, "--ready-file", str(ready_file)]
+
+
 def _start_worker(state: EmbeddedServer, folder: Path, key_id: str) -> EmbeddedServer:
     """Start a worker and record it at once, so even a CLI killed while it waits cannot leak it."""
     ready = _ready_file()
     ready.unlink(missing_ok=True)
     log = folder / "worker.log"
-    proc = spawn_private(
-        [sys.executable, "-m", "worker", "--address", state.address, "--ready-file", str(ready)], log
-    )
+    proc = spawn_private(worker_argv(state.address, ready), log)
     state = EmbeddedServer(**{**asdict(state), "worker_pid": proc.pid, "worker_key_id": key_id})
     _save(state)
     deadline = time.monotonic() + _READY_TIMEOUT_S

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from cli.failures import innermost_message, is_not_found, is_stuck, while_busy
 from cli.output import EXIT_USAGE, age, duration, fail, info, print_json, table
+from cli.running import run_command
 
 if TYPE_CHECKING:
     from temporalio.client import Client
@@ -36,12 +37,6 @@ DownOpt = Annotated[
 ]
 
 
-def _run(coro: Coroutine[Any, Any, int]) -> None:
-    from cli.app import _run as run_command
-
-    run_command(coro)
-
-
 def queue(
     clusters: Clusters = None,
     all_users: Annotated[bool, typer.Option("--all-users", "-a", help="Jobs of every user.")] = False,
@@ -54,7 +49,7 @@ def queue(
     A job that does not fit yet holds back the jobs behind it (FIFO with
     head-of-line blocking, as in SkyPilot): big jobs are never starved.
     """
-    _run(run_queue(clusters or [], all_users=all_users, skip_finished=skip_finished, as_json=as_json))
+    run_command(run_queue(clusters or [], all_users=all_users, skip_finished=skip_finished, as_json=as_json))
 
 
 def cancel(
@@ -72,7 +67,7 @@ def cancel(
         typer.confirm(f"Cancel every job on cluster {cluster}?", default=True, abort=True, err=True)
     from workflows.contract import CancelRequest
 
-    _run(run_cancel(cluster, CancelRequest(job_ids=job_ids or [], all=all_jobs)))
+    run_command(run_cancel(cluster, CancelRequest(job_ids=job_ids or [], all=all_jobs)))
 
 
 def stop(clusters: Clusters = None, all_clusters: AllClusters = False, yes: Yes = False) -> None:
@@ -83,7 +78,7 @@ def stop(clusters: Clusters = None, all_clusters: AllClusters = False, yes: Yes 
         typer.confirm(
             f"Stop {what}? Their running jobs will be cancelled.", default=True, abort=True, err=True
         )
-    _run(run_lifecycle(names, all_clusters, _stop, "stopped"))
+    run_command(run_lifecycle(names, all_clusters, _stop, "stopped"))
 
 
 def start(
@@ -106,7 +101,7 @@ def start(
     from workflows.contract import StartRequest
 
     request = StartRequest(idle_minutes=idle_minutes, down=down)
-    _run(run_lifecycle(names, all_clusters, lambda handle: _start(handle, request), "started"))
+    run_command(run_lifecycle(names, all_clusters, lambda handle: _start(handle, request), "started"))
 
 
 def autostop(
@@ -128,7 +123,7 @@ def autostop(
     done = "autostop cancelled" if cancel_autostop else f"autostop set to {request.idle_minutes} idle minutes"
     if request.down:
         done += " (then down)"
-    _run(run_lifecycle(names, all_clusters, lambda handle: _autostop(handle, request), done))
+    run_command(run_lifecycle(names, all_clusters, lambda handle: _autostop(handle, request), done))
 
 
 def register_queue_commands(app: typer.Typer) -> None:

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from cli.embedded import dev_server_argv, free_port, spawn_private
+from cli.embedded import dev_server_argv, free_port, spawn_private, worker_argv
 
 __all__ = [
     "SKYHOP_CLI",
@@ -105,7 +105,7 @@ class DevServer:
 
 
 class WorkerProcess:
-    """A real ``python -m worker`` process pointed at a server."""
+    """A real worker process (``python -m cli.worker_process``) pointed at a server."""
 
     def __init__(self, address: str, folder: Path) -> None:
         self.address = address
@@ -117,7 +117,7 @@ class WorkerProcess:
         log = open(self.folder / "worker.log", "ab")  # noqa: SIM115 - lives as long as the process
         env = {**os.environ, "SKYHOP_TEMPORAL_ADDRESS": self.address}
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "worker", "--address", self.address, "--ready-file", str(ready)],
+            worker_argv(self.address, ready),
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
         )  # fmt: skip
         wait_for(

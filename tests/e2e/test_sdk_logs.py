@@ -14,7 +14,7 @@ from tests.helpers import DevServer, embedded_env
 
 pytestmark = pytest.mark.e2e
 
-# A CLI command's client, as cli.app._run sets it up, asking the server something across an outage.
+# A CLI command's client, as cli.running.run_command sets it up, asking the server something across an outage.
 CLIENT = """
 import asyncio, os, sys
 from cli.sdk_logs import route_sdk_logs

@@ -1,0 +1,85 @@
+"""Running a command's coroutine: Ctrl-C and known errors become one line and an exit code.
+
+Its own module so that every command module can use it without importing ``cli.app`` (which
+imports them all).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from collections.abc import Coroutine
+from typing import Any, NoReturn
+
+import typer
+
+from cli.output import EXIT_DETACHED, EXIT_USAGE, exit_now, fail, info
+
+__all__ = ["run_command", "run_interruptible"]
+
+
+def run_command(coro: Coroutine[Any, Any, int]) -> NoReturn:
+    """Run a command's coroutine; turn known errors into one line and an exit code."""
+    from temporalio.exceptions import ApplicationError
+    from temporalio.service import RPCError
+
+    from cli.config import ConfigError
+    from cli.embedded import ServerError
+    from cli.logs import JobNotFoundError, LaunchFailedError
+    from cli.sdk_logs import route_sdk_logs
+    from spec import SpecError
+
+    route_sdk_logs()
+    try:
+        try:
+            code = run_interruptible(coro)
+        except KeyboardInterrupt:
+            info("\nInterrupted.")
+            code = EXIT_DETACHED
+        except (SpecError, ConfigError) as exc:
+            fail(str(exc), EXIT_USAGE)
+        except (ServerError, JobNotFoundError, LaunchFailedError) as exc:
+            fail(str(exc))
+        except ApplicationError as exc:  # e.g. a reply not signed with this key (UnauthenticatedPayload)
+            fail(exc.message)
+        except RPCError as exc:  # e.g. the server is overloaded or refuses the namespace
+            fail(
+                f"Temporal refused the request ({exc.status.name if exc.status else 'error'}): {exc.message}"
+            )
+    except typer.Exit as exc:
+        code = exc.exit_code
+    exit_now(code)
+
+
+def run_interruptible(coro: Coroutine[Any, Any, int]) -> int:
+    """Run the coroutine; Ctrl-C cancels it, and however it then ends is ``KeyboardInterrupt``.
+
+    ``asyncio.run`` cancels the main task on Ctrl-C too, but turns only a ``CancelledError`` back
+    into ``KeyboardInterrupt``, and the Temporal client turns the cancellation of a call in flight
+    into errors of its own (``WorkflowUpdateRPCTimeoutOrCancelledError``), which would surface as a
+    traceback. A command that handles the cancellation itself (``launch`` detaching) still returns
+    its own exit code.
+    """
+    loop = asyncio.new_event_loop()
+    task = loop.create_task(coro)
+    interrupted = False
+
+    def interrupt() -> None:
+        nonlocal interrupted
+        if interrupted:  # a second Ctrl-C while the first is being handled: stop at once
+            raise KeyboardInterrupt
+        interrupted = True
+        task.cancel()
+
+    listening = signal.getsignal(signal.SIGINT) != signal.SIG_IGN  # under nohup, Ctrl-C stays ignored
+    if listening:
+        loop.add_signal_handler(signal.SIGINT, interrupt)
+    try:
+        return loop.run_until_complete(task)
+    except (Exception, asyncio.CancelledError):
+        if interrupted:
+            raise KeyboardInterrupt from None
+        raise
+    finally:
+        if listening:
+            loop.remove_signal_handler(signal.SIGINT)

@@ -1,0 +1,56 @@
+"""The worker process: ``skyhop worker``, and what the embedded server and the tests spawn.
+
+``python -m cli.worker_process [--address HOST:PORT] [--ready-file PATH]``. It finds Temporal
+(the configured address, or the embedded server, started if needed), connects with the user's
+payload key, and hands the client to ``worker.serve``; configuration problems are one line and
+exit code 2, a server that cannot start one line and exit code 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+
+from cli.client import connect
+from cli.config import ConfigError, load_config
+from cli.embedded import ServerError, ensure_running
+from cli.output import EXIT_USAGE, exit_now
+
+__all__ = ["main"]
+
+log = logging.getLogger("skyhop.worker")
+
+
+async def _run(address: str | None, ready_file: str | None) -> None:
+    import worker
+
+    config = load_config()
+    target = address or config.address
+    if target is None:
+        target = ensure_running(config, log.info, with_worker=False).address
+        log.info("no Temporal configured: running against the embedded server at %s", target)
+    client = await connect(config, target)
+    await worker.serve(client, ready_file)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="skyhop worker", description=__doc__)
+    parser.add_argument("--address", help="Temporal frontend host:port (default: from skyhop's config)")
+    parser.add_argument("--ready-file", help="write the worker's pid here once it polls")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        asyncio.run(_run(args.address, args.ready_file))
+    except ConfigError as exc:  # includes a missing or malformed payload key
+        print(f"Error: {exc}", file=sys.stderr)
+        exit_now(EXIT_USAGE)
+    except ServerError as exc:
+        print(f"Error: {exc}", file=sys.stderr)
+        exit_now(1)
+    exit_now(0)
+
+
+if __name__ == "__main__":
+    main()
