@@ -104,6 +104,15 @@ class ClusterHandle(BaseModel):
         """The rank-0 node."""
         return self.nodes[0]
 
+    def request(self) -> ProvisionRequest:
+        """What the handle itself tells of how its nodes were provisioned: offering, count, market."""
+        return ProvisionRequest(
+            cluster_name=self.cluster_name,
+            offering=self.offering,
+            num_nodes=len(self.nodes),
+            use_spot=self.use_spot,
+        )
+
 
 class Capabilities(BaseModel):
     """What a provider can do; a task that needs more fails over to another provider."""
@@ -239,8 +248,12 @@ class Provider(ABC):
         """Stop every node, keeping its disk (idempotent); CannotStopError where impossible."""
         raise CannotStopError(f"provider {self.name!r} cannot stop clusters")
 
-    async def start(self, handle: ClusterHandle) -> ClusterHandle:
-        """Start the stopped nodes again (idempotent); their addresses may change."""
+    async def start(self, handle: ClusterHandle, request: ProvisionRequest | None = None) -> ClusterHandle:
+        """Start the stopped nodes again (idempotent); their addresses may change.
+
+        ``request`` is how the nodes were provisioned (default: what the handle tells): a node that
+        is gone is re-created as it says.
+        """
         raise CannotStopError(f"provider {self.name!r} cannot start stopped clusters")
 
     async def node_statuses(self, handle: ClusterHandle) -> list[NodeStatus]:

@@ -203,14 +203,8 @@ class CloudProvider(Provider):
         if running:
             await self.stop_instances(region, running)
 
-    async def start(self, handle: ClusterHandle) -> ClusterHandle:
-        request = ProvisionRequest(
-            cluster_name=handle.cluster_name,
-            offering=handle.offering,
-            num_nodes=len(handle.nodes),
-            use_spot=handle.use_spot,
-        )
-        return await self.launch(request)
+    async def start(self, handle: ClusterHandle, request: ProvisionRequest | None = None) -> ClusterHandle:
+        return await self.launch(request or handle.request())
 
     async def node_statuses(self, handle: ClusterHandle) -> list[NodeStatus]:
         found = {
