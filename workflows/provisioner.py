@@ -19,8 +19,8 @@ It is a helper class that runs inside its caller's workflow, not a child workflo
 - the caller continues as new with its own input between searches (``between_searches``),
   carrying ``state``: one history to bound and to replay, not two.
 
-A managed job recovering from a preemption uses it with the preempted zone in ``blocklist`` and,
-to stay in its region, a ``pin``.
+A managed job recovering from a preemption will use it with the preempted zone in ``blocklist``
+and, to stay in its region, a ``pin``.
 """
 
 from __future__ import annotations
@@ -123,7 +123,9 @@ class Provisioner:
     async def _search(self) -> Provisioned | None:
         """One pass over the candidates, best first; None when every one has failed."""
         spec, state = self.spec, self.state
-        blocklist = spec.blocklist.model_copy(update={"within": spec.pin})
+        blocklist = (
+            spec.blocklist if spec.pin is None else spec.blocklist.model_copy(update={"within": spec.pin})
+        )
         tried = 0
         while True:
             request = await self._next(blocklist, tried)
@@ -280,7 +282,7 @@ async def remove_nodes(handle: ClusterHandle, summary: str) -> None:
     except ActivityError as exc:
         reason = exc.cause.message if isinstance(exc.cause, FailureError) else exc.message
         raise ApplicationError(
-            f"could not remove what this launch created at {handle.offering.location} "
+            f"could not remove what was created at {handle.offering.location} "
             f"({reason}); look for instances tagged "
             f"{CLUSTER_TAG}={handle.cluster_name} there",
             type="CleanupFailed",
