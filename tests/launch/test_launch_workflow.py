@@ -99,6 +99,7 @@ async def existing_cluster(client: Client, cloud: FakeProviders) -> Launch:
         id=cluster_workflow_id("kept"),
         task_queue=WORKFLOW_QUEUE,
     )
+    assert (await _record(client, "kept")).handle is not None  # the cluster has run its first task
     cloud.failures = {WEST_A.location: CAPACITY}
     cause = await _failure(await start_launch(client, "kept", Task()))
     assert isinstance(cause, ApplicationError) and cause.type == "ResourcesUnavailable"
