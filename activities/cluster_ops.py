@@ -45,6 +45,14 @@ class StartClusterInput(BaseModel):
     handle: ClusterHandle
     recreate: bool = False
     """Provision the same offering (same region and zone) again instead of starting stopped nodes."""
+    request: ProvisionRequest | None = None
+    """How the nodes were provisioned; None on clusters from before it was kept (the handle's
+    offering and market are then all that is known)."""
+
+    def node_request(self, attempt_id: str) -> ProvisionRequest:
+        """The request that brings back the same nodes, as a new attempt (a fresh idempotency token)."""
+        kept = self.request or self.handle.request()
+        return kept.model_copy(update={"attempt_id": attempt_id})
 
 
 class CancelJobsInput(BaseModel):
@@ -72,13 +80,19 @@ async def stop_cluster(handle: ClusterHandle) -> StopResult:
 
 @activity.defn
 async def start_cluster(request: StartClusterInput) -> ClusterHandle:
-    """Start the stopped nodes, or re-create them with the same offering when they were removed."""
+    """Start the stopped nodes, or re-create them when they were removed: the same nodes either way.
+
+    Nodes are (re-)created from the request the cluster kept from its launch, so a spot cluster
+    with its own image and disk comes back as one, not as the provider's on-demand default.
+    """
     activity.heartbeat()
-    handle = request.handle
-    provider = get_provider(handle.offering.provider)
+    info = activity.info()
+    # The same for every retry of this activity, new for each start: a retry finds what it created.
+    nodes = request.node_request(f"{info.workflow_id}/{info.workflow_run_id}/start-{info.activity_id}")
+    provider = get_provider(request.handle.offering.provider)
     if not request.recreate:
-        return await provider.start(handle)
-    return await provider.launch(ProvisionRequest.recreating(handle))
+        return await provider.start(request.handle, nodes)
+    return await provider.launch(nodes)
 
 
 @activity.defn

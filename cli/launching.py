@@ -171,14 +171,15 @@ async def _follow_stages(
             if setup_tail is None and progress.handle is not None and task.setup:
                 nodes = len(progress.handle.nodes)
                 setup_tail = LogTail(progress.handle, setup_key(handle.id), nodes, sys.stderr.buffer)
-            for stage, seconds in progress.finished_stages[printed:]:
+            # Counted from the launch's start: a continue-as-new drops the oldest from the list.
+            for stage, seconds in progress.finished_stages[max(printed - progress.earlier_stages, 0) :]:
                 ticker.clear()
                 if stage == "setup" and setup_tail is not None:
                     await setup_tail.pump()  # setup's own output comes before the line saying it ended
                     setup_tail.flush_partial()
                 if stage in _STAGE_TITLES:
                     info(f"  ✓ {_STAGE_TITLES[stage]} ({seconds:.1f}s)")
-            printed = len(progress.finished_stages)
+            printed = progress.earlier_stages + len(progress.finished_stages)
             if progress.stage != shown and progress.stage in _STAGE_TITLES:
                 detail = ""
                 if progress.stage == "provision" and progress.chosen is not None:
@@ -202,10 +203,12 @@ class _FailoverPrinter:
 
     def __init__(self) -> None:
         self.printed = 0
+        """Attempts printed, counted from the launch's start (``progress.attempts`` drops the oldest)."""
         self.retry_at: float | None = None
 
     def show(self, progress: LaunchProgress, finished: bool, ticker: Ticker) -> None:
-        for attempt in progress.attempts[self.printed :]:
+        self.printed = max(self.printed, progress.earlier_attempts)
+        for attempt in progress.attempts[self.printed - progress.earlier_attempts :]:
             if attempt.next_location is None and not finished and progress.retry_at is None:
                 break
             ticker.clear()

@@ -2,7 +2,8 @@
 
 An entry's None fields are wildcards, so ``{provider: gcp, zone: us-central1-a}`` blocks one zone,
 ``{provider: aws, region: us-east-1}`` a region, ``{provider: azure}`` a whole cloud, and
-``{provider: aws, instance_type: p5.48xlarge}`` a type everywhere (a quota, say).
+``{provider: aws, instance_type: p5.48xlarge}`` a type everywhere (a quota, say). ``within`` pins
+the search to one scope instead: everything outside it is ruled out too.
 """
 
 from __future__ import annotations
@@ -40,15 +41,18 @@ class Blocklist(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     entries: list[Blocked] = []
+    within: Blocked | None = None
+    """A pin: offerings outside this scope are ruled out too (a zone pin admits zoned offerings only)."""
 
     def blocks(self, offering: Offering) -> bool:
-        """Whether any entry rules ``offering`` out.
+        """Whether any entry, or the pin, rules ``offering`` out.
 
         A zone entry does not block a region-wide candidate (zone None): one full zone leaves the
         others of the region; failover that tried the whole region blocks the region.
         """
-        return any(entry.blocks(offering) for entry in self.entries)
+        outside = self.within is not None and not self.within.blocks(offering)
+        return outside or any(entry.blocks(offering) for entry in self.entries)
 
     def with_entry(self, entry: Blocked) -> Blocklist:
         """A copy with one more entry (blocklists travel through workflow history, so never mutate)."""
-        return Blocklist(entries=[*self.entries, entry])
+        return self.model_copy(update={"entries": [*self.entries, entry]})

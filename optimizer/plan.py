@@ -18,7 +18,7 @@ from optimizer.capabilities import shortfall, task_needs
 from optimizer.errors import NoFeasibleOfferingError
 from optimizer.explain import why_infeasible
 from optimizer.launchables import catalog_launchables, offering_fits
-from providers.base import Offering
+from providers.base import Offering, ProvisionRequest
 from providers.catalog import CLOUDS, CatalogSet, load_catalogs, policy_for
 from spec import DagTask, Resources, Task
 
@@ -30,10 +30,21 @@ _KEPT_PER_PROVIDER = 8
 
 
 class Candidate(BaseModel):
-    """An offering priced for one task."""
+    """An offering priced for one task, with everything its alternative says about how to launch it.
+
+    The chosen candidate is what a launch provisions, whole: the market, image, disk and ports come
+    from the ``any_of``/``ordered`` item it satisfies, never from the outer resources, so the nodes
+    are the ones the plan priced.
+    """
 
     offering: Offering
     use_spot: bool = False
+    """The market: spot when True, on-demand otherwise."""
+    image_id: str | None = None
+    """The image to boot in the offering's region (None: the provider's default)."""
+    disk_size: int | None = None
+    """GiB of the boot disk (None: the provider's default)."""
+    ports: list[str] = []
     hourly_cost: float
     """$/hour for all nodes of the task."""
     hours: float = 1.0
@@ -53,22 +64,51 @@ class Candidate(BaseModel):
         second = self.cost if minimize == "time" else 0.0
         return (round(first, 9), round(second, 9), o.provider, o.region or "", o.zone or "", o.instance_type)
 
+    def request(self, cluster_name: str, num_nodes: int, attempt_id: str) -> ProvisionRequest:
+        """The provision attempt that brings up ``num_nodes`` nodes of this candidate."""
+        return ProvisionRequest(
+            cluster_name=cluster_name,
+            offering=self.offering,
+            num_nodes=num_nodes,
+            use_spot=self.use_spot,
+            ports=self.ports,
+            image_id=self.image_id,
+            disk_size=self.disk_size,
+            attempt_id=attempt_id,
+        )
+
 
 class Plan(BaseModel):
-    """The chosen offering for a task and the others considered, best first."""
+    """The chosen candidate for a task and the others considered, best first."""
 
-    chosen: Offering
+    choice: Candidate
+    """What to provision: the chosen offering with its market, image, disk, ports and alternative."""
     candidates: list[Offering]
-    hourly_cost: float
-    """Estimated $/hour for all nodes of the task."""
-    use_spot: bool = False
-    """Whether the chosen offering is to be launched as spot."""
     task_name: str | None = None
     num_nodes: int = 1
     minimize: Minimize = "cost"
-    estimated_hours: float = 1.0
     considered: list[Candidate] = []
     """The same candidates as ``candidates``, with their market, cost and runtime; best first."""
+
+    @property
+    def chosen(self) -> Offering:
+        """The chosen offering."""
+        return self.choice.offering
+
+    @property
+    def use_spot(self) -> bool:
+        """Whether the chosen offering is to be launched as spot."""
+        return self.choice.use_spot
+
+    @property
+    def hourly_cost(self) -> float:
+        """Estimated $/hour for all nodes of the task."""
+        return self.choice.hourly_cost
+
+    @property
+    def estimated_hours(self) -> float:
+        """Estimated runtime on the chosen offering."""
+        return self.choice.hours
 
 
 def flat_offerings(catalogs: CatalogSet, resources: Resources) -> list[Offering]:
@@ -124,6 +164,9 @@ def _priced(node: DagTask, resources: Resources, offering: Offering, alternative
     return Candidate(
         offering=offering,
         use_spot=resources.use_spot,
+        image_id=resources.image_for(offering.region),
+        disk_size=resources.disk_size,
+        ports=resources.ports or [],
         hourly_cost=(price or 0.0) * node.task.num_nodes,
         hours=node.hours_on(offering.accelerators),
         alternative=alternative,
@@ -140,14 +183,11 @@ def plan_for(node: DagTask, found: list[Candidate], chosen: Candidate, minimize:
             kept.append(candidate)
         per_provider[key] = per_provider.get(key, 0) + 1
     return Plan(
-        chosen=chosen.offering,
+        choice=chosen,
         candidates=[c.offering for c in kept],
-        hourly_cost=chosen.hourly_cost,
-        use_spot=chosen.use_spot,
         task_name=node.task.name,
         num_nodes=node.task.num_nodes,
         minimize=minimize,
-        estimated_hours=chosen.hours,
         considered=kept,
     )
 

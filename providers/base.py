@@ -178,6 +178,15 @@ class ClusterHandle(BaseModel):
         """The rank-0 node."""
         return self.nodes[0]
 
+    def request(self) -> ProvisionRequest:
+        """What the handle itself tells of how its nodes were provisioned: offering, count, market."""
+        return ProvisionRequest(
+            cluster_name=self.cluster_name,
+            offering=self.offering,
+            num_nodes=len(self.nodes),
+            use_spot=self.use_spot,
+        )
+
 
 class Needs(BaseModel):
     """What a request needs from a provider beyond an offering's size and price."""
@@ -274,16 +283,6 @@ class ProvisionRequest(BaseModel):
             disk_size=self.disk_size is not None,
         )
 
-    @classmethod
-    def recreating(cls, handle: ClusterHandle) -> ProvisionRequest:
-        """The request that brings ``handle``'s nodes back, where the provider removed them."""
-        return cls(
-            cluster_name=handle.cluster_name,
-            offering=handle.offering,
-            num_nodes=len(handle.nodes),
-            use_spot=handle.use_spot,
-        )
-
 
 class CheckResult(BaseModel):
     """Whether a provider's credentials are found and usable (``skyhop check``)."""
@@ -370,8 +369,12 @@ class Provider(ABC):
         """Stop every node, keeping its disk (idempotent); CannotStopError where impossible."""
         raise CannotStopError(f"provider {self.name!r} cannot stop clusters")
 
-    async def start(self, handle: ClusterHandle) -> ClusterHandle:
-        """Start the stopped nodes again (idempotent); their addresses may change."""
+    async def start(self, handle: ClusterHandle, request: ProvisionRequest | None = None) -> ClusterHandle:
+        """Start the stopped nodes again (idempotent); their addresses may change.
+
+        ``request`` is how the nodes were provisioned (default: what the handle tells): a node that
+        is gone is re-created as it says.
+        """
         raise CannotStopError(f"provider {self.name!r} cannot start stopped clusters")
 
     async def remove_untracked(self, cluster_name: str) -> list[str]:

@@ -216,8 +216,8 @@ class CloudProvider(Provider):
         if running:
             await self.stop_instances(region, running)
 
-    async def start(self, handle: ClusterHandle) -> ClusterHandle:
-        return await self.launch(ProvisionRequest.recreating(handle))
+    async def start(self, handle: ClusterHandle, request: ProvisionRequest | None = None) -> ClusterHandle:
+        return await self.launch(request or handle.request())
 
     async def node_statuses(self, handle: ClusterHandle) -> list[NodeStatus]:
         region = handle.offering.region

@@ -168,6 +168,7 @@ class ClusterWorkflow:
         record = self.record
         if release.handle is not None:
             record.handle = release.handle
+            record.provision_request = release.provision_request or record.provision_request
             record.status = ClusterStatus.UP
             record.ever_up = True
             record.degraded = None
@@ -538,7 +539,8 @@ class ClusterWorkflow:
         self._publish()
         try:
             handle: ClusterHandle = await self._long(
-                cluster_ops.start_cluster, StartClusterInput(handle=record.handle, recreate=recreate)
+                cluster_ops.start_cluster,
+                StartClusterInput(handle=record.handle, recreate=recreate, request=record.provision_request),
             )
             if recreate and self._setup_task is not None:
                 await self._set_up(handle, self._setup_task)

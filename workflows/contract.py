@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from providers.base import ClusterHandle, Offering
+from providers.base import ClusterHandle, Offering, ProvisionRequest
 from spec import Resources, Task
 from workflows.scheduler import Demand, NodeAllocation
 
@@ -40,6 +40,8 @@ __all__ = [
     "LaunchProgress",
     "LaunchRequest",
     "LaunchResult",
+    "LaunchResume",
+    "ProvisionState",
     "Release",
     "StartRequest",
     "cluster_workflow_id",
@@ -123,6 +125,11 @@ class LaunchRequest(BaseModel):
     """When every candidate failed, wait (exponential backoff) and search again, until one is up."""
     minimize: Literal["cost", "time"] = "cost"
     """What the optimizer minimises: $ (price x estimated hours) or estimated hours."""
+    history_limit: int | None = None
+    """Continue as new between searches once the history has this many events (default: when
+    Temporal suggests it)."""
+    resume: LaunchResume | None = None
+    """Set only by the launch itself when it continues as new: where the previous run stood."""
 
 
 class FailoverAttempt(BaseModel):
@@ -146,6 +153,23 @@ class FailoverAttempt(BaseModel):
     def location(self) -> str:
         """``provider region/zone`` as the CLI prints it."""
         return " ".join(p for p in (self.provider, self.zone or self.region) if p)
+
+
+class ProvisionState(BaseModel):
+    """Where provisioning stands: what its workflow shows, and carries over a continue-as-new."""
+
+    attempts: list[FailoverAttempt] = []
+    """The most recent failed attempts, oldest first (at most ``workflows.provisioner.KEPT_ATTEMPTS``)."""
+    earlier_attempts: int = 0
+    """Failed attempts older than ``attempts``, no longer listed, so the state stays bounded."""
+    searches: int = 0
+    """Searches that ended with every candidate failed (the ``--retry-until-up`` backoff grows with it)."""
+    attempts_started: int = 0
+    """Attempts begun so far: numbers each attempt's id, unique across continue-as-new runs."""
+    chosen: Offering | None = None
+    """Where the current (or last) attempt is."""
+    retry_at: float | None = None
+    """With ``retry_until_up``: when the next search starts, while waiting for it."""
 
 
 class LaunchResult(BaseModel):
@@ -174,9 +198,13 @@ class LaunchProgress(BaseModel):
     reused: bool = False
     error: str | None = None
     attempts: list[FailoverAttempt] = []
-    """Failed provision attempts so far, oldest first."""
+    """Failed provision attempts so far, oldest first (the most recent ones; see ``earlier_attempts``)."""
     retry_at: float | None = None
     """With ``retry_until_up``: when the next search starts, while the launch waits for it."""
+    earlier_attempts: int = 0
+    """Failed attempts older than ``attempts``, dropped to keep a long ``--retry-until-up`` bounded."""
+    earlier_stages: int = 0
+    """Finished stages older than ``finished_stages``, dropped for the same reason."""
 
 
 class JobRecord(BaseModel):
@@ -240,6 +268,9 @@ class ClusterRecord(BaseModel):
     """When the provider was last asked for the nodes' real state."""
     stop_kept_nodes: bool = True
     """Whether the last stop kept the nodes (a provider that cannot stop removes them; start re-creates)."""
+    provision_request: ProvisionRequest | None = None
+    """How the nodes were provisioned (offering, market, image, disk, ports): what ``start`` re-creates
+    lost nodes with, so they are the same nodes. None on records from before it was kept."""
 
     @property
     def active_jobs(self) -> list[JobRecord]:
@@ -252,6 +283,15 @@ class ClusterRecord(BaseModel):
         if self.idle_minutes is None or self.idle_since is None or self.status != ClusterStatus.UP:
             return None
         return self.idle_since + self.idle_minutes * 60
+
+
+class LaunchResume(BaseModel):
+    """What a launch carries over a continue-as-new between provisioning searches."""
+
+    record: ClusterRecord
+    """The cluster as its lock was granted: the launch goes on holding the lock in its next run."""
+    progress: LaunchProgress
+    provision: ProvisionState
 
 
 class ClusterInput(BaseModel):
@@ -286,6 +326,8 @@ class Release(BaseModel):
     launch_id: str
     handle: ClusterHandle | None = None
     """The provisioned cluster, when the launch provisioned it."""
+    provision_request: ProvisionRequest | None = None
+    """How ``handle`` was provisioned: the cluster keeps it for ``start``."""
     resources: Resources | None = None
     num_nodes: int | None = None
     user: str | None = None
@@ -334,3 +376,6 @@ class StartRequest(BaseModel):
 
     idle_minutes: int | None = Field(default=None, ge=0)
     down: bool = False
+
+
+LaunchRequest.model_rebuild()

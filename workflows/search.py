@@ -6,6 +6,7 @@ from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSear
 
 __all__ = [
     "CLUSTER",
+    "FIRST_LAUNCH_STAGE",
     "KIND",
     "STAGE",
     "STATUS",
@@ -21,6 +22,8 @@ STATUS = SearchAttributeKey.for_keyword("SkyhopStatus")
 """A cluster's status (INIT, UP, STOPPED, TERMINATED)."""
 STAGE = SearchAttributeKey.for_keyword("SkyhopStage")
 """A launch's current stage."""
+FIRST_LAUNCH_STAGE = "lock"
+"""The stage a launch starts in: waiting for its cluster's lock."""
 USER = SearchAttributeKey.for_keyword("SkyhopUser")
 
 
@@ -42,7 +45,7 @@ def launch_search_attributes(cluster_name: str, user: str) -> TypedSearchAttribu
         [
             SearchAttributePair(KIND, "launch"),
             SearchAttributePair(CLUSTER, cluster_name),
-            SearchAttributePair(STAGE, "optimize"),
+            SearchAttributePair(STAGE, FIRST_LAUNCH_STAGE),
             SearchAttributePair(USER, user),
         ]
     )

@@ -1,7 +1,15 @@
-"""Steps both workflows take: running a long activity, and readying fresh nodes for a task."""
+"""Steps both workflows take: running a long activity, and readying fresh nodes for a task.
+
+Long activities are awaited until their cancellation completes, and such an activity may finish
+with a result instead (an attempt that returns its capacity failure just before it sees the
+cancel); Temporal then hands back the result and the cancellation is consumed, so a workflow asks
+``workflow.cancellation_reason()`` after each of them (``raise_if_cancelled``) rather than going
+on to its next step.
+"""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -17,7 +25,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.contract import LONG_QUEUE
     from workflows.options import HEARTBEAT, LONG_RETRY
 
-__all__ = ["prepare_nodes", "run_long"]
+__all__ = ["history_is_long", "prepare_nodes", "raise_if_cancelled", "run_long"]
 
 
 async def run_long(activity: Any, arg: Any, *, timeout: timedelta, summary: str | None = None) -> Any:
@@ -64,3 +72,17 @@ async def prepare_nodes(
     if task.setup:
         enter("setup")
         await run_long(jobs.run_setup, SetupInput(handle=handle, task=task, key=setup_key), timeout=timeout)
+
+
+def raise_if_cancelled() -> None:
+    """Re-raise a cancellation an activity's completion consumed (see the module docstring)."""
+    if workflow.cancellation_reason() is not None:
+        raise asyncio.CancelledError("the workflow was cancelled")
+
+
+def history_is_long(limit: int | None) -> bool:
+    """Whether to continue as new: the history has ``limit`` events, or else Temporal suggests it."""
+    info = workflow.info()
+    if limit is not None and info.get_current_history_length() >= limit:
+        return True
+    return info.is_continue_as_new_suggested()

@@ -93,7 +93,8 @@ class LocalProvider(Provider):
             if folder.is_dir():
                 (folder / _STOPPED).touch()
 
-    async def start(self, handle: ClusterHandle) -> ClusterHandle:
+    async def start(self, handle: ClusterHandle, request: ProvisionRequest | None = None) -> ClusterHandle:
+        # A folder node has nothing a request could change (market, image, disk): it is not read.
         for node in handle.nodes:
             (Path(node.runtime_dir) / _STOPPED).unlink(missing_ok=True)
         await asyncio.gather(*(self.runtime(node).prepare() for node in handle.nodes))

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from datetime import timedelta
+from typing import Any
 
 from temporalio import activity
 from temporalio.api.enums.v1 import IndexedValueType
@@ -139,8 +140,11 @@ class FakeCloud:
         self.calls.append("probe_cluster")
         return ProbeResult(statuses=self.statuses)
 
-    def workers(self, client: Client) -> list[Worker]:
-        long = [
+    def workflows(self) -> list[type]:
+        return [ClusterWorkflow]
+
+    def long_activities(self) -> list[Callable[..., Any]]:
+        return [
             self.stop_cluster,
             self.start_cluster,
             self.terminate,
@@ -149,12 +153,27 @@ class FakeCloud:
             self.sync_workdir,
             self.run_setup,
         ]
+
+    def short_activities(self) -> list[Callable[..., Any]]:
+        return [self.cancel_jobs, self.probe_cluster]
+
+    def local_activities(self) -> list[Callable[..., Any]]:
+        """Activities the workflows run as local activities: registered on the workflow worker."""
+        return []
+
+    def workers(self, client: Client) -> list[Worker]:
         return [
             # No sticky cache: every workflow task replays the whole history (a determinism check
             # for free), and a stopped worker leaves no sticky queue behind for the server to wait on.
-            Worker(client, task_queue=WORKFLOW_QUEUE, workflows=[ClusterWorkflow], max_cached_workflows=0),
-            Worker(client, task_queue=LONG_QUEUE, activities=long),
-            Worker(client, task_queue=SHORT_QUEUE, activities=[self.cancel_jobs, self.probe_cluster]),
+            Worker(
+                client,
+                task_queue=WORKFLOW_QUEUE,
+                workflows=self.workflows(),
+                activities=self.local_activities(),
+                max_cached_workflows=0,
+            ),
+            Worker(client, task_queue=LONG_QUEUE, activities=self.long_activities()),
+            Worker(client, task_queue=SHORT_QUEUE, activities=self.short_activities()),
         ]
 
 

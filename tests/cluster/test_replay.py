@@ -1,8 +1,9 @@
-"""Recorded ``ClusterWorkflow`` histories must replay on the current code.
+"""Recorded ``ClusterWorkflow`` and ``LaunchWorkflow`` histories must replay on the current code.
 
-Clusters live for days: a change to the workflow that would make a running cluster's history
-non-deterministic fails here, in CI, instead of in production. Such a change needs
-``workflow.patched``; new scenarios are recorded with ``python -m tests.cluster.record_histories``.
+Clusters live for days, and so does a launch in ``--retry-until-up``: a change to a workflow that
+would make a running one's history non-deterministic fails here, in CI, instead of in production.
+Such a change needs ``workflow.patched``; new scenarios are recorded with
+``python -m tests.cluster.record_histories`` and ``python -m tests.launch.record_histories``.
 """
 
 from __future__ import annotations
@@ -16,8 +17,12 @@ from temporalio.worker import Replayer
 
 from tests.conftest import run
 from workflows.cluster import ClusterWorkflow
+from workflows.launch import LaunchWorkflow
 
-HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
+_TESTS = Path(__file__).parent.parent
+HISTORIES = sorted(
+    [*(_TESTS / "cluster" / "histories").glob("*.json"), *(_TESTS / "launch" / "histories").glob("*.json")]
+)
 
 
 def test_histories_are_recorded() -> None:
@@ -26,12 +31,16 @@ def test_histories_are_recorded() -> None:
         "autostop",
         "continue_as_new_first_run",
         "parallel_submits_worker_killed",
+        "launch_failover",
+        "launch_existing_cluster",
+        "launch_cancelled",
+        "launch_continue_as_new_first_run",
     }
 
 
 @pytest.mark.parametrize("path", HISTORIES, ids=[path.stem for path in HISTORIES])
 def test_history_replays(path: Path) -> None:
-    history = WorkflowHistory.from_json(f"cluster:{path.stem}", path.read_text())
-    replayer = Replayer(workflows=[ClusterWorkflow], data_converter=pydantic_data_converter)
+    history = WorkflowHistory.from_json(path.stem, path.read_text())
+    replayer = Replayer(workflows=[ClusterWorkflow, LaunchWorkflow], data_converter=pydantic_data_converter)
     result = run(replayer.replay_workflow(history, raise_on_replay_failure=True))
     assert result.replay_failure is None
