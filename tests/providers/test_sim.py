@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -108,9 +107,8 @@ def test_preemption_kills_the_nodes_jobs_and_a_spot_node_reads_preempted(
     wait_for(lambda: (s := run(runtime.job_state("job-1"))) is not None and s.status == "RUNNING", 10, "job")
     state = run(runtime.job_state("job-1"))
     assert state is not None
-    time.sleep(1.1)
-    assert run(provider.node_statuses(handle)) == [seen]
-    assert not Path(handle.head.runtime_dir).exists()
+    wait_for(lambda: run(provider.node_statuses(handle)) == [seen], 30, f"the node to read {seen}")
+    wait_for(lambda: not Path(handle.head.runtime_dir).exists(), 30, "the preempted node's folder to go")
 
 
 def test_stop_and_start_keep_the_instances(catalog: Path) -> None:
