@@ -9,6 +9,7 @@ from activities.models import OptimizeInput
 from optimizer import NoFeasibleOfferingError, Plan
 from optimizer import optimize as choose
 from providers.catalog import CatalogError, load_catalogs
+from workflows.contract import ErrorType
 
 __all__ = ["optimize"]
 
@@ -19,6 +20,6 @@ async def optimize(request: OptimizeInput) -> Plan:
     try:
         return choose(request.task, load_catalogs(), blocklist=request.blocklist, minimize=request.minimize)
     except NoFeasibleOfferingError as exc:
-        raise ApplicationError(str(exc), type="NoFeasibleOffering", non_retryable=True) from None
+        raise ApplicationError(str(exc), type=ErrorType.NO_FEASIBLE_OFFERING, non_retryable=True) from None
     except CatalogError as exc:
-        raise ApplicationError(str(exc), type="CatalogError", non_retryable=True) from None
+        raise ApplicationError(str(exc), type=ErrorType.CATALOG_ERROR, non_retryable=True) from None

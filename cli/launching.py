@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Literal
 from cli.failures import innermost_message, is_not_found, is_stuck, while_busy
 from cli.output import EXIT_DETACHED, Ticker, fail, info
 from spec import Task
-from workflows.contract import JobRecord, JobStatus, LaunchResult
+from workflows.contract import JobRecord, JobStatus, LaunchResult, LaunchStage
 
 if TYPE_CHECKING:
     from temporalio.client import Client
@@ -23,13 +23,13 @@ if TYPE_CHECKING:
 __all__ = ["exit_code_of", "run_exec", "run_launch", "say_launch_holding"]
 
 _STAGE_TITLES = {
-    "lock": "Waiting for the cluster",
-    "optimize": "Optimizing",
-    "provision": "Provisioning",
-    "sync_workdir": "Syncing workdir",
-    "sync_file_mounts": "Syncing file mounts",
-    "setup": "Running setup",
-    "exec": "Submitting job",
+    LaunchStage.LOCK: "Waiting for the cluster",
+    LaunchStage.OPTIMIZE: "Optimizing",
+    LaunchStage.PROVISION: "Provisioning",
+    LaunchStage.SYNC_WORKDIR: "Syncing workdir",
+    LaunchStage.SYNC_FILE_MOUNTS: "Syncing file mounts",
+    LaunchStage.SETUP: "Running setup",
+    LaunchStage.EXEC: "Submitting job",
 }
 
 
@@ -174,7 +174,7 @@ async def _follow_stages(
             # Counted from the launch's start: a continue-as-new drops the oldest from the list.
             for stage, seconds in progress.finished_stages[max(printed - progress.earlier_stages, 0) :]:
                 ticker.clear()
-                if stage == "setup" and setup_tail is not None:
+                if stage == LaunchStage.SETUP and setup_tail is not None:
                     await setup_tail.pump()  # setup's own output comes before the line saying it ended
                     setup_tail.flush_partial()
                 if stage in _STAGE_TITLES:
@@ -182,12 +182,12 @@ async def _follow_stages(
             printed = progress.earlier_stages + len(progress.finished_stages)
             if progress.stage != shown and progress.stage in _STAGE_TITLES:
                 detail = ""
-                if progress.stage == "provision" and progress.chosen is not None:
+                if progress.stage == LaunchStage.PROVISION and progress.chosen is not None:
                     chosen = progress.chosen
                     detail = f": {chosen.location} {chosen.instance_type} x{task.num_nodes}"
                 ticker.clear()
                 info(f"▸ {_STAGE_TITLES[progress.stage]}{detail} ...")
-            if progress.stage == "setup" and setup_tail is not None:
+            if progress.stage == LaunchStage.SETUP and setup_tail is not None:
                 ticker.clear()
                 await setup_tail.pump()
             failover.show(progress, finished, ticker)

@@ -16,7 +16,7 @@ from cli.failures import asked_again, is_not_found
 from cli.output import info
 from providers.registry import get_provider
 from providers.runtime.jobs import JobOutcome, combine_node_states
-from workflows.contract import ClusterRecord, JobRecord, JobStatus, cluster_workflow_id
+from workflows.contract import ClusterRecord, JobRecord, JobStatus, LaunchStage, cluster_workflow_id
 
 if TYPE_CHECKING:
     from temporalio.client import Client
@@ -269,14 +269,14 @@ async def _follow_setup(client: Client, cluster_name: str, launch_id: str, *, fo
             tail = LogTail(progress.handle, setup_key(launch_id), nodes, sys.stdout.buffer)
         if tail is not None:
             await tail.pump()
-        if not announced and progress.stage not in ("setup", "done", "failed"):
+        if not announced and progress.stage != LaunchStage.SETUP and not progress.stage.ended:
             info(f"Cluster {cluster_name} is being launched ({progress.stage}); its setup's output follows.")
             announced = True
-        if progress.stage in ("done", "failed") or progress.job_id is not None or not follow:
+        if progress.stage.ended or progress.job_id is not None or not follow:
             if tail is not None:
                 await tail.pump()
                 tail.flush_partial()
-            if progress.stage == "failed":
+            if progress.stage == LaunchStage.FAILED:
                 raise LaunchFailedError(f"launch {launch_id} failed: {progress.error}")
             return progress.job_id
         await asyncio.sleep(0.2)

@@ -17,6 +17,8 @@ from spec import Resources, Task
 from workflows.scheduler import Demand, NodeAllocation
 
 __all__ = [
+    "ErrorType",
+    "LaunchStage",
     "CLUSTER_WORKFLOW",
     "QUERY_OUTSIDE_TASK",
     "AutostopRequest",
@@ -92,6 +94,76 @@ class ClusterStatus(StrEnum):
     UP = "UP"
     STOPPED = "STOPPED"
     TERMINATED = "TERMINATED"
+
+
+class LaunchStage(StrEnum):
+    """Where a launch is: its ``progress`` query's ``stage`` and its ``SkyhopStage`` search attribute."""
+
+    LOCK = "lock"
+    """Waiting for the cluster's lock (another launch or a stop/start/down holds it)."""
+    OPTIMIZE = "optimize"
+    PROVISION = "provision"
+    SYNC_WORKDIR = "sync_workdir"
+    SYNC_FILE_MOUNTS = "sync_file_mounts"
+    SETUP = "setup"
+    EXEC = "exec"
+    DONE = "done"
+    FAILED = "failed"
+
+    @property
+    def ended(self) -> bool:
+        """Whether the launch has ended, either way."""
+        return self in (LaunchStage.DONE, LaunchStage.FAILED)
+
+
+class ErrorType(StrEnum):
+    """The ``type`` of every ``ApplicationError`` skyhop raises, as clients and retry policies see it."""
+
+    NO_FEASIBLE_OFFERING = "NoFeasibleOffering"
+    CATALOG_ERROR = "CatalogError"
+    SETUP_FAILED = "SetupFailed"
+    SUBMIT_REJECTED = "SubmitRejected"
+    RESOURCES_MISMATCH = "ResourcesMismatch"
+    OUTSIDE_NODE = "OutsideNodeError"
+    CLUSTER_GONE = "ClusterGone"
+    CLUSTER_STATE = "ClusterStateError"
+    PROVISION_FAILED = "ProvisionFailed"
+    RESOURCES_UNAVAILABLE = "ResourcesUnavailable"
+    CLEANUP_FAILED = "CleanupFailed"
+    NODE_LOST = "NodeLost"
+    UNAUTHENTICATED_PAYLOAD = "UnauthenticatedPayload"
+    PROVIDER_UNAVAILABLE = "ProviderUnavailableError"
+    CREDENTIALS = "CredentialsError"
+    NOT_SUPPORTED = "NotSupportedError"
+    SDK_MISSING = "SdkMissingError"
+    INVALID_REQUEST = "InvalidRequestError"
+
+    @property
+    def retry_can_fix(self) -> bool:
+        """False for errors that are the user's to fix: an activity raising one is not retried."""
+        return self not in _USER_TO_FIX
+
+    @classmethod
+    def user_errors(cls) -> list[str]:
+        """The activity retry policies' non-retryable types."""
+        return [error.value for error in cls if not error.retry_can_fix]
+
+
+_USER_TO_FIX = frozenset(
+    {
+        ErrorType.NO_FEASIBLE_OFFERING,
+        ErrorType.SETUP_FAILED,
+        ErrorType.SUBMIT_REJECTED,
+        ErrorType.RESOURCES_MISMATCH,
+        ErrorType.OUTSIDE_NODE,
+        # A provider's errors that retrying cannot fix (``providers.errors.RETRY_CANNOT_FIX``).
+        ErrorType.PROVIDER_UNAVAILABLE,
+        ErrorType.CREDENTIALS,
+        ErrorType.NOT_SUPPORTED,
+        ErrorType.SDK_MISSING,
+        ErrorType.INVALID_REQUEST,
+    }
+)
 
 
 class JobStatus(StrEnum):
@@ -186,10 +258,9 @@ class LaunchResult(BaseModel):
 class LaunchProgress(BaseModel):
     """What ``LaunchWorkflow``'s ``progress`` query returns."""
 
-    stage: str
-    """optimize, provision, sync_workdir, sync_file_mounts, setup, exec, done or failed."""
+    stage: LaunchStage
     stage_started_at: float
-    finished_stages: list[tuple[str, float]] = []
+    finished_stages: list[tuple[LaunchStage, float]] = []
     """(stage, seconds) for each stage that has ended."""
     chosen: Offering | None = None
     handle: ClusterHandle | None = None

@@ -36,11 +36,13 @@ with workflow.unsafe.imports_passed_through():
         ClaimRequest,
         ClusterRecord,
         ClusterStatus,
+        ErrorType,
         JobSubmission,
         LaunchProgress,
         LaunchRequest,
         LaunchResult,
         LaunchResume,
+        LaunchStage,
         ProvisionState,
         Release,
         cluster_workflow_id,
@@ -48,7 +50,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from workflows.options import SHORT_RETRY
     from workflows.provisioner import Provisioned, Provisioner, ProvisionSpec, remove_nodes
-    from workflows.search import FIRST_LAUNCH_STAGE, STAGE
+    from workflows.search import STAGE
     from workflows.stages import history_is_long, prepare_nodes, raise_if_cancelled
 
 __all__ = ["LaunchWorkflow"]
@@ -68,7 +70,7 @@ class LaunchWorkflow:
         self._progress = (
             resume.progress
             if resume is not None
-            else LaunchProgress(stage=FIRST_LAUNCH_STAGE, stage_started_at=workflow.now().timestamp())
+            else LaunchProgress(stage=LaunchStage.LOCK, stage_started_at=workflow.now().timestamp())
         )
         self._grant: ClaimGrant | None = None
         self._provisioner: Provisioner | None = None
@@ -108,9 +110,9 @@ class LaunchWorkflow:
             if not self._progress.error and workflow.cancellation_reason() is not None:
                 self._progress.error = "launch cancelled; what it created was removed"
             self._progress.error = self._progress.error or str(getattr(exc, "cause", None) or exc)
-            self._enter("failed")
+            self._enter(LaunchStage.FAILED)
             raise
-        self._enter("done")
+        self._enter(LaunchStage.DONE)
         return LaunchResult(
             cluster_name=request.cluster_name, job_id=job_id, provisioned=provisioned, handle=handle
         )
@@ -131,7 +133,7 @@ class LaunchWorkflow:
         if self._grant.closed:
             raise ApplicationError(
                 f"cluster {request.cluster_name} was taken down while this launch waited for it",
-                type="ClusterGone",
+                type=ErrorType.CLUSTER_GONE,
                 non_retryable=True,
             )
         return self._grant.record
@@ -147,7 +149,7 @@ class LaunchWorkflow:
             if handle is not None:
                 reason = mismatch(task.resources, task.num_nodes, handle.offering, len(handle.nodes))
                 if reason is not None:
-                    raise ApplicationError(reason, type="ResourcesMismatch", non_retryable=True)
+                    raise ApplicationError(reason, type=ErrorType.RESOURCES_MISMATCH, non_retryable=True)
                 self._progress.reused = True
                 idle_minutes, down = self._autostop()
                 release = release.model_copy(update={"idle_minutes": idle_minutes, "autostop_down": down})
@@ -239,7 +241,7 @@ class LaunchWorkflow:
         raise_if_cancelled()
 
     async def _submit(self, handle: ClusterHandle) -> int:
-        self._begin("exec")
+        self._begin(LaunchStage.EXEC)
         job = await workflow.execute_activity_method(
             ClusterActivities.submit_job,
             SubmitJobInput(
@@ -255,7 +257,7 @@ class LaunchWorkflow:
         self._progress.job_id = job.job_id
         return job.job_id
 
-    def _begin(self, stage: str) -> None:
+    def _begin(self, stage: LaunchStage) -> None:
         """Go on to the next stage, unless the launch was cancelled meanwhile."""
         raise_if_cancelled()
         self._enter(stage)
@@ -265,7 +267,7 @@ class LaunchWorkflow:
         if workflow.info().typed_search_attributes.get(STAGE) != self._progress.stage:
             workflow.upsert_search_attributes([STAGE.value_set(self._progress.stage)])
 
-    def _enter(self, stage: str) -> None:
+    def _enter(self, stage: LaunchStage) -> None:
         now = workflow.now().timestamp()
         previous = self._progress
         finished = [*previous.finished_stages, (previous.stage, round(now - previous.stage_started_at, 3))]

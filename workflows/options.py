@@ -6,18 +6,11 @@ from datetime import timedelta
 
 from temporalio.common import RetryPolicy
 
-from providers.errors import RETRY_CANNOT_FIX
+from workflows.contract import ErrorType
 
 __all__ = ["HEARTBEAT", "LONG_RETRY", "SHORT_RETRY", "USER_ERRORS"]
 
-USER_ERRORS = [
-    "NoFeasibleOffering",
-    "SetupFailed",
-    "SubmitRejected",
-    "ResourcesMismatch",
-    "OutsideNodeError",
-    *RETRY_CANNOT_FIX,
-]
+USER_ERRORS = ErrorType.user_errors()
 """Error types that are the user's to fix (a cloud's missing credentials too): retrying them cannot help."""
 
 HEARTBEAT = timedelta(seconds=10)

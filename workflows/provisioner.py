@@ -44,7 +44,7 @@ with workflow.unsafe.imports_passed_through():
     from providers.cloud import CLUSTER_TAG
     from providers.errors import FailureScope
     from spec import Task
-    from workflows.contract import LONG_QUEUE, FailoverAttempt, ProvisionState
+    from workflows.contract import LONG_QUEUE, ErrorType, FailoverAttempt, LaunchStage, ProvisionState
     from workflows.failover import block_for, history_table, retry_delay
     from workflows.options import HEARTBEAT, LONG_RETRY, SHORT_RETRY
     from workflows.stages import raise_if_cancelled, run_long
@@ -92,7 +92,7 @@ class Provisioner:
         spec: ProvisionSpec,
         state: ProvisionState | None = None,
         *,
-        enter: Callable[[str], None] = lambda stage: None,
+        enter: Callable[[LaunchStage], None] = lambda stage: None,
         between_searches: Callable[[ProvisionState], None] = lambda state: None,
     ) -> None:
         """``enter`` hears each stage (optimize, provision) as it begins; ``between_searches`` is
@@ -135,7 +135,7 @@ class Provisioner:
             if state.attempts and state.attempts[-1].next_location is None:
                 state.attempts[-1].next_location = offering.location
             state.chosen = offering
-            self._begin("provision")
+            self._begin(LaunchStage.PROVISION)
             outcome = await self._attempt(request)
             tried += 1
             if outcome.handle is not None:
@@ -160,7 +160,7 @@ class Provisioner:
             if failure.scope == FailureScope.FATAL:
                 raise ApplicationError(
                     f"{offering.location}: {failure.kind} ({failure.code}): {failure.message}",
-                    type="ProvisionFailed",
+                    type=ErrorType.PROVISION_FAILED,
                     non_retryable=True,
                 )
             if entry is not None:
@@ -181,7 +181,7 @@ class Provisioner:
         self.state.attempts_started += 1
         return f"{workflow.info().workflow_id}/{self.state.attempts_started}"
 
-    def _begin(self, stage: str) -> None:
+    def _begin(self, stage: LaunchStage) -> None:
         if stage != self._stage:
             self._stage = stage
             self._enter(stage)
@@ -189,7 +189,7 @@ class Provisioner:
     async def _choose(self, blocklist: Blocklist, tried: int) -> Candidate | None:
         """The optimizer's pick outside the blocklist; None once failures have ruled out everything."""
         if not tried:
-            self._begin("optimize")
+            self._begin(LaunchStage.OPTIMIZE)
         spec = self.spec
         try:
             # Local: between attempts it runs in this worker, saving a task queue round trip each.
@@ -202,7 +202,7 @@ class Provisioner:
         except (ActivityError, ApplicationError) as exc:
             # A local activity's failure arrives as its ApplicationError itself, not wrapped.
             cause = exc.cause if isinstance(exc, ActivityError) else exc
-            if tried and isinstance(cause, ApplicationError) and cause.type == "NoFeasibleOffering":
+            if tried and isinstance(cause, ApplicationError) and cause.type == ErrorType.NO_FEASIBLE_OFFERING:
                 return None
             raise
         choice: Candidate = plan.choice
@@ -260,7 +260,7 @@ class Provisioner:
         return ApplicationError(
             f"{message}:\n{history_table(state.attempts)}{earlier}",
             [a.model_dump() for a in state.attempts],
-            type="ResourcesUnavailable",
+            type=ErrorType.RESOURCES_UNAVAILABLE,
             non_retryable=True,
         )
 
@@ -285,6 +285,6 @@ async def remove_nodes(handle: ClusterHandle, summary: str) -> None:
             f"could not remove what was created at {handle.offering.location} "
             f"({reason}); look for instances tagged "
             f"{CLUSTER_TAG}={handle.cluster_name} there",
-            type="CleanupFailed",
+            type=ErrorType.CLEANUP_FAILED,
             non_retryable=True,
         ) from exc

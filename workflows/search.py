@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
 
+from workflows.contract import LaunchStage
+
 __all__ = [
     "CLUSTER",
-    "FIRST_LAUNCH_STAGE",
     "KIND",
     "STAGE",
     "STATUS",
@@ -22,8 +23,6 @@ STATUS = SearchAttributeKey.for_keyword("SkyhopStatus")
 """A cluster's status (INIT, UP, STOPPED, TERMINATED)."""
 STAGE = SearchAttributeKey.for_keyword("SkyhopStage")
 """A launch's current stage."""
-FIRST_LAUNCH_STAGE = "lock"
-"""The stage a launch starts in: waiting for its cluster's lock."""
 USER = SearchAttributeKey.for_keyword("SkyhopUser")
 
 
@@ -45,7 +44,7 @@ def launch_search_attributes(cluster_name: str, user: str) -> TypedSearchAttribu
         [
             SearchAttributePair(KIND, "launch"),
             SearchAttributePair(CLUSTER, cluster_name),
-            SearchAttributePair(STAGE, FIRST_LAUNCH_STAGE),
+            SearchAttributePair(STAGE, LaunchStage.LOCK.value),
             SearchAttributePair(USER, user),
         ]
     )

@@ -22,7 +22,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.models import FileMountsInput, SetupInput, SyncWorkdirInput
     from providers.base import ClusterHandle
     from spec import Task
-    from workflows.contract import LONG_QUEUE
+    from workflows.contract import LONG_QUEUE, LaunchStage
     from workflows.options import HEARTBEAT, LONG_RETRY
 
 __all__ = ["history_is_long", "prepare_nodes", "raise_if_cancelled", "run_long"]
@@ -53,7 +53,7 @@ async def prepare_nodes(
     setup_key: str,
     *,
     timeout: timedelta,
-    enter: Callable[[str], None] = lambda stage: None,
+    enter: Callable[[LaunchStage], None] = lambda stage: None,
 ) -> None:
     """What nodes need before the task's jobs run on them: workdir, file mounts, then setup.
 
@@ -61,16 +61,16 @@ async def prepare_nodes(
     retried setup re-attaches instead of running twice.
     """
     if task.workdir:
-        enter("sync_workdir")
+        enter(LaunchStage.SYNC_WORKDIR)
         await run_long(
             sync.sync_workdir, SyncWorkdirInput(handle=handle, workdir=task.workdir), timeout=timeout
         )
     if task.file_mounts:
-        enter("sync_file_mounts")
+        enter(LaunchStage.SYNC_FILE_MOUNTS)
         mounts = FileMountsInput(handle=handle, file_mounts=task.file_mounts)
         await run_long(sync.sync_file_mounts, mounts, timeout=timeout)
     if task.setup:
-        enter("setup")
+        enter(LaunchStage.SETUP)
         await run_long(jobs.run_setup, SetupInput(handle=handle, task=task, key=setup_key), timeout=timeout)
 
 

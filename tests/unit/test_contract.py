@@ -1,0 +1,33 @@
+"""The contract's enums are the only names: error types, retry policies and stages agree with the code."""
+
+from __future__ import annotations
+
+from providers import errors
+from providers.errors import RETRY_CANNOT_FIX, ProviderError
+from workflows.contract import ErrorType, LaunchProgress, LaunchStage
+from workflows.options import LONG_RETRY, SHORT_RETRY
+
+
+def test_the_retry_policies_refuse_exactly_the_errors_only_the_user_can_fix() -> None:
+    user_errors = {error.value for error in ErrorType if not error.retry_can_fix}
+    for policy in (SHORT_RETRY, LONG_RETRY):
+        assert set(policy.non_retryable_error_types or []) == user_errors
+    assert set(RETRY_CANNOT_FIX) <= user_errors  # every provider error that retrying cannot fix
+    assert ErrorType.PROVISION_FAILED.retry_can_fix is True
+
+
+def test_every_provider_error_type_in_the_contract_is_a_provider_error_class() -> None:
+    provider_types = {e for e in ErrorType if e.value.endswith("Error") and hasattr(errors, e.value)}
+    for error_type in provider_types:
+        cls = getattr(errors, error_type.value)
+        assert issubclass(cls, ProviderError)
+        assert error_type.retry_can_fix == cls.retry_can_fix, error_type
+
+
+def test_a_stage_reads_back_from_the_json_any_client_sends() -> None:
+    progress = LaunchProgress.model_validate_json(
+        '{"stage": "setup", "stage_started_at": 1.0, "finished_stages": [["lock", 0.5], ["optimize", 0.1]]}'
+    )
+    assert progress.stage is LaunchStage.SETUP and not progress.stage.ended
+    assert progress.finished_stages[0] == (LaunchStage.LOCK, 0.5)
+    assert LaunchStage.FAILED.ended and LaunchStage.DONE.ended
