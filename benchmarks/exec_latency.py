@@ -36,16 +36,20 @@ async def _update_round_trips(address: str, cluster: str, runs: int) -> list[flo
     from cli.client import connect
     from cli.config import TemporalConfig
     from spec import Task
-    from workflows.contract import JobRecord, JobSubmission, cluster_workflow_id
+    from workflows.contract import ClusterUpdate, JobRecord, JobSubmission, cluster_workflow_id
 
     client = await connect(TemporalConfig(), address)
     handle = client.get_workflow_handle(cluster_workflow_id(cluster))
     submission = JobSubmission(request_id="bench-noop", task=Task(run="true"))
-    await handle.execute_update("submit_job", submission, id="bench-noop-0", result_type=JobRecord)
+    await handle.execute_update(
+        ClusterUpdate.SUBMIT_JOB, submission, id="bench-noop-0", result_type=JobRecord
+    )
     times = []
     for i in range(runs):
         started = time.perf_counter()
-        await handle.execute_update("submit_job", submission, id=f"bench-noop-{i + 1}", result_type=JobRecord)
+        await handle.execute_update(
+            ClusterUpdate.SUBMIT_JOB, submission, id=f"bench-noop-{i + 1}", result_type=JobRecord
+        )
         times.append(time.perf_counter() - started)
     return times
 

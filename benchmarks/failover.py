@@ -64,6 +64,8 @@ async def _launch(client: Any, infra: str) -> tuple[float, float, int]:
     from workflows.contract import (
         LAUNCH_WORKFLOW,
         WORKFLOW_QUEUE,
+        ClusterUpdate,
+        LaunchQuery,
         LaunchRequest,
         LaunchResult,
         cluster_workflow_id,
@@ -83,8 +85,8 @@ async def _launch(client: Any, infra: str) -> tuple[float, float, int]:
     total = time.perf_counter() - started
     provider = await asyncio.to_thread(cloud.api_seconds) - before
     assert result.handle.offering.zone == _zones()[FAILING_ZONES][1], result.handle.offering
-    progress = await client.get_workflow_handle(f"launch:{cluster}").query("progress")
-    await client.get_workflow_handle(cluster_workflow_id(cluster)).execute_update("down")
+    progress = await client.get_workflow_handle(f"launch:{cluster}").query(LaunchQuery.PROGRESS)
+    await client.get_workflow_handle(cluster_workflow_id(cluster)).execute_update(ClusterUpdate.DOWN)
     return total, provider, len(progress["attempts"]) + 1
 
 

@@ -60,11 +60,18 @@ async def _bench(
     from cli.config import TemporalConfig
     from spec import Resources, Task
     from tests.helpers import SKYHOP_CLI
-    from workflows.contract import ClusterRecord, JobRecord, JobSubmission, cluster_workflow_id
+    from workflows.contract import (
+        ClusterQuery,
+        ClusterRecord,
+        ClusterUpdate,
+        JobRecord,
+        JobSubmission,
+        cluster_workflow_id,
+    )
 
     client = await connect(TemporalConfig(), address)
     handle = client.get_workflow_handle(cluster_workflow_id(cluster))
-    record = await handle.query("status", result_type=ClusterRecord)
+    record = await handle.query(ClusterQuery.STATUS, result_type=ClusterRecord)
     assert record.handle is not None
     slot = Resources(cpus=f"{record.handle.offering.cpus / SLOTS:g}")
     task = Task(run="true", resources=slot)
@@ -78,7 +85,7 @@ async def _bench(
         while True:
             try:
                 job: JobRecord = await handle.execute_update(
-                    "submit_job", submission, id=request_id, result_type=JobRecord
+                    ClusterUpdate.SUBMIT_JOB, submission, id=request_id, result_type=JobRecord
                 )
                 return job
             except RPCError as exc:
@@ -88,7 +95,7 @@ async def _bench(
                 await asyncio.sleep(0.2)
 
     async def status() -> ClusterRecord:
-        result: ClusterRecord = await handle.query("status", result_type=ClusterRecord)
+        result: ClusterRecord = await handle.query(ClusterQuery.STATUS, result_type=ClusterRecord)
         return result
 
     # 1. Submission throughput.

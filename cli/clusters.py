@@ -10,7 +10,15 @@ from pydantic import BaseModel
 
 from cli.failures import asked_again, innermost_message, is_not_found, stuck_reason
 from cli.output import age, info, print_json, table
-from workflows.contract import ClusterRecord, ClusterStatus, cluster_workflow_id
+from workflows.contract import (
+    ClusterQuery,
+    ClusterRecord,
+    ClusterStatus,
+    ClusterUpdate,
+    SearchAttribute,
+    WorkflowKind,
+    cluster_workflow_id,
+)
 
 if TYPE_CHECKING:
     from temporalio.client import Client, WorkflowHandle
@@ -26,7 +34,7 @@ __all__ = [
     "survey_clusters",
 ]
 
-_RUNNING_CLUSTERS = "SkyhopKind = 'cluster' AND ExecutionStatus = 'Running'"
+_RUNNING_CLUSTERS = f"{SearchAttribute.KIND} = '{WorkflowKind.CLUSTER}' AND ExecutionStatus = 'Running'"
 _QUERY_TIMEOUT = timedelta(seconds=20)
 BROKEN = "BROKEN"
 """The status shown for a cluster whose workflow cannot run (its task fails, or it does not answer)."""
@@ -53,7 +61,7 @@ async def inspect_cluster(client: Client, name: str) -> ClusterRecord | BrokenCl
         if reason is not None:
             return BrokenCluster(name=name, reason=f"its workflow task fails ({reason})")
         record: ClusterRecord = await asked_again(
-            lambda: handle.query("status", result_type=ClusterRecord, rpc_timeout=_QUERY_TIMEOUT)
+            lambda: handle.query(ClusterQuery.STATUS, result_type=ClusterRecord, rpc_timeout=_QUERY_TIMEOUT)
         )
     except RPCError as exc:
         if is_not_found(exc):
@@ -125,7 +133,7 @@ async def refresh_clusters(client: Client) -> None:
     ids = [wf.id async for wf in client.list_workflows(_RUNNING_CLUSTERS)]
     results = await asyncio.gather(
         *(
-            client.get_workflow_handle(wid).execute_update("refresh", result_type=ClusterRecord)
+            client.get_workflow_handle(wid).execute_update(ClusterUpdate.REFRESH, result_type=ClusterRecord)
             for wid in ids
         ),
         return_exceptions=True,

@@ -12,7 +12,15 @@ from typing import TYPE_CHECKING, Literal
 from cli.failures import innermost_message, is_not_found, is_stuck, while_busy
 from cli.output import EXIT_DETACHED, Ticker, fail, info
 from spec import Task
-from workflows.contract import JobRecord, JobStatus, LaunchResult, LaunchStage
+from workflows.contract import (
+    ClusterQuery,
+    ClusterUpdate,
+    JobRecord,
+    JobStatus,
+    LaunchQuery,
+    LaunchResult,
+    LaunchStage,
+)
 
 if TYPE_CHECKING:
     from temporalio.client import Client
@@ -104,7 +112,7 @@ async def run_launch(
         except WorkflowFailureError as exc:
             if isinstance(exc.cause, CancelledError):
                 # The launch's own sentence says what a cancel left (a cluster that existed stays).
-                progress = await handle.query("progress", result_type=LaunchProgress)
+                progress = await handle.query(LaunchQuery.PROGRESS, result_type=LaunchProgress)
                 fail(progress.error or "launch cancelled")
             fail(f"launch failed: {innermost_message(exc)}")
         if result.job_id is None:
@@ -164,7 +172,7 @@ async def _follow_stages(
     while True:
         finished = result_task.done()
         try:
-            progress = await handle.query("progress", result_type=LaunchProgress)
+            progress = await handle.query(LaunchQuery.PROGRESS, result_type=LaunchProgress)
         except (RPCError, WorkflowQueryFailedError):  # the first query can race the workflow's first task
             progress = None
         if progress is not None:
@@ -254,13 +262,15 @@ async def say_launch_holding(client: Client, cluster_id: str) -> None:
     from workflows.contract import LAUNCH_WORKFLOW, ClusterRecord, LaunchProgress
 
     try:
-        record = await client.get_workflow_handle(cluster_id).query("status", result_type=ClusterRecord)
+        record = await client.get_workflow_handle(cluster_id).query(
+            ClusterQuery.STATUS, result_type=ClusterRecord
+        )
         if record.holder is None:
             return
         launch = client.get_workflow_handle(record.holder)
         if (await launch.describe()).workflow_type != LAUNCH_WORKFLOW:
             return  # one of the cluster's own operations (stop, start): down waits for it
-        stage = (await launch.query("progress", result_type=LaunchProgress)).stage
+        stage = (await launch.query(LaunchQuery.PROGRESS, result_type=LaunchProgress)).stage
     except (RPCError, WorkflowQueryFailedError):
         return  # no such cluster or launch: the update itself says so
     info(
@@ -287,7 +297,7 @@ async def run_exec(task: Task, cluster_name: str, *, detach: bool) -> int:
         handle = client.get_workflow_handle(cluster_workflow_id(cluster_name))
         job = await while_busy(
             lambda: handle.execute_update(
-                "submit_job", submission, id=submission.request_id, result_type=JobRecord
+                ClusterUpdate.SUBMIT_JOB, submission, id=submission.request_id, result_type=JobRecord
             )
         )
     except WorkflowUpdateFailedError as exc:

@@ -16,7 +16,17 @@ from cli.failures import asked_again, is_not_found
 from cli.output import info
 from providers.registry import get_provider
 from providers.runtime.jobs import JobOutcome, combine_node_states
-from workflows.contract import ClusterRecord, JobRecord, JobStatus, LaunchStage, cluster_workflow_id
+from workflows.contract import (
+    ClusterQuery,
+    ClusterRecord,
+    JobRecord,
+    JobStatus,
+    LaunchQuery,
+    LaunchStage,
+    SearchAttribute,
+    WorkflowKind,
+    cluster_workflow_id,
+)
 
 if TYPE_CHECKING:
     from temporalio.client import Client
@@ -119,7 +129,9 @@ async def cluster_record(client: Client, cluster_name: str) -> ClusterRecord:
 
     handle = client.get_workflow_handle(cluster_workflow_id(cluster_name))
     try:
-        record: ClusterRecord = await asked_again(lambda: handle.query("status", result_type=ClusterRecord))
+        record: ClusterRecord = await asked_again(
+            lambda: handle.query(ClusterQuery.STATUS, result_type=ClusterRecord)
+        )
         return record
     except RPCError as exc:
         if not is_not_found(exc):
@@ -245,7 +257,10 @@ def _find(record: ClusterRecord, job_id: int) -> JobRecord:
 
 async def _running_launch(client: Client, cluster_name: str) -> str | None:
     """The id of a launch running on ``cluster_name`` (the oldest, which holds it first), if any."""
-    query = f"SkyhopKind = 'launch' AND SkyhopCluster = '{cluster_name}' AND ExecutionStatus = 'Running'"
+    query = (
+        f"{SearchAttribute.KIND} = '{WorkflowKind.LAUNCH}' AND {SearchAttribute.CLUSTER} = '{cluster_name}'"
+        " AND ExecutionStatus = 'Running'"
+    )
     launches = [wf async for wf in client.list_workflows(query)]
     launches.sort(key=lambda wf: wf.start_time)
     return launches[0].id if launches else None
@@ -263,7 +278,7 @@ async def _follow_setup(client: Client, cluster_name: str, launch_id: str, *, fo
     tail: LogTail | None = None
     announced = False
     while True:
-        progress: LaunchProgress = await handle.query("progress", result_type=LaunchProgress)
+        progress: LaunchProgress = await handle.query(LaunchQuery.PROGRESS, result_type=LaunchProgress)
         if tail is None and progress.handle is not None:
             nodes = len(progress.handle.nodes)
             tail = LogTail(progress.handle, setup_key(launch_id), nodes, sys.stdout.buffer)

@@ -219,10 +219,10 @@ def _resources(job: JobRecord) -> str:
 async def run_cancel(cluster: str, request: CancelRequest) -> int:
     """Cancel the jobs and say what happened to each."""
     from cli.session import open_client
-    from workflows.contract import CancelResult
+    from workflows.contract import CancelResult, ClusterUpdate
 
     client = await open_client()
-    result: CancelResult = await _update(client, cluster, "cancel", request, CancelResult)
+    result: CancelResult = await _update(client, cluster, ClusterUpdate.CANCEL, request, CancelResult)
     if result.cancelled:
         info(f"Cancelled job(s) {_ids(result.cancelled)} on cluster {cluster}.")
     elif request.all:
@@ -282,12 +282,16 @@ class _Stuck(_Refused):
 
 
 async def _stop(handle: Any) -> ClusterRecord:
-    record: ClusterRecord = await _call(handle, "stop", None)
+    from workflows.contract import ClusterUpdate
+
+    record: ClusterRecord = await _call(handle, ClusterUpdate.STOP, None)
     return record
 
 
 async def _start(handle: Any, request: StartRequest) -> ClusterRecord:
-    record: ClusterRecord = await _call(handle, "start", request)
+    from workflows.contract import ClusterUpdate
+
+    record: ClusterRecord = await _call(handle, ClusterUpdate.START, request)
     return record
 
 
@@ -296,14 +300,14 @@ async def run_down(names: list[str], all_clusters: bool) -> int:
     from cli.clusters import remove_broken
     from cli.launching import say_launch_holding
     from cli.session import open_client
-    from workflows.contract import ClusterRecord, ClusterStatus
+    from workflows.contract import ClusterRecord, ClusterStatus, ClusterUpdate
 
     client = await open_client()
 
     async def down(handle: Any) -> ClusterRecord:
         await say_launch_holding(client, handle.id)
         try:
-            record: ClusterRecord = await _call(handle, "down", None)
+            record: ClusterRecord = await _call(handle, ClusterUpdate.DOWN, None)
         except _Stuck:
             await remove_broken(handle)
             record = ClusterRecord(name=handle.id.removeprefix("cluster:"), status=ClusterStatus.TERMINATED)
@@ -313,7 +317,9 @@ async def run_down(names: list[str], all_clusters: bool) -> int:
 
 
 async def _autostop(handle: Any, request: AutostopRequest) -> ClusterRecord:
-    record: ClusterRecord = await _call(handle, "set_autostop", request)
+    from workflows.contract import ClusterUpdate
+
+    record: ClusterRecord = await _call(handle, ClusterUpdate.SET_AUTOSTOP, request)
     return record
 
 

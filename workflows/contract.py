@@ -17,6 +17,13 @@ from spec import Resources, Task
 from workflows.scheduler import Demand, NodeAllocation
 
 __all__ = [
+    "ClusterQuery",
+    "ClusterUpdate",
+    "LaunchQuery",
+    "SearchAttribute",
+    "TaskQueue",
+    "WorkflowKind",
+    "WorkflowType",
     "ErrorType",
     "LaunchStage",
     "CLUSTER_WORKFLOW",
@@ -50,26 +57,83 @@ __all__ = [
     "setup_key",
 ]
 
-WORKFLOW_QUEUE = "skyhop-workflows"
-"""Workflow tasks of every skyhop workflow."""
-LONG_QUEUE = "skyhop-long"
-"""Activities that take minutes to hours and heartbeat: provision, sync, setup, run, teardown."""
-SHORT_QUEUE = "skyhop-short"
-"""Activities that take milliseconds: optimize, cluster bookkeeping, probes."""
 
-LAUNCH_WORKFLOW = "LaunchWorkflow"
-CLUSTER_WORKFLOW = "ClusterWorkflow"
+class TaskQueue(StrEnum):
+    """skyhop's task queues: long and short work never share pollers or slots."""
+
+    WORKFLOWS = "skyhop-workflows"
+    """Workflow tasks of every skyhop workflow."""
+    LONG = "skyhop-long"
+    """Activities that take minutes to hours and heartbeat: provision, sync, setup, run, teardown."""
+    SHORT = "skyhop-short"
+    """Activities that take milliseconds: optimize, cluster bookkeeping, probes."""
+
+
+WORKFLOW_QUEUE = TaskQueue.WORKFLOWS
+LONG_QUEUE = TaskQueue.LONG
+SHORT_QUEUE = TaskQueue.SHORT
+
+
+class WorkflowType(StrEnum):
+    """The workflow types a client starts or finds."""
+
+    LAUNCH = "LaunchWorkflow"
+    CLUSTER = "ClusterWorkflow"
+
+
+LAUNCH_WORKFLOW = WorkflowType.LAUNCH
+CLUSTER_WORKFLOW = WorkflowType.CLUSTER
+
+
+class ClusterUpdate(StrEnum):
+    """The updates ``ClusterWorkflow`` takes (what each takes and returns: the README's contract)."""
+
+    SUBMIT_JOB = "submit_job"
+    CANCEL = "cancel"
+    STOP = "stop"
+    START = "start"
+    DOWN = "down"
+    SET_AUTOSTOP = "set_autostop"
+    REFRESH = "refresh"
+
+
+class ClusterQuery(StrEnum):
+    STATUS = "status"
+    """The ``ClusterRecord``."""
+
+
+class LaunchQuery(StrEnum):
+    PROGRESS = "progress"
+    """The ``LaunchProgress``."""
+
+
 QUERY_OUTSIDE_TASK = "activation outside a workflow task (a query brought new events); evicting to replay"
 """Why the worker failed a query (``workflows.runner``): asking again gets an answer."""
 
-SEARCH_ATTRIBUTES = {
-    "SkyhopKind": "Keyword",
-    "SkyhopCluster": "Keyword",
-    "SkyhopStatus": "Keyword",
-    "SkyhopStage": "Keyword",
-    "SkyhopUser": "Keyword",
-}
-"""Custom search attributes skyhop's workflows set (the worker registers them)."""
+
+class SearchAttribute(StrEnum):
+    """Custom search attributes skyhop's workflows set, all keywords (the worker registers them)."""
+
+    KIND = "SkyhopKind"
+    """A ``WorkflowKind``."""
+    CLUSTER = "SkyhopCluster"
+    STATUS = "SkyhopStatus"
+    """A cluster's ``ClusterStatus``."""
+    STAGE = "SkyhopStage"
+    """A launch's ``LaunchStage``."""
+    USER = "SkyhopUser"
+
+
+SEARCH_ATTRIBUTES = {attribute.value: "Keyword" for attribute in SearchAttribute}
+"""Name -> indexed value type, as the operator service registers them."""
+
+
+class WorkflowKind(StrEnum):
+    """What ``SkyhopKind`` says a workflow is, for listings (``SkyhopKind = 'cluster'``)."""
+
+    CLUSTER = "cluster"
+    LAUNCH = "launch"
+
 
 CLUSTER_NAME_PATTERN = r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$"
 """A cluster name: lowercase letters, digits and '-', starting with a letter, at most 63 characters.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
 
-from workflows.contract import LaunchStage
+from workflows.contract import ClusterStatus, LaunchStage, SearchAttribute, WorkflowKind
 
 __all__ = [
     "CLUSTER",
@@ -16,23 +16,23 @@ __all__ = [
     "launch_search_attributes",
 ]
 
-KIND = SearchAttributeKey.for_keyword("SkyhopKind")
+KIND = SearchAttributeKey.for_keyword(SearchAttribute.KIND)
 """``cluster`` or ``launch``."""
-CLUSTER = SearchAttributeKey.for_keyword("SkyhopCluster")
-STATUS = SearchAttributeKey.for_keyword("SkyhopStatus")
+CLUSTER = SearchAttributeKey.for_keyword(SearchAttribute.CLUSTER)
+STATUS = SearchAttributeKey.for_keyword(SearchAttribute.STATUS)
 """A cluster's status (INIT, UP, STOPPED, TERMINATED)."""
-STAGE = SearchAttributeKey.for_keyword("SkyhopStage")
+STAGE = SearchAttributeKey.for_keyword(SearchAttribute.STAGE)
 """A launch's current stage."""
-USER = SearchAttributeKey.for_keyword("SkyhopUser")
+USER = SearchAttributeKey.for_keyword(SearchAttribute.USER)
 
 
 def cluster_search_attributes(name: str, user: str) -> TypedSearchAttributes:
     """What a cluster workflow starts with, so listings find it at once."""
     return TypedSearchAttributes(
         [
-            SearchAttributePair(KIND, "cluster"),
+            SearchAttributePair(KIND, WorkflowKind.CLUSTER.value),
             SearchAttributePair(CLUSTER, name),
-            SearchAttributePair(STATUS, "INIT"),
+            SearchAttributePair(STATUS, ClusterStatus.INIT.value),
             SearchAttributePair(USER, user),
         ]
     )
@@ -42,7 +42,7 @@ def launch_search_attributes(cluster_name: str, user: str) -> TypedSearchAttribu
     """What a launch workflow starts with."""
     return TypedSearchAttributes(
         [
-            SearchAttributePair(KIND, "launch"),
+            SearchAttributePair(KIND, WorkflowKind.LAUNCH.value),
             SearchAttributePair(CLUSTER, cluster_name),
             SearchAttributePair(STAGE, LaunchStage.LOCK.value),
             SearchAttributePair(USER, user),

@@ -31,3 +31,18 @@ def test_a_stage_reads_back_from_the_json_any_client_sends() -> None:
     assert progress.stage is LaunchStage.SETUP and not progress.stage.ended
     assert progress.finished_stages[0] == (LaunchStage.LOCK, 0.5)
     assert LaunchStage.FAILED.ended and LaunchStage.DONE.ended
+
+
+def test_the_workflows_handle_exactly_the_names_the_contract_gives() -> None:
+    from temporalio.workflow import _Definition
+
+    from workflows.cluster import ClusterWorkflow
+    from workflows.contract import ClusterQuery, ClusterUpdate, LaunchQuery, WorkflowType
+    from workflows.launch import LaunchWorkflow
+
+    cluster = _Definition.must_from_class(ClusterWorkflow)
+    launch = _Definition.must_from_class(LaunchWorkflow)
+    assert (cluster.name, launch.name) == (WorkflowType.CLUSTER, WorkflowType.LAUNCH)
+    assert set(cluster.updates) == set(ClusterUpdate)
+    assert set(cluster.queries) == set(ClusterQuery)
+    assert set(launch.queries) == set(LaunchQuery)
