@@ -78,6 +78,7 @@ def build_workers(client: Client, *, long_slots: int = 200, short_slots: int = 5
                 jobs.run_setup,
                 jobs.start_job,
                 jobs.wait_job,
+                cluster_activities.watch_holder,
                 cluster_ops.stop_cluster,
                 cluster_ops.start_cluster,
             ],

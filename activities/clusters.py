@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+
 from temporalio import activity
-from temporalio.client import Client, WorkflowUpdateFailedError
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowUpdateFailedError
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError, RPCStatusCode
 
-from activities.models import OpenClusterInput, SubmitJobInput
+from activities.models import OpenClusterInput, SubmitJobInput, WatchHolderInput
 from workflows.contract import (
     CLUSTER_WORKFLOW,
     WORKFLOW_QUEUE,
     ClusterInput,
     ClusterRecord,
+    ClusterUpdate,
     JobRecord,
+    LockSignal,
     cluster_workflow_id,
 )
 from workflows.search import cluster_search_attributes
@@ -29,15 +35,54 @@ class ClusterActivities:
 
     @activity.defn
     async def open_cluster(self, request: OpenClusterInput) -> None:
-        """Start the cluster's entity workflow unless it is already running."""
+        """Start the cluster's entity workflow unless it is already running, and claim its lock.
+
+        One signal-with-start: the claim reaches the run that is open now, or starts one. Sent
+        apart, a ``down`` could end the cluster between the start and the claim, and the claim
+        would find no workflow. A retried claim is harmless (the lock ignores a queued claimant).
+        """
+        claim = request.claim
         await self.client.start_workflow(
             CLUSTER_WORKFLOW,
             ClusterInput(record=ClusterRecord(name=request.cluster_name, user=request.user)),
             id=cluster_workflow_id(request.cluster_name),
             task_queue=WORKFLOW_QUEUE,
-            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
             search_attributes=cluster_search_attributes(request.cluster_name, request.user),
+            **(
+                {"start_signal": LockSignal.CLAIM.value, "start_signal_args": [claim]}
+                if claim is not None
+                else {"id_conflict_policy": WorkflowIDConflictPolicy.USE_EXISTING}
+            ),
         )
+
+    @activity.defn
+    async def watch_holder(self, request: WatchHolderInput) -> None:
+        """Return once no run of the workflow ``request.workflow_id`` is running (it ended, however).
+
+        It holds a cluster's lock: the cluster takes the lock back when this returns, and cancels
+        this when the holder releases. Waiting is a long poll on the holder's result (no history
+        event, no server write but the heartbeats); a reset or continue-as-new of the holder
+        starts a new run, which is waited for in turn.
+        """
+        while True:
+            try:
+                description = await self.client.get_workflow_handle(request.workflow_id).describe()
+            except RPCError as exc:
+                if exc.status == RPCStatusCode.NOT_FOUND:
+                    return
+                raise
+            if description.status != WorkflowExecutionStatus.RUNNING:
+                return
+            run = self.client.get_workflow_handle(request.workflow_id, run_id=description.run_id)
+            ended = asyncio.ensure_future(run.result(follow_runs=False))
+            try:
+                while not ended.done():
+                    activity.heartbeat()
+                    await asyncio.wait({ended}, timeout=request.heartbeat_s)
+            finally:
+                ended.cancel()
+            with contextlib.suppress(WorkflowFailureError):  # failed, cancelled, terminated, timed out
+                ended.result()
 
     @activity.defn
     async def submit_job(self, request: SubmitJobInput) -> JobRecord:
@@ -45,7 +90,7 @@ class ClusterActivities:
         handle = self.client.get_workflow_handle(cluster_workflow_id(request.cluster_name))
         try:
             job: JobRecord = await handle.execute_update(
-                "submit_job",
+                ClusterUpdate.SUBMIT_JOB.value,
                 request.submission,
                 id=f"submit:{request.submission.request_id}",
                 result_type=JobRecord,

@@ -9,7 +9,7 @@ from pydantic import BaseModel
 from optimizer.blocklist import Blocklist
 from providers.base import ClusterHandle
 from spec import Task
-from workflows.contract import JobRecord, JobSubmission
+from workflows.contract import ClaimRequest, JobRecord, JobSubmission
 
 __all__ = [
     "FileMountsInput",
@@ -20,6 +20,7 @@ __all__ = [
     "SubmitJobInput",
     "SyncWorkdirInput",
     "WaitJobInput",
+    "WatchHolderInput",
 ]
 
 
@@ -62,6 +63,15 @@ class WaitJobInput(BaseModel):
 class OpenClusterInput(BaseModel):
     cluster_name: str
     user: str
+    claim: ClaimRequest | None = None
+    """Claim the cluster's lock with the start (signal-with-start)."""
+
+
+class WatchHolderInput(BaseModel):
+    workflow_id: str
+    """The launch holding a cluster's lock."""
+    heartbeat_s: float = 3.0
+    """How often to heartbeat while waiting (well inside the heartbeat timeout)."""
 
 
 class SubmitJobInput(BaseModel):

@@ -49,13 +49,13 @@ with workflow.unsafe.imports_passed_through():
         SHORT_QUEUE,
         ClaimGrant,
         ClaimRequest,
-        ClusterRecord,
         ClusterStatus,
         FailoverAttempt,
         JobSubmission,
         LaunchProgress,
         LaunchRequest,
         LaunchResult,
+        LockSignal,
         Release,
         cluster_workflow_id,
         setup_key,
@@ -85,7 +85,7 @@ class LaunchWorkflow:
         """The current stage, the stages done with their durations, and the job id once known."""
         return self._progress
 
-    @workflow.signal
+    @workflow.signal(name=LockSignal.CLAIM_GRANTED.value)
     def claim_granted(self, grant: ClaimGrant) -> None:
         """The cluster gives this launch its lock."""
         self._grant = grant
@@ -93,8 +93,8 @@ class LaunchWorkflow:
     @workflow.run
     async def run(self, request: LaunchRequest) -> LaunchResult:
         try:
-            record = await self._lock_cluster()
-            handle, provisioned = await self._prepare_cluster(record)
+            grant = await self._lock_cluster()
+            handle, provisioned = await self._prepare_cluster(grant)
             job_id = await self._submit(handle) if request.task.run is not None else None
         except BaseException as exc:
             if not self._progress.error and workflow.cancellation_reason() is not None:
@@ -107,18 +107,28 @@ class LaunchWorkflow:
             cluster_name=request.cluster_name, job_id=job_id, provisioned=provisioned, handle=handle
         )
 
-    async def _lock_cluster(self) -> ClusterRecord:
+    async def _lock_cluster(self) -> ClaimGrant:
+        """Start the cluster (unless it runs) and claim its lock in one step, then wait for the grant.
+
+        From the claim on, every way out gives the lock back: ``_prepare_cluster`` releases it,
+        and a launch that stops waiting (cancelled, say by ``down``) gives up its place in the
+        queue here. A launch that ends without running either (terminated, timed out) is
+        noticed by the cluster, which watches the launch holding its lock.
+        """
         request = self.request
-        await workflow.execute_activity_method(
-            ClusterActivities.open_cluster,
-            OpenClusterInput(cluster_name=request.cluster_name, user=request.user),
-            task_queue=SHORT_QUEUE,
-            start_to_close_timeout=timedelta(seconds=30),
-            retry_policy=SHORT_RETRY,
-        )
-        cluster = workflow.get_external_workflow_handle(cluster_workflow_id(request.cluster_name))
-        await cluster.signal("claim", ClaimRequest(launch_id=workflow.info().workflow_id))
-        await workflow.wait_condition(lambda: self._grant is not None)
+        claim = ClaimRequest(launch_id=workflow.info().workflow_id)
+        try:
+            await workflow.execute_activity_method(
+                ClusterActivities.open_cluster,
+                OpenClusterInput(cluster_name=request.cluster_name, user=request.user, claim=claim),
+                task_queue=SHORT_QUEUE,
+                start_to_close_timeout=timedelta(seconds=30),
+                retry_policy=SHORT_RETRY,
+            )
+            await workflow.wait_condition(lambda: self._grant is not None)
+        except BaseException:
+            await self._release(Release(launch_id=claim.launch_id, failed=True))
+            raise
         assert self._grant is not None
         if self._grant.closed:
             raise ApplicationError(
@@ -126,12 +136,16 @@ class LaunchWorkflow:
                 type="ClusterGone",
                 non_retryable=True,
             )
-        return self._grant.record
+        return self._grant
 
-    async def _prepare_cluster(self, record: ClusterRecord) -> tuple[ClusterHandle, bool]:
+    async def _release(self, release: Release) -> None:
+        cluster = workflow.get_external_workflow_handle(cluster_workflow_id(self.request.cluster_name))
+        await cluster.signal(LockSignal.RELEASE.value, release)
+
+    async def _prepare_cluster(self, grant: ClaimGrant) -> tuple[ClusterHandle, bool]:
         """Provision unless the cluster is UP, then sync and set up, all under the cluster's lock."""
         request, task = self.request, self.request.task
-        handle = record.handle if record.status == ClusterStatus.UP else None
+        handle = grant.handle if grant.status == ClusterStatus.UP else None
         release = Release(launch_id=workflow.info().workflow_id, failed=True)
         created: ClusterHandle | None = None
         """The cluster this launch brought up where there was none: a cancellation removes it."""
@@ -144,8 +158,8 @@ class LaunchWorkflow:
                 idle_minutes, down = self._autostop()
                 release = release.model_copy(update={"idle_minutes": idle_minutes, "autostop_down": down})
             else:
-                handle = await self._provision(record)
-                created = handle if record.handle is None else None
+                handle = await self._provision(grant)
+                created = handle if grant.handle is None else None
                 idle_minutes, down = self._autostop()
                 release = release.model_copy(
                     update={
@@ -172,8 +186,7 @@ class LaunchWorkflow:
                     )
             raise
         finally:
-            cluster = workflow.get_external_workflow_handle(cluster_workflow_id(request.cluster_name))
-            await cluster.signal("release", release)
+            await self._release(release)
         return handle, not self._progress.reused
 
     def _autostop(self) -> tuple[int | None, bool]:
@@ -183,7 +196,7 @@ class LaunchWorkflow:
         autostop = self.request.task.resources.autostop
         return (autostop.idle_minutes, autostop.down) if autostop is not None else (None, False)
 
-    async def _provision(self, record: ClusterRecord) -> ClusterHandle:
+    async def _provision(self, record: ClaimGrant) -> ClusterHandle:
         """Search until a candidate comes up; with ``retry_until_up``, search again after a durable timer."""
         # A cluster that exists keeps its region and zone: no failover elsewhere.
         pinned = record.handle.offering if record.handle is not None else None
