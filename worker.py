@@ -32,6 +32,7 @@ from cli.output import EXIT_USAGE, exit_now
 from workflows.cluster import ClusterWorkflow
 from workflows.contract import LONG_QUEUE, SEARCH_ATTRIBUTES, SHORT_QUEUE, WORKFLOW_QUEUE
 from workflows.launch import LaunchWorkflow
+from workflows.lock_lease import LockLeaseWorkflow
 from workflows.runner import TaskBoundRunner
 
 __all__ = ["build_workers", "ensure_search_attributes", "main"]
@@ -61,7 +62,7 @@ def build_workers(client: Client, *, long_slots: int = 200, short_slots: int = 5
         Worker(
             client,
             task_queue=WORKFLOW_QUEUE,
-            workflows=[LaunchWorkflow, ClusterWorkflow],
+            workflows=[LaunchWorkflow, ClusterWorkflow, LockLeaseWorkflow],
             # Failover re-optimizes between attempts as a local activity: no task queue round trip.
             activities=[planning.optimize],
             max_concurrent_workflow_tasks=100,
@@ -78,7 +79,6 @@ def build_workers(client: Client, *, long_slots: int = 200, short_slots: int = 5
                 jobs.run_setup,
                 jobs.start_job,
                 jobs.wait_job,
-                cluster_activities.watch_holder,
                 cluster_ops.stop_cluster,
                 cluster_ops.start_cluster,
             ],
@@ -91,6 +91,7 @@ def build_workers(client: Client, *, long_slots: int = 200, short_slots: int = 5
             activities=[
                 planning.optimize,
                 cluster_activities.open_cluster,
+                cluster_activities.launch_running,
                 cluster_activities.submit_job,
                 cluster_ops.cancel_jobs,
                 cluster_ops.probe_cluster,

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-
 from temporalio import activity
-from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureError, WorkflowUpdateFailedError
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowUpdateFailedError
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.models import OpenClusterInput, SubmitJobInput, WatchHolderInput
+from activities.models import LaunchRunningInput, OpenClusterInput, SubmitJobInput
 from workflows.contract import (
     CLUSTER_WORKFLOW,
     WORKFLOW_QUEUE,
@@ -56,33 +53,16 @@ class ClusterActivities:
         )
 
     @activity.defn
-    async def watch_holder(self, request: WatchHolderInput) -> None:
-        """Return once no run of the workflow ``request.workflow_id`` is running (it ended, however).
-
-        It holds a cluster's lock: the cluster takes the lock back when this returns, and cancels
-        this when the holder releases. Waiting is a long poll on the holder's result (no history
-        event, no server write but the heartbeats); a reset or continue-as-new of the holder
-        starts a new run, which is waited for in turn.
-        """
-        while True:
-            try:
-                description = await self.client.get_workflow_handle(request.workflow_id).describe()
-            except RPCError as exc:
-                if exc.status == RPCStatusCode.NOT_FOUND:
-                    return
-                raise
-            if description.status != WorkflowExecutionStatus.RUNNING:
-                return
-            run = self.client.get_workflow_handle(request.workflow_id, run_id=description.run_id)
-            ended = asyncio.ensure_future(run.result(follow_runs=False))
-            try:
-                while not ended.done():
-                    activity.heartbeat()
-                    await asyncio.wait({ended}, timeout=request.heartbeat_s)
-            finally:
-                ended.cancel()
-            with contextlib.suppress(WorkflowFailureError):  # failed, cancelled, terminated, timed out
-                ended.result()
+    async def launch_running(self, request: LaunchRunningInput) -> bool:
+        """Whether a run of the workflow ``request.workflow_id`` is running (the latest run: a launch
+        that continued as new, or was reset, runs on under the same id)."""
+        try:
+            description = await self.client.get_workflow_handle(request.workflow_id).describe()
+        except RPCError as exc:
+            if exc.status == RPCStatusCode.NOT_FOUND:
+                return False
+            raise
+        return description.status == WorkflowExecutionStatus.RUNNING
 
     @activity.defn
     async def submit_job(self, request: SubmitJobInput) -> JobRecord:

@@ -13,6 +13,7 @@ from workflows.contract import ClaimRequest, JobRecord, JobSubmission
 
 __all__ = [
     "FileMountsInput",
+    "LaunchRunningInput",
     "OpenClusterInput",
     "OptimizeInput",
     "RunJobInput",
@@ -20,7 +21,6 @@ __all__ = [
     "SubmitJobInput",
     "SyncWorkdirInput",
     "WaitJobInput",
-    "WatchHolderInput",
 ]
 
 
@@ -67,11 +67,9 @@ class OpenClusterInput(BaseModel):
     """Claim the cluster's lock with the start (signal-with-start)."""
 
 
-class WatchHolderInput(BaseModel):
+class LaunchRunningInput(BaseModel):
     workflow_id: str
-    """The launch holding a cluster's lock."""
-    heartbeat_s: float = 3.0
-    """How often to heartbeat while waiting (well inside the heartbeat timeout)."""
+    """A launch that claimed a cluster's lock."""
 
 
 class SubmitJobInput(BaseModel):

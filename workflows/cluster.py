@@ -5,10 +5,10 @@ cluster goes through it, one at a time. The decisions are plain, unit-tested par
 wires them to Temporal (signals, updates, activities, timers, continue-as-new):
 
 - ``workflows.cluster_lock.ClusterLock``: launches claim the lock (``claim``, sent with the
-  cluster's start), get ``claim_granted`` in turn and give it back with ``release``. While a
-  launch holds it, the cluster watches it (``_watch_holder``), so a launch that was terminated,
-  timed out or reset without releasing gives it back all the same. stop/start/down/autostop hold
-  the lock too, before any waiting launch; ``down`` cancels every launch holding or waiting for it.
+  cluster's start), get ``claim_granted`` in turn and give it back with ``release``; a launch
+  that was terminated or timed out has its lease (``workflows.lock_lease``) give it back.
+  stop/start/down/autostop hold the lock too, before any waiting launch; ``down`` cancels every
+  launch holding or waiting for the cluster.
 - ``workflows.cluster_queue.JobQueue``: ``submit_job`` (an update) queues a job; the scheduler
   (``workflows.scheduler.schedule``: FIFO with head-of-line blocking) starts queued jobs as soon as
   their demand fits what is free. A started job is two activities: ``start_job`` (SETTING_UP) and
@@ -38,8 +38,7 @@ from temporalio.exceptions import ActivityError, ApplicationError, FailureError
 with workflow.unsafe.imports_passed_through():
     from activities import cluster_ops, jobs, provisioning
     from activities.cluster_ops import CancelJobsInput, ProbeResult, StartClusterInput, StopResult
-    from activities.clusters import ClusterActivities
-    from activities.models import RunJobInput, WaitJobInput, WatchHolderInput
+    from activities.models import RunJobInput, WaitJobInput
     from providers.base import ClusterHandle
     from providers.runtime.jobs import JobOutcome
     from spec import Task
@@ -68,7 +67,6 @@ with workflow.unsafe.imports_passed_through():
         ClusterRecord,
         ClusterStatus,
         ClusterUpdate,
-        HolderKind,
         JobRecord,
         JobStatus,
         JobSubmission,
@@ -96,9 +94,10 @@ _LONG_TIMEOUT = timedelta(hours=2)
 _ASK_WHY_RUNNER_LOST = "reconcile-when-a-job-runner-is-lost"
 """Patch id: a job whose runner vanished asks the provider whether its node is gone (see ``_run_job``)."""
 _LOCK_LIVENESS = "lock-liveness-and-down-first"
-"""Patch id, checked once as a run begins: the run watches launches holding its lock, re-grants a
-holder that claims again, lets operations go before waiting launches, and ``down`` cancels waiting
-launches too. Runs that began before it keep the old behaviour, so their histories replay."""
+"""Patch id, checked once as a run begins: the run re-grants a holder that claims again, ends a
+cluster never brought up whose holder is gone, lets operations go before waiting launches, and its
+``down`` cancels waiting launches too. Runs that began before it keep the old behaviour, so that
+their histories replay."""
 _START_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1),
     maximum_interval=timedelta(seconds=10),
@@ -117,7 +116,6 @@ class ClusterWorkflow:
         self._setup_task = input.setup_task
         self._history_limit = input.history_limit
         self._runs: dict[int, asyncio.Task[None]] = {}
-        self._watchers: dict[LockHolder, asyncio.Task[None]] = {}
         self._liveness = False
         """Whether this run has the rules of ``_LOCK_LIVENESS`` (decided as the run begins)."""
         self._published: ClusterStatus | None = None
@@ -128,9 +126,6 @@ class ClusterWorkflow:
         self.lock = ClusterLock(self.record, operations_first=self._liveness)
         self._resume_jobs()
         self._changed()
-        holder = self.lock.holder
-        if self._liveness and holder is not None and holder.kind == HolderKind.LAUNCH:
-            self._watch(holder)  # a holder carried over a continue-as-new
         while True:
             armed = self._next_deadline()
             if armed is not None and armed <= workflow.now().timestamp():
@@ -180,13 +175,16 @@ class ClusterWorkflow:
     @workflow.signal(name=LockSignal.RELEASE.value)
     def release(self, release: Release) -> None:
         """The holder gives the lock back, with the cluster it provisioned, if any; a waiting launch
-        that gives up (it was cancelled) leaves the queue."""
+        that gives up (it was cancelled) leaves the queue. Sent by a launch's lease (``abandoned``),
+        it frees what a launch that ended without releasing held."""
         launch = LockHolder.launch(release.launch_id)
         released = self.lock.release(launch)
         if released == Released.NOTHING:
             return
-        if released == Released.LOCK:
-            self._stop_watching(launch)
+        if released == Released.LOCK and release.abandoned:
+            holder_lost(self.record, launch.id)
+            workflow.logger.warning("launch %s ended holding cluster %s", launch.id, self.record.name)
+        elif released == Released.LOCK:
             apply_release(self.record, release, workflow.now().timestamp())
             if release.task is not None and not release.failed:
                 self._setup_task = release.task
@@ -265,8 +263,8 @@ class ClusterWorkflow:
 
         A cancelled launch's compensation removes what it created and gives the lock (or its place
         in the queue) back, so ``down`` always ends, even behind a launch that is stuck or
-        searching for capacity; a launch that ended without giving the lock back is noticed by
-        ``_watch_holder``.
+        searching for capacity; the lease of a launch that ended without giving the lock back
+        gives it back (``workflows.lock_lease``).
         """
         if self.record.status == ClusterStatus.TERMINATED:
             return self.record
@@ -607,53 +605,12 @@ class ClusterWorkflow:
             if self._liveness:
                 holder_lost(self.record, launch.id)
             self._changed()
-            return
-        if self._liveness:
-            self._watch(launch)
 
     async def _send_grant(self, launch: LockHolder) -> None:
         with contextlib.suppress(FailureError):
             await workflow.get_external_workflow_handle(launch.id).signal(
                 LockSignal.CLAIM_GRANTED.value, self._grant()
             )
-
-    def _watch(self, launch: LockHolder) -> None:
-        self._watchers[launch] = asyncio.create_task(self._watch_holder(launch))
-
-    def _stop_watching(self, launch: LockHolder) -> None:
-        watcher = self._watchers.pop(launch, None)
-        if watcher is not None:
-            watcher.cancel()
-
-    async def _watch_holder(self, launch: LockHolder) -> None:
-        """Take the lock back from a launch that ended holding it (terminated, timed out, reset).
-
-        One activity that returns once the launch has closed. Why this way: while it waits, it
-        adds nothing to this history (a timer that polled the launch would add events each
-        time), it costs one long-queue slot per held lock, it notices a dead holder within
-        seconds, and it follows the launch by workflow id across a reset or continue-as-new.
-        The launch's own release cancels it.
-        """
-        try:
-            await workflow.execute_activity_method(
-                ClusterActivities.watch_holder,
-                WatchHolderInput(workflow_id=launch.id),
-                task_queue=LONG_QUEUE,
-                start_to_close_timeout=timedelta(days=365),
-                heartbeat_timeout=HEARTBEAT,
-                retry_policy=LONG_RETRY,
-                summary=f"watch {launch.id}",
-            )
-        except asyncio.CancelledError:
-            return  # released
-        except ActivityError as exc:
-            workflow.logger.warning("cannot watch launch %s: %s", launch.id, _innermost(exc))
-            return
-        self._watchers.pop(launch, None)
-        if self.lock.release(launch) == Released.LOCK:
-            workflow.logger.warning("launch %s ended holding cluster %s", launch.id, self.record.name)
-            holder_lost(self.record, launch.id)
-            self._changed()
 
     async def _refuse_waiting(self) -> None:
         while (launch := self.lock.pop_waiting()) is not None:

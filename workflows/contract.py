@@ -24,6 +24,7 @@ __all__ = [
     "CancelResult",
     "CLUSTER_NAME_PATTERN",
     "LAUNCH_WORKFLOW",
+    "LOCK_LEASE_WORKFLOW",
     "LONG_QUEUE",
     "SEARCH_ATTRIBUTES",
     "SHORT_QUEUE",
@@ -33,6 +34,7 @@ __all__ = [
     "ClusterUpdate",
     "HolderKind",
     "LockHolder",
+    "LockLease",
     "LockSignal",
     "Operation",
     "ClusterInput",
@@ -60,6 +62,7 @@ SHORT_QUEUE = "skyhop-short"
 
 LAUNCH_WORKFLOW = "LaunchWorkflow"
 CLUSTER_WORKFLOW = "ClusterWorkflow"
+LOCK_LEASE_WORKFLOW = "LockLeaseWorkflow"
 QUERY_OUTSIDE_TASK = "activation outside a workflow task (a query brought new events); evicting to replay"
 """Why the worker failed a query (``workflows.runner``): asking again gets an answer."""
 
@@ -386,6 +389,15 @@ class Release(BaseModel):
     failed: bool = False
     task: Task | None = None
     """The launch's task (its setup is re-run if the cluster is started again on new nodes)."""
+    abandoned: bool = False
+    """Sent by the launch's lease, not the launch: it ended (terminated, timed out) without a release."""
+
+
+class LockLease(BaseModel):
+    """Input of ``LockLeaseWorkflow``: the child a launch starts before it claims ``cluster_name``."""
+
+    cluster_name: str
+    launch_id: str
 
 
 class JobSubmission(BaseModel):

@@ -22,12 +22,13 @@ them (``_raise_if_cancelled``) rather than going on to the next candidate.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError, FailureError
-from temporalio.workflow import ActivityCancellationType
+from temporalio.workflow import ActivityCancellationType, ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
     from activities import planning, provisioning
@@ -45,8 +46,10 @@ with workflow.unsafe.imports_passed_through():
     from providers.errors import FailureScope
     from workflows.contract import (
         LAUNCH_WORKFLOW,
+        LOCK_LEASE_WORKFLOW,
         LONG_QUEUE,
         SHORT_QUEUE,
+        WORKFLOW_QUEUE,
         ClaimGrant,
         ClaimRequest,
         ClusterStatus,
@@ -55,12 +58,14 @@ with workflow.unsafe.imports_passed_through():
         LaunchProgress,
         LaunchRequest,
         LaunchResult,
+        LockLease,
         LockSignal,
         Release,
         cluster_workflow_id,
         setup_key,
     )
     from workflows.failover import block_for, history_table, retry_delay
+    from workflows.lock_lease import lease_id
     from workflows.options import HEARTBEAT, LONG_RETRY, SHORT_RETRY
     from workflows.search import STAGE
     from workflows.stages import prepare_nodes, run_long
@@ -69,6 +74,8 @@ __all__ = ["LaunchWorkflow"]
 
 _LONG_TIMEOUT = timedelta(hours=24)
 """Longest one provisioning, sync or setup step may take."""
+_LEASED_CLAIM = "lock-lease-and-signal-with-start-claim"
+"""Patch id: the launch starts its lock lease, then claims the lock with the cluster's start."""
 
 
 @workflow.defn(name=LAUNCH_WORKFLOW)
@@ -111,23 +118,40 @@ class LaunchWorkflow:
         """Start the cluster (unless it runs) and claim its lock in one step, then wait for the grant.
 
         From the claim on, every way out gives the lock back: ``_prepare_cluster`` releases it,
-        and a launch that stops waiting (cancelled, say by ``down``) gives up its place in the
-        queue here. A launch that ends without running either (terminated, timed out) is
-        noticed by the cluster, which watches the launch holding its lock.
+        a launch that stops waiting (cancelled, say by ``down``) gives up its place in the queue
+        here, and one that ends running neither (terminated, timed out) has its lease
+        (``workflows.lock_lease``), started before the claim, give the lock back for it.
         """
         request = self.request
         claim = ClaimRequest(launch_id=workflow.info().workflow_id)
+        # Launches that began before leases and signal-with-start claim as they did, so they replay.
+        leased = workflow.patched(_LEASED_CLAIM)
         try:
+            if leased:
+                await workflow.start_child_workflow(
+                    LOCK_LEASE_WORKFLOW,
+                    LockLease(cluster_name=request.cluster_name, launch_id=claim.launch_id),
+                    id=lease_id(claim.launch_id, workflow.uuid4().hex[:12]),
+                    task_queue=WORKFLOW_QUEUE,
+                    parent_close_policy=ParentClosePolicy.REQUEST_CANCEL,
+                )
             await workflow.execute_activity_method(
                 ClusterActivities.open_cluster,
-                OpenClusterInput(cluster_name=request.cluster_name, user=request.user, claim=claim),
+                OpenClusterInput(
+                    cluster_name=request.cluster_name, user=request.user, claim=claim if leased else None
+                ),
                 task_queue=SHORT_QUEUE,
                 start_to_close_timeout=timedelta(seconds=30),
                 retry_policy=SHORT_RETRY,
             )
+            if not leased:
+                cluster = workflow.get_external_workflow_handle(cluster_workflow_id(request.cluster_name))
+                await cluster.signal(LockSignal.CLAIM.value, claim)
             await workflow.wait_condition(lambda: self._grant is not None)
         except BaseException:
-            await self._release(Release(launch_id=claim.launch_id, failed=True))
+            # Give up the place in the queue; a cluster that never got the claim has none to give.
+            with contextlib.suppress(FailureError):
+                await self._release(Release(launch_id=claim.launch_id, failed=True))
             raise
         assert self._grant is not None
         if self._grant.closed:
