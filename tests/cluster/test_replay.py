@@ -26,6 +26,7 @@ def test_histories_are_recorded() -> None:
         "autostop",
         "continue_as_new_first_run",
         "parallel_submits_worker_killed",
+        "lock_lease",
     }
 
 
