@@ -8,9 +8,8 @@ and shown by the ``status`` query); ``ClusterWorkflow`` does the signalling. The
   waits for it once more).
 - The cluster's own operations (stop, start, down, autostop) go before any waiting launch: a
   ``down`` must not wait behind launches that came after the one it cancelled.
-- A launch gives the lock back, or its place in the queue, with one ``release``; a launch that
-  ended without one (terminated, timed out, reset) is released for it by the cluster, which
-  watches the holder (``ClusterWorkflow._watch_holder``).
+- A launch gives the lock back, or its place in the queue, with one ``release``; for a launch
+  that ended without one (terminated, timed out), its lease sends it (``workflows.lock_lease``).
 """
 
 from __future__ import annotations
