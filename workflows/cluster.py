@@ -112,7 +112,7 @@ class ClusterWorkflow:
     def __init__(self, input: ClusterInput) -> None:
         self.record = input.record
         self.queue = JobQueue(self.record, input.submissions)
-        self.lock = ClusterLock(self.record, operations_first=False)
+        self.lock = ClusterLock(self.record)
         self._setup_task = input.setup_task
         self._history_limit = input.history_limit
         self._runs: dict[int, asyncio.Task[None]] = {}
@@ -123,7 +123,7 @@ class ClusterWorkflow:
     @workflow.run
     async def run(self, input: ClusterInput) -> ClusterRecord:
         self._liveness = workflow.patched(_LOCK_LIVENESS)
-        self.lock = ClusterLock(self.record, operations_first=self._liveness)
+        self.lock.operations_first = self._liveness
         self._resume_jobs()
         self._changed()
         while True:

@@ -43,7 +43,7 @@ class Released(StrEnum):
 class ClusterLock:
     def __init__(self, record: ClusterRecord, *, operations_first: bool = True) -> None:
         self._record = record
-        self._operations_first = operations_first
+        self.operations_first = operations_first
         """Whether an operation waiting for the lock goes before waiting launches (clusters whose
         run began before this rule keep the old order, so that their histories replay)."""
         self._operations_waiting = 0
@@ -89,7 +89,7 @@ class ClusterLock:
     @property
     def grantable(self) -> bool:
         """A waiting launch can have the lock now: it is free and no operation wants it first."""
-        operation_first = self._operations_first and self._operations_waiting > 0
+        operation_first = self.operations_first and self._operations_waiting > 0
         return self.free and bool(self._record.waiting) and not operation_first
 
     def grant_next(self) -> LockHolder:
