@@ -20,7 +20,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Worker
 
 from activities.cluster_ops import CancelJobsInput, ProbeResult, StartClusterInput, StopResult
-from activities.models import RunJobInput, SetupInput, SyncWorkdirInput, WaitJobInput
+from activities.models import LaunchRunningInput, RunJobInput, SetupInput, SyncWorkdirInput, WaitJobInput
 from providers.base import ClusterHandle, NodeHandle, NodeStatus, Offering
 from providers.runtime.jobs import JobOutcome
 from spec import Task
@@ -96,6 +96,8 @@ class FakeCloud:
         self.hold_jobs = False
         self.released: set[str] = set()
         self.can_stop = True
+        self.launch_alive = False
+        """What ``launch_running`` answers (a lease asks it once its launch has closed)."""
 
     @activity.defn(name="stop_cluster")
     async def stop_cluster(self, handle: ClusterHandle) -> StopResult:
@@ -139,6 +141,11 @@ class FakeCloud:
         self.calls.append("probe_cluster")
         return ProbeResult(statuses=self.statuses)
 
+    @activity.defn(name="launch_running")
+    async def launch_running(self, request: LaunchRunningInput) -> bool:
+        self.calls.append(f"launch_running {request.workflow_id}")
+        return self.launch_alive
+
     def workers(self, client: Client) -> list[Worker]:
         long = [
             self.stop_cluster,
@@ -154,7 +161,11 @@ class FakeCloud:
             # for free), and a stopped worker leaves no sticky queue behind for the server to wait on.
             Worker(client, task_queue=WORKFLOW_QUEUE, workflows=[ClusterWorkflow], max_cached_workflows=0),
             Worker(client, task_queue=LONG_QUEUE, activities=long),
-            Worker(client, task_queue=SHORT_QUEUE, activities=[self.cancel_jobs, self.probe_cluster]),
+            Worker(
+                client,
+                task_queue=SHORT_QUEUE,
+                activities=[self.cancel_jobs, self.probe_cluster, self.launch_running],
+            ),
         ]
 
 
