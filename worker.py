@@ -26,6 +26,7 @@ from activities.clusters import ClusterActivities
 from workflows.cluster import ClusterWorkflow
 from workflows.contract import LONG_QUEUE, SEARCH_ATTRIBUTES, SHORT_QUEUE, WORKFLOW_QUEUE
 from workflows.launch import LaunchWorkflow
+from workflows.lock_lease import LockLeaseWorkflow
 from workflows.runner import TaskBoundRunner
 
 __all__ = ["build_workers", "ensure_search_attributes", "serve"]
@@ -55,7 +56,7 @@ def build_workers(client: Client, *, long_slots: int = 200, short_slots: int = 5
         Worker(
             client,
             task_queue=WORKFLOW_QUEUE,
-            workflows=[LaunchWorkflow, ClusterWorkflow],
+            workflows=[LaunchWorkflow, ClusterWorkflow, LockLeaseWorkflow],
             # Failover re-optimizes between attempts as a local activity: no task queue round trip.
             activities=[planning.optimize],
             max_concurrent_workflow_tasks=100,
@@ -84,6 +85,7 @@ def build_workers(client: Client, *, long_slots: int = 200, short_slots: int = 5
             activities=[
                 planning.optimize,
                 cluster_activities.open_cluster,
+                cluster_activities.launch_running,
                 cluster_activities.submit_job,
                 cluster_ops.cancel_jobs,
                 cluster_ops.probe_cluster,

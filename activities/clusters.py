@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 from temporalio import activity
-from temporalio.client import Client, WorkflowUpdateFailedError
+from temporalio.client import Client, WorkflowExecutionStatus, WorkflowUpdateFailedError
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError, RPCStatusCode
 
-from activities.models import OpenClusterInput, SubmitJobInput
+from activities.models import LaunchRunningInput, OpenClusterInput, SubmitJobInput
 from workflows.contract import (
     CLUSTER_WORKFLOW,
     WORKFLOW_QUEUE,
     ClusterInput,
     ClusterRecord,
+    ClusterUpdate,
     JobRecord,
+    LockSignal,
     cluster_workflow_id,
 )
 from workflows.search import cluster_search_attributes
@@ -29,15 +32,37 @@ class ClusterActivities:
 
     @activity.defn
     async def open_cluster(self, request: OpenClusterInput) -> None:
-        """Start the cluster's entity workflow unless it is already running."""
+        """Start the cluster's entity workflow unless it is already running, and claim its lock.
+
+        One signal-with-start: the claim reaches the run that is open now, or starts one. Sent
+        apart, a ``down`` could end the cluster between the start and the claim, and the claim
+        would find no workflow. A retried claim is harmless (the lock ignores a queued claimant).
+        """
+        claim = request.claim
         await self.client.start_workflow(
             CLUSTER_WORKFLOW,
             ClusterInput(record=ClusterRecord(name=request.cluster_name, user=request.user)),
             id=cluster_workflow_id(request.cluster_name),
             task_queue=WORKFLOW_QUEUE,
-            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
             search_attributes=cluster_search_attributes(request.cluster_name, request.user),
+            **(
+                {"start_signal": LockSignal.CLAIM.value, "start_signal_args": [claim]}
+                if claim is not None
+                else {"id_conflict_policy": WorkflowIDConflictPolicy.USE_EXISTING}
+            ),
         )
+
+    @activity.defn
+    async def launch_running(self, request: LaunchRunningInput) -> bool:
+        """Whether a run of the workflow ``request.workflow_id`` is running (the latest run: a launch
+        that continued as new, or was reset, runs on under the same id)."""
+        try:
+            description = await self.client.get_workflow_handle(request.workflow_id).describe()
+        except RPCError as exc:
+            if exc.status == RPCStatusCode.NOT_FOUND:
+                return False
+            raise
+        return description.status == WorkflowExecutionStatus.RUNNING
 
     @activity.defn
     async def submit_job(self, request: SubmitJobInput) -> JobRecord:
@@ -45,7 +70,7 @@ class ClusterActivities:
         handle = self.client.get_workflow_handle(cluster_workflow_id(request.cluster_name))
         try:
             job: JobRecord = await handle.execute_update(
-                "submit_job",
+                ClusterUpdate.SUBMIT_JOB.value,
                 request.submission,
                 id=f"submit:{request.submission.request_id}",
                 result_type=JobRecord,

@@ -9,10 +9,11 @@ from pydantic import BaseModel
 from optimizer.blocklist import Blocklist
 from providers.base import ClusterHandle
 from spec import Task
-from workflows.contract import JobRecord, JobSubmission
+from workflows.contract import ClaimRequest, JobRecord, JobSubmission
 
 __all__ = [
     "FileMountsInput",
+    "LaunchRunningInput",
     "OpenClusterInput",
     "OptimizeInput",
     "RunJobInput",
@@ -62,6 +63,13 @@ class WaitJobInput(BaseModel):
 class OpenClusterInput(BaseModel):
     cluster_name: str
     user: str
+    claim: ClaimRequest | None = None
+    """Claim the cluster's lock with the start (signal-with-start)."""
+
+
+class LaunchRunningInput(BaseModel):
+    workflow_id: str
+    """A launch that claimed a cluster's lock."""
 
 
 class SubmitJobInput(BaseModel):

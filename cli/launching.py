@@ -259,22 +259,21 @@ async def say_launch_holding(client: Client, cluster_id: str) -> None:
     from temporalio.client import WorkflowQueryFailedError
     from temporalio.service import RPCError
 
-    from workflows.contract import LAUNCH_WORKFLOW, ClusterRecord, LaunchProgress
+    from workflows.contract import ClusterRecord, HolderKind, LaunchProgress
 
     try:
         record = await client.get_workflow_handle(cluster_id).query(
             ClusterQuery.STATUS, result_type=ClusterRecord
         )
-        if record.holder is None:
-            return
-        launch = client.get_workflow_handle(record.holder)
-        if (await launch.describe()).workflow_type != LAUNCH_WORKFLOW:
-            return  # one of the cluster's own operations (stop, start): down waits for it
+        holder = record.holder
+        if holder is None or holder.kind != HolderKind.LAUNCH:
+            return  # free, or one of the cluster's own operations (stop, start): down waits for it
+        launch = client.get_workflow_handle(holder.id)
         stage = (await launch.query(LaunchQuery.PROGRESS, result_type=LaunchProgress)).stage
     except (RPCError, WorkflowQueryFailedError):
         return  # no such cluster or launch: the update itself says so
     info(
-        f"Cancelling launch {record.holder} (at stage {stage}), which holds cluster {record.name}; "
+        f"Cancelling launch {holder.id} (at stage {stage}), which holds cluster {record.name}; "
         "waiting for it to remove what it created ..."
     )
 

@@ -1,14 +1,20 @@
 """``ClusterWorkflow``: one entity workflow per cluster (id ``cluster:<name>``).
 
 It replaces SkyPilot's per-cluster lock, cluster table, job table and skylet: every change to the
-cluster goes through it, one at a time.
+cluster goes through it, one at a time. The decisions are plain, unit-tested parts; this class
+wires them to Temporal (signals, updates, activities, timers, continue-as-new):
 
-- Launches take its lock with the ``claim`` signal and give it back with ``release``.
-- ``submit_job`` (an update) queues a job; the scheduler (``workflows.scheduler``: FIFO with
-  head-of-line blocking) starts queued jobs as soon as their demand fits what is free. A started
-  job is two activities: ``start_job`` (SETTING_UP) and ``wait_job`` (RUNNING until it ends).
-- ``cancel``, ``stop``, ``start``, ``down``, ``set_autostop`` and ``refresh`` are updates;
-  stop/start/down/autostop hold the cluster's lock like a launch does.
+- ``workflows.cluster_lock.ClusterLock``: launches claim the lock (``claim``, sent with the
+  cluster's start), get ``claim_granted`` in turn and give it back with ``release``; a launch
+  that was terminated or timed out has its lease (``workflows.lock_lease``) give it back.
+  stop/start/down/autostop hold the lock too, before any waiting launch; ``down`` cancels every
+  launch holding or waiting for the cluster.
+- ``workflows.cluster_queue.JobQueue``: ``submit_job`` (an update) queues a job; the scheduler
+  (``workflows.scheduler.schedule``: FIFO with head-of-line blocking) starts queued jobs as soon as
+  their demand fits what is free. A started job is two activities: ``start_job`` (SETTING_UP) and
+  ``wait_job`` (RUNNING until it ends).
+- ``workflows.cluster_lifecycle``: which updates a status allows, what a release or the
+  provider's answer makes of the record, when the cluster is idle and must next wake up.
 - One durable timer covers the nearest deadline: autostop (idle long enough) or the periodic
   reconcile with the provider. It is re-armed only when that deadline moves, and being a server
   timer it fires even when no worker was up at the time (the worker acts when it comes back).
@@ -33,10 +39,21 @@ with workflow.unsafe.imports_passed_through():
     from activities import cluster_ops, jobs, provisioning
     from activities.cluster_ops import CancelJobsInput, ProbeResult, StartClusterInput, StopResult
     from activities.models import RunJobInput, WaitJobInput
-    from optimizer import mismatch
-    from providers.base import ClusterHandle, NodeStatus
+    from providers.base import ClusterHandle
     from providers.runtime.jobs import JobOutcome
     from spec import Task
+    from workflows.cluster_lifecycle import (
+        RECONCILE_INTERVAL_S,
+        apply_release,
+        holder_lost,
+        idle,
+        next_deadline,
+        reconcile,
+        refusal,
+        submit_refusal,
+    )
+    from workflows.cluster_lock import Claimed, ClusterLock, Released
+    from workflows.cluster_queue import KEEP_FINISHED_JOBS, MAX_ACTIVE_JOBS, MAX_QUEUED_BYTES, JobQueue
     from workflows.contract import (
         CLUSTER_WORKFLOW,
         LONG_QUEUE,
@@ -49,14 +66,17 @@ with workflow.unsafe.imports_passed_through():
         ClusterInput,
         ClusterRecord,
         ClusterStatus,
+        ClusterUpdate,
         JobRecord,
         JobStatus,
         JobSubmission,
+        LockHolder,
+        LockSignal,
+        Operation,
         Release,
         StartRequest,
     )
     from workflows.options import HEARTBEAT, LONG_RETRY, SHORT_RETRY, USER_ERRORS
-    from workflows.scheduler import capacity_of, demand_of, demand_problem, free_resources, place
     from workflows.search import STATUS
     from workflows.stages import prepare_nodes, run_long
 
@@ -71,20 +91,13 @@ __all__ = [
 _LONG_TIMEOUT = timedelta(hours=2)
 """Longest one start, sync, setup or teardown step may take."""
 
-
-MAX_ACTIVE_JOBS = 1000
-"""Queued plus running jobs a cluster accepts; more are refused (the state must fit one payload)."""
-MAX_QUEUED_BYTES = 800_000
-"""Total JSON size of the submissions of active jobs (they are carried over a continue-as-new)."""
-KEEP_FINISHED_JOBS = 500
-"""Ended jobs kept in the record (and in ``skyhop queue``); older ones are dropped, oldest first."""
-RECONCILE_INTERVAL_S = 30 * 60
-"""How often an UP cluster asks its provider whether its nodes still exist."""
-
-_OPERATIONS = {"stop": "stopped", "start": "started", "down": "taken down", "autostop": "autostopped"}
-"""Lock holders that are this workflow's own operations (any other holder is a launch), and their words."""
 _ASK_WHY_RUNNER_LOST = "reconcile-when-a-job-runner-is-lost"
 """Patch id: a job whose runner vanished asks the provider whether its node is gone (see ``_run_job``)."""
+_LOCK_LIVENESS = "lock-liveness-and-down-first"
+"""Patch id, checked once as a run begins: the run re-grants a holder that claims again, ends a
+cluster never brought up whose holder is gone, lets operations go before waiting launches, and its
+``down`` cancels waiting launches too. Runs that began before it keep the old behaviour, so that
+their histories replay."""
 _START_RETRY = RetryPolicy(
     initial_interval=timedelta(seconds=1),
     maximum_interval=timedelta(seconds=10),
@@ -98,24 +111,19 @@ class ClusterWorkflow:
     @workflow.init
     def __init__(self, input: ClusterInput) -> None:
         self.record = input.record
-        self._submissions = dict(input.submissions)
+        self.queue = JobQueue(self.record, input.submissions)
+        self.lock = ClusterLock(self.record)
         self._setup_task = input.setup_task
         self._history_limit = input.history_limit
         self._runs: dict[int, asyncio.Task[None]] = {}
-        # Indexes over ``record.jobs``, so that handling one event costs the same with 10 jobs or
-        # 1,000 (a replay handles every event again, so a scan per event would be quadratic).
-        jobs = self.record.jobs
-        self._by_request = {job.request_id: job for job in jobs}
-        self._pending = {job.job_id: job for job in jobs if job.status == JobStatus.PENDING}
-        self._started = {j.job_id: j for j in jobs if not j.status.done and j.status != JobStatus.PENDING}
-        self._finished = sum(1 for job in jobs if job.status.done)
-        self._sizes = {i: _size(s) for i, s in self._submissions.items()}
-        self._stopping: dict[int, JobRecord] = {}
-        """Ended jobs whose processes are still being stopped: their resources are not free yet."""
+        self._liveness = False
+        """Whether this run has the rules of ``_LOCK_LIVENESS`` (decided as the run begins)."""
         self._published: ClusterStatus | None = None
 
     @workflow.run
     async def run(self, input: ClusterInput) -> ClusterRecord:
+        self._liveness = workflow.patched(_LOCK_LIVENESS)
+        self.lock.operations_first = self._liveness
         self._resume_jobs()
         self._changed()
         while True:
@@ -126,7 +134,7 @@ class ClusterWorkflow:
             try:
                 await workflow.wait_condition(
                     lambda armed=armed: (  # type: ignore[misc]
-                        self._grantable()
+                        self.lock.grantable
                         or self._closed()
                         or self._should_continue_as_new()
                         or self._next_deadline() != armed
@@ -137,7 +145,7 @@ class ClusterWorkflow:
                 continue
             if self._closed():
                 break
-            if self._grantable():
+            if self.lock.grantable:
                 await self._grant_next()
             elif self._should_continue_as_new():
                 await workflow.wait_condition(workflow.all_handlers_finished)
@@ -153,78 +161,55 @@ class ClusterWorkflow:
         """The cluster's record: status, handle, autostop and jobs."""
         return self.record
 
-    @workflow.signal
+    @workflow.signal(name=LockSignal.CLAIM.value)
     def claim(self, request: ClaimRequest) -> None:
         """A launch asks for the lock; it will get ``claim_granted`` in turn."""
-        if request.launch_id != self.record.holder and request.launch_id not in self.record.waiting:
-            self.record.waiting.append(request.launch_id)
+        launch = LockHolder.launch(request.launch_id)
+        claimed = self.lock.claim(launch)
+        if claimed == Claimed.QUEUED:
             self._changed()
+        elif claimed == Claimed.HOLDS and self._liveness:
+            # A retried claim, or a launch reset to before its grant: it waits for the grant again.
+            asyncio.create_task(self._send_grant(launch))
 
-    @workflow.signal
+    @workflow.signal(name=LockSignal.RELEASE.value)
     def release(self, release: Release) -> None:
-        """The holder gives the lock back, with the cluster it provisioned, if any."""
-        if release.launch_id != self.record.holder:
+        """The holder gives the lock back, with the cluster it provisioned, if any; a waiting launch
+        that gives up (it was cancelled) leaves the queue. Sent by a launch's lease (``abandoned``),
+        it frees what a launch that ended without releasing held."""
+        launch = LockHolder.launch(release.launch_id)
+        released = self.lock.release(launch)
+        if released == Released.NOTHING:
             return
-        record = self.record
-        if release.handle is not None:
-            record.handle = release.handle
-            record.provision_request = release.provision_request or record.provision_request
-            record.status = ClusterStatus.UP
-            record.ever_up = True
-            record.degraded = None
-            record.launched_at = record.launched_at or workflow.now().timestamp()
-            record.refreshed_at = workflow.now().timestamp()
-            record.resources = release.resources or record.resources
-            record.num_nodes = release.num_nodes or record.num_nodes
-            record.user = release.user or record.user
-        if release.task is not None and not release.failed:
-            self._setup_task = release.task
-        if release.idle_minutes is not None:
-            record.idle_minutes = release.idle_minutes
-            record.autostop_down = release.autostop_down
-            record.idle_since = None  # setting autostop restarts the idle clock
-        if release.failed and not record.ever_up:
-            record.status = ClusterStatus.TERMINATED
-        record.holder = None
+        if released == Released.LOCK and release.abandoned:
+            holder_lost(self.record, launch.id)
+            workflow.logger.warning("launch %s ended holding cluster %s", launch.id, self.record.name)
+        elif released == Released.LOCK:
+            apply_release(self.record, release, workflow.now().timestamp())
+            if release.task is not None and not release.failed:
+                self._setup_task = release.task
         self._changed()
 
-    @workflow.update
+    @workflow.update(name=ClusterUpdate.SUBMIT_JOB.value)
     def submit_job(self, submission: JobSubmission) -> JobRecord:
         """Queue a job; a repeated ``request_id`` returns the job it created the first time."""
-        existing = self._job_by_request(submission.request_id)
+        existing = self.queue.by_request(submission.request_id)
         if existing is not None:
             return existing
-        now = workflow.now()
-        job_id = self.record.next_job_id
-        self.record.next_job_id += 1
-        job = JobRecord(
-            job_id=job_id,
-            name=submission.task.name,
-            user=submission.user,
-            request_id=submission.request_id,
-            submitted_at=now.timestamp(),
-            num_nodes=submission.task.num_nodes,
-            resources=submission.task.resources.describe(),
-            task_id=f"skyhop-{now:%Y-%m-%d-%H-%M-%S-%f}_{self.record.name}_{job_id}",
-            demand=demand_of(submission.task),
-        )
-        self.record.jobs.append(job)
-        self._by_request[job.request_id] = job
-        self._pending[job_id] = job
-        self._submissions[job_id] = submission
-        self._sizes[job_id] = _size(submission)
+        job = self.queue.submit(submission, workflow.now())
         self._changed()
         return job
 
     @submit_job.validator
     def _validate_submit(self, submission: JobSubmission) -> None:
-        if self._job_by_request(submission.request_id) is not None:
+        if self.queue.by_request(submission.request_id) is not None:
             return
-        reason = self._refusal(submission.task) or self._too_much(submission)
+        reason = submit_refusal(self.record, submission.task, self.lock.operation)
+        reason = reason or self.queue.too_much(submission)
         if reason is not None:
             raise ApplicationError(reason, type="SubmitRejected")
 
-    @workflow.update
+    @workflow.update(name=ClusterUpdate.CANCEL.value)
     async def cancel(self, request: CancelRequest) -> CancelResult:
         """Cancel queued jobs at once and stop running ones on every node they run on."""
         by_id = {job.job_id: job for job in self.record.jobs}
@@ -238,21 +223,21 @@ class ClusterWorkflow:
         await self._end_jobs(targets, JobStatus.CANCELLED, None, kill=True)
         return result
 
-    @workflow.update
+    @workflow.update(name=ClusterUpdate.STOP.value)
     async def stop(self) -> ClusterRecord:
         """Stop the nodes (disks kept); queued and running jobs are cancelled."""
 
         async def stop() -> None:
-            self._require(ClusterStatus.UP, ClusterStatus.STOPPED, action="stopped")
+            self._require(ClusterUpdate.STOP)
             await self._stop()
 
-        return await self._locked("stop", stop)
+        return await self._locked(Operation.STOP, stop)
 
     @stop.validator
     def _validate_stop(self) -> None:
-        self._require(ClusterStatus.UP, ClusterStatus.STOPPED, action="stopped")
+        self._require(ClusterUpdate.STOP)
 
-    @workflow.update
+    @workflow.update(name=ClusterUpdate.START.value)
     async def start(self, request: StartRequest) -> ClusterRecord:
         """Start a STOPPED cluster: its nodes again, or new ones in the same zone where none were kept.
 
@@ -260,41 +245,45 @@ class ClusterWorkflow:
         """
 
         async def start() -> None:
-            self._require(ClusterStatus.UP, ClusterStatus.STOPPED, action="started")
+            self._require(ClusterUpdate.START)
             await self._start()
             # As in SkyPilot, a start without -i leaves the cluster without autostop.
             self._set_autostop(AutostopRequest(idle_minutes=request.idle_minutes, down=request.down))
 
-        return await self._locked("start", start)
+        return await self._locked(Operation.START, start)
 
     @start.validator
     def _validate_start(self, request: StartRequest) -> None:
-        self._require(ClusterStatus.UP, ClusterStatus.STOPPED, action="started")
+        self._require(ClusterUpdate.START)
 
-    @workflow.update
+    @workflow.update(name=ClusterUpdate.DOWN.value)
     async def down(self) -> ClusterRecord:
-        """Tear the cluster down and end the workflow; a launch holding the cluster is cancelled first.
+        """Tear the cluster down and end the workflow; launches holding or waiting for the cluster
+        are cancelled first.
 
-        That launch's compensation removes what it created and gives the lock back, so ``down``
-        always ends, even behind a launch that is stuck or searching for capacity.
+        A cancelled launch's compensation removes what it created and gives the lock (or its place
+        in the queue) back, so ``down`` always ends, even behind a launch that is stuck or
+        searching for capacity; the lease of a launch that ended without giving the lock back
+        gives it back (``workflows.lock_lease``).
         """
         if self.record.status == ClusterStatus.TERMINATED:
             return self.record
-        await self._cancel_launch_holding()
-        return await self._locked("down", self._down)
+        await self._cancel_launches()
+        return await self._locked(Operation.DOWN, self._down)
 
-    async def _cancel_launch_holding(self) -> None:
-        holder = self.record.holder
-        if holder is None or holder in _OPERATIONS:
-            return
-        try:
-            await workflow.get_external_workflow_handle(holder).cancel()
-        except FailureError:
-            # The launch is gone without giving the lock back (terminated): nobody holds it.
-            if self.record.holder == holder:
-                self._unlock()
+    async def _cancel_launches(self) -> None:
+        launches = self.lock.launches()
+        if not self._liveness:  # a run that began before: only the holder, as it always did
+            launches = launches[:1] if launches and launches[0] == self.lock.holder else []
+        for launch in launches:
+            try:
+                await workflow.get_external_workflow_handle(launch.id).cancel()
+            except FailureError:
+                # The launch is gone without giving the lock back (terminated): nobody holds it.
+                if self.lock.release(launch) != Released.NOTHING:
+                    self._changed()
 
-    @workflow.update
+    @workflow.update(name=ClusterUpdate.SET_AUTOSTOP.value)
     def set_autostop(self, request: AutostopRequest) -> ClusterRecord:
         """Set (or with ``idle_minutes=None`` cancel) autostop; the idle clock restarts now."""
         self._set_autostop(request)
@@ -303,9 +292,9 @@ class ClusterWorkflow:
 
     @set_autostop.validator
     def _validate_autostop(self, request: AutostopRequest) -> None:
-        self._require(ClusterStatus.UP, ClusterStatus.INIT, action="given autostop")
+        self._require(ClusterUpdate.SET_AUTOSTOP)
 
-    @workflow.update
+    @workflow.update(name=ClusterUpdate.REFRESH.value)
     async def refresh(self) -> ClusterRecord:
         """Ask the provider for the nodes' real state and reconcile the record with it."""
         await self._reconcile()
@@ -313,92 +302,27 @@ class ClusterWorkflow:
 
     # --- jobs --------------------------------------------------------------------------------------
 
-    def _refusal(self, task: Task) -> str | None:
-        record = self.record
-        if record.status != ClusterStatus.UP or record.handle is None:
-            hint = (
-                f"; start it with: skyhop start {record.name}"
-                if record.status == ClusterStatus.STOPPED
-                else ""
-            )
-            return f"cluster {record.name} is {record.status.value}, not UP{hint}"
-        if record.holder in _OPERATIONS:
-            return f"cluster {record.name} is being {_OPERATIONS[record.holder]}"
-        if task.run is None:
-            return "the task has no 'run' command"
-        handle = record.handle
-        reason = mismatch(task.resources, task.num_nodes, handle.offering, len(handle.nodes))
-        if reason is not None:
-            return reason
-        problem = demand_problem(demand_of(task), capacity_of(handle))
-        if problem is not None:
-            return f"the job can never run on cluster {record.name}: {problem}"
-        return None
-
-    def _too_much(self, submission: JobSubmission) -> str | None:
-        name = self.record.name
-        if len(self._pending) + len(self._started) >= MAX_ACTIVE_JOBS:
-            return (
-                f"cluster {name} already has {MAX_ACTIVE_JOBS} queued or running jobs, the most it takes; "
-                "wait for some to end, or cancel some with: skyhop cancel"
-            )
-        if sum(self._sizes.values()) + _size(submission) > MAX_QUEUED_BYTES:
-            return (
-                f"the queued jobs of cluster {name} would exceed {MAX_QUEUED_BYTES // 1000} kB of task "
-                "definitions; wait for some to end, or put long scripts in files in the workdir"
-            )
-        return None
-
-    def _job_by_request(self, request_id: str) -> JobRecord | None:
-        return self._by_request.get(request_id)
-
     def _mark(self, job: JobRecord, status: JobStatus) -> None:
-        """Move a job to ``status``, keeping the indexes in step."""
-        if not job.status.done and status.done:
-            self._finished += 1
-            self._submissions.pop(job.job_id, None)
-            self._sizes.pop(job.job_id, None)
-        job.status = status
-        self._pending.pop(job.job_id, None)
-        if status.done:
-            self._started.pop(job.job_id, None)
-        elif status != JobStatus.PENDING:
-            self._started[job.job_id] = job
+        self.queue.mark(job, status)
 
     def _schedule(self) -> None:
         """Start every queued job that fits now, in order, stopping at the first that does not."""
         record = self.record
-        if record.status != ClusterStatus.UP or record.handle is None or record.holder in _OPERATIONS:
+        if record.status != ClusterStatus.UP or record.handle is None or self.lock.operation is not None:
             return
-        if not self._pending:
-            return
-        taken = [job.placement for job in self._started.values()]
-        taken += [job.placement for job in self._stopping.values()]
-        free = free_resources(capacity_of(record.handle), taken)
-        placed = []
-        for job in self._pending.values():
-            placement = place(free, job.demand or demand_of(self._task(job)))
-            if placement is None:
-                break  # head-of-line blocking: nothing overtakes the first job that does not fit
-            placed.append((job, placement))
-        for job, placement in placed:
-            job.placement = placement
-            self._mark(job, JobStatus.SETTING_UP)
+        for job, _ in self.queue.to_start(record.handle):
             self._runs[job.job_id] = asyncio.create_task(self._run_job(job, record.handle))
-
-    def _task(self, job: JobRecord) -> Task:
-        return self._submissions[job.job_id].task
 
     def _resume_jobs(self) -> None:
         """After a continue-as-new: re-attach to the jobs the previous run had started."""
         handle = self.record.handle
-        for job in list(self._started.values()):
-            resumable = job.job_id in self._submissions
+        for job in self.queue.started():
+            resumable = job.job_id in self.queue.submissions
             if resumable and handle is not None and job.job_id not in self._runs:
                 self._runs[job.job_id] = asyncio.create_task(self._run_job(job, handle))
 
     async def _run_job(self, job: JobRecord, handle: ClusterHandle) -> None:
-        submission = self._submissions[job.job_id]
+        submission = self.queue.submission(job)
         try:
             if job.status == JobStatus.SETTING_UP:
                 await workflow.execute_activity(
@@ -468,7 +392,7 @@ class ClusterWorkflow:
             if run is not None:
                 run.cancel()
             if kill and job.placement:
-                self._stopping[job.job_id] = job
+                self.queue.stopping(job)
         failure: ActivityError | None = None
         if kill and started and self.record.handle is not None:
             try:
@@ -482,17 +406,22 @@ class ClusterWorkflow:
             except ActivityError as exc:
                 failure = exc
             for job in started:
-                self._stopping.pop(job.job_id, None)
+                self.queue.stopped(job)
         self._changed()
         if failure is not None:
             raise failure
 
     # --- stop, start, down, autostop -----------------------------------------------------------------
 
-    async def _locked(self, name: str, work: Callable[[], Awaitable[None]]) -> ClusterRecord:
+    async def _locked(self, operation: Operation, work: Callable[[], Awaitable[None]]) -> ClusterRecord:
         """Run a lifecycle operation holding the cluster's lock, as a launch does; the record after it."""
-        await workflow.wait_condition(lambda: self.record.holder is None)
-        self.record.holder = name
+        self.lock.want()
+        try:
+            await workflow.wait_condition(lambda: self.lock.free)
+        except asyncio.CancelledError:
+            self.lock.give_up()
+            raise
+        self.lock.take(operation)
         try:
             await work()
         except (FailureError, asyncio.CancelledError):
@@ -502,17 +431,13 @@ class ClusterWorkflow:
         return self.record
 
     def _unlock(self) -> None:
-        self.record.holder = None
+        self.lock.unlock()
         self._changed()
 
-    def _require(self, *allowed: ClusterStatus, action: str) -> None:
-        status = self.record.status
-        if status not in allowed:
-            raise ApplicationError(
-                f"cluster {self.record.name} is {status.value}; only a cluster that is "
-                f"{' or '.join(s.value for s in allowed)} can be {action}",
-                type="ClusterStateError",
-            )
+    def _require(self, update: ClusterUpdate) -> None:
+        reason = refusal(self.record, update)
+        if reason is not None:
+            raise ApplicationError(reason, type="ClusterStateError")
 
     async def _stop(self) -> None:
         record = self.record
@@ -573,7 +498,7 @@ class ClusterWorkflow:
         self.record.idle_since = workflow.now().timestamp() if self._idle() else None
 
     async def _autostop(self) -> None:
-        await self._locked("autostop", self._down if self.record.autostop_down else self._stop)
+        await self._locked(Operation.AUTOSTOP, self._down if self.record.autostop_down else self._stop)
 
     # --- reconciling with the provider ------------------------------------------------------------
 
@@ -581,7 +506,7 @@ class ClusterWorkflow:
         """Make the record agree with the provider: vanished nodes fail their jobs and the cluster."""
         record = self.record
         record.refreshed_at = workflow.now().timestamp()
-        if record.handle is None or record.holder is not None or record.status == ClusterStatus.TERMINATED:
+        if record.handle is None or not self.lock.free or record.status == ClusterStatus.TERMINATED:
             return
         handle = record.handle
         probe: ProbeResult = await workflow.execute_activity(
@@ -591,41 +516,29 @@ class ClusterWorkflow:
             start_to_close_timeout=timedelta(seconds=60),
             retry_policy=SHORT_RETRY,
         )
-        if probe.statuses is None or record.holder is not None or record.handle != handle:
+        if probe.statuses is None or not self.lock.free or record.handle != handle:
             return
-        statuses = probe.statuses
-        bad = {rank: status for rank, status in enumerate(statuses) if status != NodeStatus.UP}
-        if not bad:
-            # Started outside skyhop, or a half-failed cluster whose nodes are all back.
-            record.status = ClusterStatus.UP
-            self._changed()
+        verdict = reconcile(record, probe.statuses)
+        if not verdict.bad:
+            if verdict.status is not None:
+                record.status = verdict.status
+                self._changed()
             return
-        if record.status == ClusterStatus.STOPPED and all(s == NodeStatus.STOPPED for s in statuses):
-            return
-        reason = "; ".join(status.describe_node(rank) for rank, status in bad.items())
         hit = [
             job
             for job in record.active_jobs
-            if not job.placement or any(a.node in bad for a in job.placement)
+            if not job.placement or any(a.node in verdict.bad for a in job.placement)
         ]
-        await self._end_jobs(hit, JobStatus.FAILED, f"{reason} (changed outside skyhop)", kill=False)
-        if all(s.gone for s in statuses):
-            record.status = ClusterStatus.TERMINATED
-        elif all(s == NodeStatus.STOPPED for s in statuses):
-            record.status = ClusterStatus.STOPPED
-        else:
-            record.status = ClusterStatus.INIT
-        record.degraded = f"{reason} (changed outside skyhop)"
+        await self._end_jobs(hit, JobStatus.FAILED, verdict.reason, kill=False)
+        if verdict.status is not None:
+            record.status = verdict.status
+        record.degraded = verdict.reason
         self._changed()
 
     # --- the main loop's deadlines -------------------------------------------------------------------
 
     def _next_deadline(self) -> float | None:
-        record = self.record
-        deadlines = [record.autostop_at] if self._idle() else []
-        if record.status == ClusterStatus.UP and record.holder is None:
-            deadlines.append((record.refreshed_at or 0.0) + RECONCILE_INTERVAL_S)
-        return min((d for d in deadlines if d is not None), default=None)
+        return next_deadline(self.record, is_idle=self._idle(), lock_free=self.lock.free)
 
     async def _on_deadline(self) -> None:
         now = workflow.now().timestamp()
@@ -643,14 +556,7 @@ class ClusterWorkflow:
             workflow.logger.warning("reconciling cluster %s with its provider failed", self.record.name)
 
     def _idle(self) -> bool:
-        record = self.record
-        return (
-            record.status == ClusterStatus.UP
-            and record.holder is None
-            and not record.waiting
-            and not self._pending
-            and not self._started
-        )
+        return idle(self.record, lock_busy=self.lock.busy, jobs_active=self.queue.active)
 
     def _changed(self) -> None:
         """After any change: start what fits, keep the idle clock, trim old jobs, publish the status."""
@@ -659,26 +565,13 @@ class ClusterWorkflow:
             self.record.idle_since = None
         elif self.record.idle_since is None:
             self.record.idle_since = workflow.now().timestamp()
-        if self._finished > KEEP_FINISHED_JOBS + 100:
-            self._trim_finished()
+        self.queue.trim_if_long()
         self._publish()
-
-    def _trim_finished(self) -> None:
-        done = [job.job_id for job in self.record.jobs if job.status.done]
-        dropped = set(done[: max(len(done) - KEEP_FINISHED_JOBS, 0)])
-        for job in self.record.jobs:
-            if job.job_id in dropped:
-                self._by_request.pop(job.request_id, None)
-        self.record.jobs = [job for job in self.record.jobs if job.job_id not in dropped]
-        self._finished -= len(dropped)
 
     # --- the lock and continue-as-new -------------------------------------------------------------------
 
     def _closed(self) -> bool:
-        return self.record.status == ClusterStatus.TERMINATED and self.record.holder is None
-
-    def _grantable(self) -> bool:
-        return self.record.holder is None and bool(self.record.waiting)
+        return self.record.status == ClusterStatus.TERMINATED and self.lock.free
 
     def _should_continue_as_new(self) -> bool:
         info = workflow.info()
@@ -687,33 +580,50 @@ class ClusterWorkflow:
         return info.is_continue_as_new_suggested()
 
     def _carried(self) -> ClusterInput:
-        self._trim_finished()
+        self.queue.trim()
         return ClusterInput(
             record=self.record,
-            submissions=self._submissions,
+            submissions=self.queue.submissions,
             setup_task=self._setup_task,
             history_limit=self._history_limit,
         )
 
+    def _grant(self, *, closed: bool = False) -> ClaimGrant:
+        """What a launch needs of the cluster, not the record with its job list."""
+        record = self.record
+        return ClaimGrant(
+            status=record.status,
+            handle=record.handle,
+            provision_request=record.provision_request,
+            ever_up=record.ever_up,
+            closed=closed,
+        )
+
     async def _grant_next(self) -> None:
-        launch_id = self.record.waiting.pop(0)
-        self.record.holder = launch_id
+        launch = self.lock.grant_next()
         self._changed()
         try:
-            await workflow.get_external_workflow_handle(launch_id).signal(
-                "claim_granted", ClaimGrant(record=self.record)
+            await workflow.get_external_workflow_handle(launch.id).signal(
+                LockSignal.CLAIM_GRANTED.value, self._grant()
             )
         except FailureError:
             # The launch is gone (terminated by an operator): the lock is free again.
-            self.record.holder = None
+            self.lock.release(launch)
+            if self._liveness:
+                holder_lost(self.record, launch.id)
             self._changed()
 
+    async def _send_grant(self, launch: LockHolder) -> None:
+        with contextlib.suppress(FailureError):
+            await workflow.get_external_workflow_handle(launch.id).signal(
+                LockSignal.CLAIM_GRANTED.value, self._grant()
+            )
+
     async def _refuse_waiting(self) -> None:
-        while self.record.waiting:
-            launch_id = self.record.waiting.pop(0)
+        while (launch := self.lock.pop_waiting()) is not None:
             with contextlib.suppress(FailureError):
-                await workflow.get_external_workflow_handle(launch_id).signal(
-                    "claim_granted", ClaimGrant(record=self.record, closed=True)
+                await workflow.get_external_workflow_handle(launch.id).signal(
+                    LockSignal.CLAIM_GRANTED.value, self._grant(closed=True)
                 )
 
     async def _long(self, activity: Any, arg: Any) -> Any:
@@ -739,7 +649,3 @@ def _runner_lost(outcome: JobOutcome) -> bool:
     return (
         outcome.status == JobStatus.FAILED.value and outcome.exit_code is None and outcome.lost_rank is None
     )
-
-
-def _size(submission: JobSubmission) -> int:
-    return len(submission.model_dump_json())

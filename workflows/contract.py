@@ -8,9 +8,9 @@ Any Temporal client, in any language, can drive skyhop with these: start ``Launc
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from providers.base import ClusterHandle, Offering, ProvisionRequest
 from spec import Resources, Task
@@ -33,12 +33,18 @@ __all__ = [
     "CancelResult",
     "CLUSTER_NAME_PATTERN",
     "LAUNCH_WORKFLOW",
+    "LOCK_LEASE_WORKFLOW",
     "LONG_QUEUE",
     "SEARCH_ATTRIBUTES",
     "SHORT_QUEUE",
     "WORKFLOW_QUEUE",
     "ClaimGrant",
     "ClaimRequest",
+    "HolderKind",
+    "LockHolder",
+    "LockLease",
+    "LockSignal",
+    "Operation",
     "ClusterInput",
     "ClusterRecord",
     "ClusterStatus",
@@ -79,10 +85,12 @@ class WorkflowType(StrEnum):
 
     LAUNCH = "LaunchWorkflow"
     CLUSTER = "ClusterWorkflow"
+    LOCK_LEASE = "LockLeaseWorkflow"
 
 
 LAUNCH_WORKFLOW = WorkflowType.LAUNCH
 CLUSTER_WORKFLOW = WorkflowType.CLUSTER
+LOCK_LEASE_WORKFLOW = WorkflowType.LOCK_LEASE
 
 
 class ClusterUpdate(StrEnum):
@@ -149,6 +157,65 @@ def cluster_workflow_id(cluster_name: str) -> str:
 def setup_key(launch_id: str) -> str:
     """The node job key of a launch's setup: its log's name, and what a retried setup re-attaches to."""
     return "setup-" + "".join(c if c.isalnum() or c in "-_" else "_" for c in launch_id)
+
+
+class LockSignal(StrEnum):
+    """Names of the signals of the launch <-> cluster lock."""
+
+    CLAIM = "claim"
+    """Launch -> cluster (``ClaimRequest``): queue me for the lock; sent with the cluster's start."""
+    CLAIM_GRANTED = "claim_granted"
+    """Cluster -> launch (``ClaimGrant``): the lock is yours (or the cluster is gone)."""
+    RELEASE = "release"
+    """Launch -> cluster (``Release``): the lock back, or my place in the queue given up."""
+
+
+class HolderKind(StrEnum):
+    """Who may hold a cluster's lock: a launch workflow, or one of the cluster's own operations."""
+
+    LAUNCH = "launch"
+    OPERATION = "operation"
+
+
+class Operation(StrEnum):
+    """The cluster's own operations that hold its lock while they run."""
+
+    STOP = "stop"
+    START = "start"
+    DOWN = "down"
+    AUTOSTOP = "autostop"
+
+    @property
+    def past(self) -> str:
+        """How a refusal names it: "cluster dev is being stopped"."""
+        return {"stop": "stopped", "start": "started", "down": "taken down", "autostop": "autostopped"}[self]
+
+
+class LockHolder(BaseModel):
+    """Who holds (or waits for) a cluster's lock: a launch by workflow id, or an operation by name."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: HolderKind
+    id: str
+    """The launch's workflow id (any run of it), or the ``Operation``'s value."""
+
+    @classmethod
+    def launch(cls, workflow_id: str) -> LockHolder:
+        return cls(kind=HolderKind.LAUNCH, id=workflow_id)
+
+    @classmethod
+    def operation(cls, operation: Operation) -> LockHolder:
+        return cls(kind=HolderKind.OPERATION, id=operation.value)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_legacy_string(cls, data: Any) -> Any:
+        """Records carried over a continue-as-new by older code named the holder by a bare string."""
+        if isinstance(data, str):
+            kind = HolderKind.OPERATION if data in {op.value for op in Operation} else HolderKind.LAUNCH
+            return {"kind": kind, "id": data}
+        return data
 
 
 class ClusterStatus(StrEnum):
@@ -390,9 +457,9 @@ class ClusterRecord(BaseModel):
     autostop_down: bool = False
     jobs: list[JobRecord] = []
     next_job_id: int = 1
-    holder: str | None = None
-    """Workflow id of the launch that holds the cluster's lock, if any."""
-    waiting: list[str] = []
+    holder: LockHolder | None = None
+    """Who holds the cluster's lock, if anyone."""
+    waiting: list[LockHolder] = []
     """Launches waiting for the lock, first come first served."""
     ever_up: bool = False
     idle_since: float | None = None
@@ -423,7 +490,7 @@ class ClusterRecord(BaseModel):
 class LaunchResume(BaseModel):
     """What a launch carries over a continue-as-new between provisioning searches."""
 
-    record: ClusterRecord
+    grant: ClaimGrant
     """The cluster as its lock was granted: the launch goes on holding the lock in its next run."""
     progress: LaunchProgress
     provision: ProvisionState
@@ -442,21 +509,39 @@ class ClusterInput(BaseModel):
 
 
 class ClaimRequest(BaseModel):
-    """Signal ``claim``: a launch asks for the cluster's lock."""
+    """Signal ``claim``: a launch asks for the cluster's lock (signal-with-start: see ``open_cluster``)."""
 
     launch_id: str
 
 
 class ClaimGrant(BaseModel):
-    """Signal ``claim_granted`` sent back to the launch that holds the lock."""
+    """Signal ``claim_granted``: the lock is the launch's, with what it needs of the cluster (not the
+    whole record and its job list)."""
 
-    record: ClusterRecord
+    status: ClusterStatus = ClusterStatus.INIT
+    handle: ClusterHandle | None = None
+    """The cluster's nodes, if it has any (a launch provisions only where it has none that are UP)."""
+    provision_request: ProvisionRequest | None = None
+    """How the cluster's nodes were provisioned (a re-provision brings back the same kind of nodes)."""
+    ever_up: bool = False
+    """Whether the cluster was ever UP (a re-provision then keeps the nodes it can find)."""
     closed: bool = False
     """True when the cluster was taken down while the launch waited."""
 
+    @model_validator(mode="before")
+    @classmethod
+    def _from_legacy_record(cls, data: Any) -> Any:
+        """Grants in histories recorded by older code carried the whole ``ClusterRecord``."""
+        if isinstance(data, dict) and isinstance(data.get("record"), dict):
+            record = data["record"]
+            keep = ("status", "handle", "provision_request", "ever_up")
+            return {**{k: record[k] for k in keep if k in record}, "closed": data.get("closed", False)}
+        return data
+
 
 class Release(BaseModel):
-    """Signal ``release``: the holder gives the lock back, with what it changed."""
+    """Signal ``release``: the holder gives the lock back, with what it changed; a launch still in the
+    queue gives up its place with it."""
 
     launch_id: str
     handle: ClusterHandle | None = None
@@ -471,6 +556,15 @@ class Release(BaseModel):
     failed: bool = False
     task: Task | None = None
     """The launch's task (its setup is re-run if the cluster is started again on new nodes)."""
+    abandoned: bool = False
+    """Sent by the launch's lease, not the launch: it ended (terminated, timed out) without a release."""
+
+
+class LockLease(BaseModel):
+    """Input of ``LockLeaseWorkflow``: the child a launch starts before it claims ``cluster_name``."""
+
+    cluster_name: str
+    launch_id: str
 
 
 class JobSubmission(BaseModel):

@@ -19,10 +19,12 @@ its completion consumed (``workflows.stages.raise_if_cancelled``).
 
 from __future__ import annotations
 
+import contextlib
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ApplicationError, FailureError
+from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
     from activities.clusters import ClusterActivities
@@ -31,10 +33,11 @@ with workflow.unsafe.imports_passed_through():
     from providers.base import ClusterHandle
     from workflows.contract import (
         LAUNCH_WORKFLOW,
+        LOCK_LEASE_WORKFLOW,
         SHORT_QUEUE,
+        WORKFLOW_QUEUE,
         ClaimGrant,
         ClaimRequest,
-        ClusterRecord,
         ClusterStatus,
         ErrorType,
         JobSubmission,
@@ -43,11 +46,14 @@ with workflow.unsafe.imports_passed_through():
         LaunchResult,
         LaunchResume,
         LaunchStage,
+        LockLease,
+        LockSignal,
         ProvisionState,
         Release,
         cluster_workflow_id,
         setup_key,
     )
+    from workflows.lock_lease import lease_id
     from workflows.options import SHORT_RETRY
     from workflows.provisioner import Provisioned, Provisioner, ProvisionSpec, remove_nodes
     from workflows.search import STAGE
@@ -59,6 +65,8 @@ _LONG_TIMEOUT = timedelta(hours=24)
 """Longest one sync or setup step may take."""
 _KEPT_STAGES = 40
 """Finished stages a continue-as-new carries (each search adds two: optimize, provision)."""
+_LEASED_CLAIM = "lock-lease-and-signal-with-start-claim"
+"""Patch id: the launch starts its lock lease, then claims the lock with the cluster's start."""
 
 
 @workflow.defn(name=LAUNCH_WORKFLOW)
@@ -92,7 +100,7 @@ class LaunchWorkflow:
             }
         )
 
-    @workflow.signal
+    @workflow.signal(name=LockSignal.CLAIM_GRANTED.value)
     def claim_granted(self, grant: ClaimGrant) -> None:
         """The cluster gives this launch its lock."""
         self._grant = grant
@@ -101,8 +109,12 @@ class LaunchWorkflow:
     async def run(self, request: LaunchRequest) -> LaunchResult:
         self._publish_stage()
         try:
-            record = request.resume.record if request.resume is not None else await self._lock_cluster()
-            handle, provisioned = await self._prepare_cluster(record)
+            grant = (
+                await self._hold_on(request.resume)
+                if request.resume is not None
+                else await self._lock_cluster()
+            )
+            handle, provisioned = await self._prepare_cluster(grant)
             job_id = await self._submit(handle) if request.task.run is not None else None
         except BaseException as exc:
             if self._continuing:
@@ -117,18 +129,39 @@ class LaunchWorkflow:
             cluster_name=request.cluster_name, job_id=job_id, provisioned=provisioned, handle=handle
         )
 
-    async def _lock_cluster(self) -> ClusterRecord:
+    async def _lock_cluster(self) -> ClaimGrant:
+        """Start the cluster (unless it runs) and claim its lock in one step, then wait for the grant.
+
+        From the claim on, every way out gives the lock back: ``_prepare_cluster`` releases it,
+        a launch that stops waiting (cancelled, say by ``down``) gives up its place in the queue
+        here, and one that ends running neither (terminated, timed out) has its lease
+        (``workflows.lock_lease``), started before the claim, give the lock back for it.
+        """
         request = self.request
-        await workflow.execute_activity_method(
-            ClusterActivities.open_cluster,
-            OpenClusterInput(cluster_name=request.cluster_name, user=request.user),
-            task_queue=SHORT_QUEUE,
-            start_to_close_timeout=timedelta(seconds=30),
-            retry_policy=SHORT_RETRY,
-        )
-        cluster = workflow.get_external_workflow_handle(cluster_workflow_id(request.cluster_name))
-        await cluster.signal("claim", ClaimRequest(launch_id=workflow.info().workflow_id))
-        await workflow.wait_condition(lambda: self._grant is not None)
+        claim = ClaimRequest(launch_id=workflow.info().workflow_id)
+        # Launches that began before leases and signal-with-start claim as they did, so they replay.
+        leased = workflow.patched(_LEASED_CLAIM)
+        try:
+            if leased:
+                await self._start_lease()
+            await workflow.execute_activity_method(
+                ClusterActivities.open_cluster,
+                OpenClusterInput(
+                    cluster_name=request.cluster_name, user=request.user, claim=claim if leased else None
+                ),
+                task_queue=SHORT_QUEUE,
+                start_to_close_timeout=timedelta(seconds=30),
+                retry_policy=SHORT_RETRY,
+            )
+            if not leased:
+                cluster = workflow.get_external_workflow_handle(cluster_workflow_id(request.cluster_name))
+                await cluster.signal(LockSignal.CLAIM.value, claim)
+            await workflow.wait_condition(lambda: self._grant is not None)
+        except BaseException:
+            # Give up the place in the queue; a cluster that never got the claim has none to give.
+            with contextlib.suppress(FailureError):
+                await self._release(Release(launch_id=claim.launch_id, failed=True))
+            raise
         assert self._grant is not None
         if self._grant.closed:
             raise ApplicationError(
@@ -136,12 +169,36 @@ class LaunchWorkflow:
                 type=ErrorType.CLUSTER_GONE,
                 non_retryable=True,
             )
-        return self._grant.record
+        return self._grant
 
-    async def _prepare_cluster(self, record: ClusterRecord) -> tuple[ClusterHandle, bool]:
+    async def _start_lease(self) -> None:
+        """The child that gives the lock back if this run ends without doing so (terminated, timed out)."""
+        launch_id = workflow.info().workflow_id
+        await workflow.start_child_workflow(
+            LOCK_LEASE_WORKFLOW,
+            LockLease(cluster_name=self.request.cluster_name, launch_id=launch_id),
+            id=lease_id(launch_id, workflow.uuid4().hex[:12]),
+            task_queue=WORKFLOW_QUEUE,
+            parent_close_policy=ParentClosePolicy.REQUEST_CANCEL,
+        )
+
+    async def _hold_on(self, resume: LaunchResume) -> ClaimGrant:
+        """After a continue-as-new the launch still holds the lock; its new run needs a lease of its own.
+
+        The previous run's lease was cancelled as that run closed, and it released nothing, since
+        this run was already running by then.
+        """
+        await self._start_lease()
+        return resume.grant
+
+    async def _release(self, release: Release) -> None:
+        cluster = workflow.get_external_workflow_handle(cluster_workflow_id(self.request.cluster_name))
+        await cluster.signal(LockSignal.RELEASE.value, release)
+
+    async def _prepare_cluster(self, grant: ClaimGrant) -> tuple[ClusterHandle, bool]:
         """Provision unless the cluster is UP, then sync and set up, all under the cluster's lock."""
         request, task = self.request, self.request.task
-        handle = record.handle if record.status == ClusterStatus.UP else None
+        handle = grant.handle if grant.status == ClusterStatus.UP else None
         release = Release(launch_id=workflow.info().workflow_id, failed=True)
         created: ClusterHandle | None = None
         """The cluster this launch brought up where there was none: a cancellation removes it."""
@@ -154,9 +211,9 @@ class LaunchWorkflow:
                 idle_minutes, down = self._autostop()
                 release = release.model_copy(update={"idle_minutes": idle_minutes, "autostop_down": down})
             else:
-                provisioned = await self._provision(record)
+                provisioned = await self._provision(grant)
                 handle = provisioned.handle
-                created = handle if record.handle is None else None
+                created = handle if grant.handle is None else None
                 idle_minutes, down = self._autostop()
                 release = release.model_copy(
                     update={
@@ -185,8 +242,7 @@ class LaunchWorkflow:
             raise
         finally:
             if not self._continuing:  # the next run holds the lock on (``_continue_if_long``)
-                cluster = workflow.get_external_workflow_handle(cluster_workflow_id(request.cluster_name))
-                await cluster.signal("release", release)
+                await self._release(release)
         return handle, not self._progress.reused
 
     def _autostop(self) -> tuple[int | None, bool]:
@@ -196,18 +252,18 @@ class LaunchWorkflow:
         autostop = self.request.task.resources.autostop
         return (autostop.idle_minutes, autostop.down) if autostop is not None else (None, False)
 
-    async def _provision(self, record: ClusterRecord) -> Provisioned:
+    async def _provision(self, grant: ClaimGrant) -> Provisioned:
         """Bring the nodes up with failover; a cluster that exists keeps its nodes' place and kind."""
         request = self.request
         existing = None
-        if record.handle is not None:
-            existing = record.provision_request or record.handle.request()
+        if grant.handle is not None:
+            existing = grant.provision_request or grant.handle.request()
         spec = ProvisionSpec(
             cluster_name=request.cluster_name,
             task=request.task,
             minimize=request.minimize,
             existing=existing,
-            keep_nodes=existing is not None and record.ever_up,
+            keep_nodes=existing is not None and grant.ever_up,
             retry_until_up=request.retry_until_up,
         )
         resume = request.resume
@@ -215,11 +271,11 @@ class LaunchWorkflow:
             spec,
             resume.provision if resume is not None else None,
             enter=self._begin,
-            between_searches=lambda state: self._continue_if_long(record, state),
+            between_searches=lambda state: self._continue_if_long(grant, state),
         )
         return await self._provisioner.provision()
 
-    def _continue_if_long(self, record: ClusterRecord, state: ProvisionState) -> None:
+    def _continue_if_long(self, grant: ClaimGrant, state: ProvisionState) -> None:
         """Between searches, continue as new once the history is long; the next run keeps the lock."""
         if not history_is_long(self.request.history_limit):
             return
@@ -232,7 +288,7 @@ class LaunchWorkflow:
             }
         )
         self._continuing = True
-        resume = LaunchResume(record=record, progress=progress, provision=state)
+        resume = LaunchResume(grant=grant, progress=progress, provision=state)
         workflow.continue_as_new(self.request.model_copy(update={"resume": resume}))
 
     async def _sync_and_setup(self, handle: ClusterHandle) -> None:

@@ -14,7 +14,7 @@ GPUs. A job on N nodes takes N distinct nodes, one rank each, lowest ranks first
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from pydantic import BaseModel, ConfigDict
 
@@ -161,11 +161,12 @@ def place(free: list[NodeFree], demand: Demand) -> list[NodeAllocation] | None:
 def schedule(
     nodes: Sequence[NodeCapacity],
     taken: Sequence[Sequence[NodeAllocation]],
-    queue: Sequence[Demand],
+    queue: Iterable[Demand],
 ) -> list[list[NodeAllocation]]:
     """Placements for the jobs at the head of ``queue`` that start now, in queue order.
 
-    The result is a prefix of ``queue``: FIFO with head-of-line blocking.
+    The result is a prefix of ``queue``: FIFO with head-of-line blocking. ``queue`` is read only up
+    to the first job that does not fit, so it may be a generator over a long queue.
     """
     free = free_resources(nodes, taken)
     started: list[list[NodeAllocation]] = []

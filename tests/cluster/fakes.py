@@ -21,7 +21,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Worker
 
 from activities.cluster_ops import CancelJobsInput, ProbeResult, StartClusterInput, StopResult
-from activities.models import RunJobInput, SetupInput, SyncWorkdirInput, WaitJobInput
+from activities.models import LaunchRunningInput, RunJobInput, SetupInput, SyncWorkdirInput, WaitJobInput
 from providers.base import ClusterHandle, NodeHandle, NodeStatus, Offering
 from providers.runtime.jobs import JobOutcome
 from spec import Task
@@ -97,6 +97,8 @@ class FakeCloud:
         self.hold_jobs = False
         self.released: set[str] = set()
         self.can_stop = True
+        self.launch_alive = False
+        """What ``launch_running`` answers (a lease asks it once its launch has closed)."""
 
     @activity.defn(name="stop_cluster")
     async def stop_cluster(self, handle: ClusterHandle) -> StopResult:
@@ -140,6 +142,11 @@ class FakeCloud:
         self.calls.append("probe_cluster")
         return ProbeResult(statuses=self.statuses)
 
+    @activity.defn(name="launch_running")
+    async def launch_running(self, request: LaunchRunningInput) -> bool:
+        self.calls.append(f"launch_running {request.workflow_id}")
+        return self.launch_alive
+
     def workflows(self) -> list[type]:
         return [ClusterWorkflow]
 
@@ -155,7 +162,7 @@ class FakeCloud:
         ]
 
     def short_activities(self) -> list[Callable[..., Any]]:
-        return [self.cancel_jobs, self.probe_cluster]
+        return [self.cancel_jobs, self.probe_cluster, self.launch_running]
 
     def local_activities(self) -> list[Callable[..., Any]]:
         """Activities the workflows run as local activities: registered on the workflow worker."""

@@ -8,23 +8,38 @@ instead of re-recording.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import tempfile
+import threading
+import uuid
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 from temporalio.client import Client, WorkflowHandle
 
 from spec import Resources, Task
 from tests.cluster.fakes import FakeCloud, query_status, running_cluster, up_record
 from tests.cluster.test_autostop import time_skipping
+from tests.helpers import DevServer, WorkerProcess, wait_for
+from tests.integration.support import client_for, cluster_up, current_record, down, launch, record
+from tests.providers.sim_support import enabled_sim
 from workflows.cluster import ClusterWorkflow
 from workflows.contract import (
+    LAUNCH_WORKFLOW,
+    WORKFLOW_QUEUE,
     AutostopRequest,
     CancelRequest,
     ClusterRecord,
+    JobRecord,
     JobStatus,
     JobSubmission,
+    LaunchRequest,
+    LaunchResult,
     StartRequest,
+    cluster_workflow_id,
 )
 
 HISTORIES = Path(__file__).parent / "histories"
@@ -92,22 +107,10 @@ async def continue_as_new(client: Client) -> None:
         await _save(client, h, "continue_as_new_first_run", run_id=first)
 
 
-def parallel_submits_worker_killed(name: str = "parallel_submits_worker_killed") -> None:
-    """Twelve ``submit_job`` updates at once on a two-node sim cluster; the worker is killed by
-    SIGKILL while they are handled and a new one takes over (a workflow task times out mid-burst).
-
-    A real dev server and worker process: an in-process worker cannot be killed mid-task.
-    """
-    import tempfile
-    import threading
-
-    from tests.helpers import DevServer, WorkerProcess, wait_for
-    from tests.integration.support import client_for, cluster_up, current_record
-    from tests.providers.sim_support import enabled_sim
-    from workflows.contract import JobRecord, cluster_workflow_id
-
+@contextlib.contextmanager
+def _real_server() -> Iterator[tuple[DevServer, WorkerProcess]]:
+    """A dev server and a worker process under a HOME of their own, as in the tests."""
     folder = Path(tempfile.mkdtemp(prefix="record-"))
-    # Hermetic, as in the tests: the sim cloud, its checks and the nodes live in a HOME of its own.
     os.environ.update(HOME=str(folder), SKYHOP_HOME=str(folder / ".skyhop"))
     for variable in [v for v in os.environ if v.startswith("SKYHOP_TEMPORAL_")]:
         del os.environ[variable]
@@ -115,48 +118,99 @@ def parallel_submits_worker_killed(name: str = "parallel_submits_worker_killed")
     server.start()
     worker = WorkerProcess(server.address, folder)
     worker.start()
-    cluster = "rec-parallel-submits"
     try:
-        with (
-            enabled_sim(folder),
-            cluster_up(server.address, cluster, Task(num_nodes=2, resources=Resources(infra="sim"))),
-        ):
-
-            async def submit_all() -> None:
-                client = await client_for(server.address)
-                handle = client.get_workflow_handle(cluster_workflow_id(cluster))
-                submissions = [
-                    JobSubmission(request_id=f"exec:{i}", task=Task(run="sleep 2")) for i in range(12)
-                ]
-                await asyncio.gather(
-                    *(
-                        handle.execute_update("submit_job", s, id=s.request_id, result_type=JobRecord)
-                        for s in submissions
-                    )
-                )
-
-            burst = threading.Thread(target=lambda: asyncio.run(submit_all()))
-            burst.start()
-            wait_for(lambda: len(current_record(server.address, cluster).jobs) >= 3, 60, "the first jobs")
-            worker.kill9()
-            worker.start()
-            burst.join(180)
-            wait_for(
-                lambda: all(j.status.done for j in current_record(server.address, cluster).jobs),
-                120,
-                "every job",
-            )
-
-            async def save() -> None:
-                client = await client_for(server.address)
-                history = await client.get_workflow_handle(cluster_workflow_id(cluster)).fetch_history()
-                (HISTORIES / f"{name}.json").write_text(history.to_json())
-                print(f"recorded {name}: {len(history.events)} events")
-
-            asyncio.run(save())
+        with enabled_sim(folder):
+            yield server, worker
     finally:
         worker.stop()
         server.stop()
+
+
+def _save_real(address: str, cluster: str, name: str) -> None:
+    async def save() -> None:
+        client = await client_for(address)
+        history = await client.get_workflow_handle(cluster_workflow_id(cluster)).fetch_history()
+        (HISTORIES / f"{name}.json").write_text(history.to_json())
+        print(f"recorded {name}: {len(history.events)} events")
+
+    asyncio.run(save())
+
+
+def parallel_submits_worker_killed(name: str = "parallel_submits_worker_killed") -> None:
+    """Twelve ``submit_job`` updates at once on a two-node sim cluster; the worker is killed by
+    SIGKILL while they are handled and a new one takes over (a workflow task times out mid-burst).
+
+    A real dev server and worker process: an in-process worker cannot be killed mid-task.
+    """
+    cluster = "rec-parallel-submits"
+    with (
+        _real_server() as (server, worker),
+        cluster_up(server.address, cluster, Task(num_nodes=2, resources=Resources(infra="sim"))),
+    ):
+
+        async def submit_all() -> None:
+            client = await client_for(server.address)
+            handle = client.get_workflow_handle(cluster_workflow_id(cluster))
+            submissions = [JobSubmission(request_id=f"exec:{i}", task=Task(run="sleep 2")) for i in range(12)]
+            await asyncio.gather(
+                *(
+                    handle.execute_update("submit_job", s, id=s.request_id, result_type=JobRecord)
+                    for s in submissions
+                )
+            )
+
+        burst = threading.Thread(target=lambda: asyncio.run(submit_all()))
+        burst.start()
+        wait_for(lambda: len(current_record(server.address, cluster).jobs) >= 3, 60, "the first jobs")
+        worker.kill9()
+        worker.start()
+        burst.join(180)
+        wait_for(
+            lambda: all(j.status.done for j in current_record(server.address, cluster).jobs),
+            120,
+            "every job",
+        )
+        _save_real(server.address, cluster, name)
+
+
+def lock_lease(name: str = "lock_lease") -> None:
+    """The lock with leases: a launch claims with the cluster's start and releases; a launch holding
+    the lock is terminated and its lease gives the lock back; ``down`` cancels a holding launch
+    and one waiting in the queue."""
+    cluster = "rec-lock-lease"
+    local = Resources(infra="local")
+    holding = Task(setup="sleep 600", run="echo never", resources=local)
+
+    async def scenario(address: str) -> None:
+        client = await client_for(address)
+        await launch(client, cluster, Task(resources=local))
+
+        async def start() -> WorkflowHandle[Any, LaunchResult]:
+            return await client.start_workflow(
+                LAUNCH_WORKFLOW,
+                LaunchRequest(cluster_name=cluster, task=holding),
+                id=f"launch:{cluster}:{uuid.uuid4().hex[:8]}",
+                task_queue=WORKFLOW_QUEUE,
+                result_type=LaunchResult,
+            )
+
+        async def until(predicate: Any) -> None:
+            while not predicate(await record(client, cluster)):
+                await asyncio.sleep(0.1)
+
+        terminated = await start()
+        await until(lambda r: r.holder is not None)
+        await terminated.terminate("recording: a holder that runs no more code")
+        await until(lambda r: r.holder is None)
+        await start()
+        await until(lambda r: r.holder is not None)
+        await start()
+        await until(lambda r: r.waiting)
+        await down(client, cluster)
+
+    with _real_server() as (server, _):
+        asyncio.run(scenario(server.address))
+        _save_real(server.address, cluster, name)
 
 
 async def main() -> None:
@@ -169,10 +223,13 @@ async def main() -> None:
         await continue_as_new(env.client)
 
 
+_REAL_SERVER = {"parallel_submits_worker_killed": parallel_submits_worker_killed, "lock_lease": lock_lease}
+"""Scenarios recorded on a real dev server: ``python -m tests.cluster.record_histories NAME`` records one."""
+
 if __name__ == "__main__":
     import sys
 
-    # ``python -m tests.cluster.record_histories parallel_submits_worker_killed`` records that one only.
-    if sys.argv[1:] != ["parallel_submits_worker_killed"]:
+    if not sys.argv[1:]:
         asyncio.run(main())
-    parallel_submits_worker_killed()
+    for scenario in sys.argv[1:] or _REAL_SERVER:
+        _REAL_SERVER[scenario]()

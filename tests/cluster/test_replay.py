@@ -35,6 +35,7 @@ def test_histories_are_recorded() -> None:
         "launch_existing_cluster",
         "launch_cancelled",
         "launch_continue_as_new_first_run",
+        "lock_lease",
     }
 
 

@@ -13,12 +13,13 @@ from pathlib import Path
 import pytest
 import yaml
 
+from cli.failures import asked_again
 from providers.sim import SimCloud
 from tests.conftest import run, skyhop
 from tests.helpers import SKYHOP_CLI, DevServer, WorkerProcess, wait_for
 from tests.integration.support import client_for, current_record, record, unique_cluster
 from tests.providers.sim_support import write_plan
-from workflows.contract import ClusterStatus
+from workflows.contract import ClusterStatus, LaunchProgress, LockHolder
 
 pytestmark = pytest.mark.integration
 
@@ -51,7 +52,7 @@ def _searching_launch(
     return cluster, launch
 
 
-def current_record_or_none(address: str, cluster: str) -> str | None:
+def current_record_or_none(address: str, cluster: str) -> LockHolder | None:
     try:
         return current_record(address, cluster).holder
     except Exception:
@@ -82,6 +83,76 @@ def test_down_during_a_searching_launch_cancels_it_and_leaves_nothing(
         return (await record(await client_for(temporal_server.address), cluster)).status
 
     assert run(status()) == ClusterStatus.TERMINATED
+
+
+def _retry_at(address: str, launch_id: str) -> float | None:
+    """When a ``-r`` launch searches again, while it sleeps between searches."""
+
+    async def progress() -> LaunchProgress:
+        client = await client_for(address)
+        handle = client.get_workflow_handle(launch_id)
+        result: LaunchProgress = await asked_again(
+            lambda: handle.query("progress", result_type=LaunchProgress)
+        )
+        return result
+
+    return run(progress()).retry_at
+
+
+def _ends_cancelled(launch: subprocess.Popen[str]) -> None:
+    _, err = launch.communicate(timeout=60)
+    assert launch.returncode == 1 and "cancelled" in err, err
+
+
+def test_down_while_a_retry_until_up_launch_sleeps_between_searches_cancels_it(
+    temporal_server: DevServer,
+    live_worker: WorkerProcess,
+    cli_env: dict[str, str],
+    sim_catalog: Path,
+    tmp_path: Path,
+) -> None:
+    cluster, launch = _searching_launch("downr", 0.0, sim_catalog, tmp_path, cli_env)
+    try:
+        holder = current_record(temporal_server.address, cluster).holder
+        assert holder is not None
+        wait_for(lambda: _retry_at(temporal_server.address, holder.id) is not None, 60, "the backoff sleep")
+        gone = skyhop("down", "-y", cluster, env=cli_env, timeout=60)
+        assert gone.returncode == 0, gone.stderr
+        _ends_cancelled(launch)
+    finally:
+        if launch.poll() is None:
+            launch.kill()
+    assert SimCloud().describe(cluster) == []
+    assert current_record(temporal_server.address, cluster).status == ClusterStatus.TERMINATED
+
+
+def test_down_cancels_the_launches_waiting_for_the_cluster_too(
+    temporal_server: DevServer,
+    live_worker: WorkerProcess,
+    cli_env: dict[str, str],
+    sim_catalog: Path,
+    tmp_path: Path,
+) -> None:
+    """Without it, the next ``-r`` launch in the queue gets the lock and ``down`` waits behind it."""
+    cluster, first = _searching_launch("downq", 0.2, sim_catalog, tmp_path, cli_env)
+    second = subprocess.Popen(
+        [SKYHOP_CLI, "launch", "-y", "-r", "-c", cluster, str(tmp_path / "task.yaml")],
+        env=cli_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        wait_for(
+            lambda: current_record(temporal_server.address, cluster).waiting, 60, "the second launch to queue"
+        )
+        gone = skyhop("down", "-y", cluster, env=cli_env, timeout=90)
+        assert gone.returncode == 0, gone.stderr
+        _ends_cancelled(first)
+        _ends_cancelled(second)
+    finally:
+        for launch in (first, second):
+            if launch.poll() is None:
+                launch.kill()
+    assert SimCloud().describe(cluster) == []
+    assert current_record(temporal_server.address, cluster).status == ClusterStatus.TERMINATED
 
 
 def test_ctrl_c_on_down_is_one_line_and_exit_130(

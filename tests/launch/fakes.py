@@ -15,10 +15,10 @@ from typing import Any
 
 from temporalio import activity
 from temporalio.client import Client, WorkflowHandle
-from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.exceptions import ApplicationError
 
-from activities.models import OpenClusterInput, OptimizeInput, SubmitJobInput
+from activities.clusters import ClusterActivities
+from activities.models import OptimizeInput
 from activities.provisioning import AttemptFailure, AttemptOutcome
 from optimizer import Candidate, Plan
 from providers.base import ClusterHandle, NodeHandle, Offering, ProvisionRequest
@@ -26,16 +26,13 @@ from providers.errors import FailureScope
 from spec import Task
 from tests.cluster.fakes import FakeCloud
 from workflows.contract import (
-    CLUSTER_WORKFLOW,
     WORKFLOW_QUEUE,
-    ClusterInput,
-    ClusterRecord,
-    JobRecord,
+    ErrorType,
     LaunchRequest,
     LaunchResult,
-    cluster_workflow_id,
 )
 from workflows.launch import LaunchWorkflow
+from workflows.lock_lease import LockLeaseWorkflow
 from workflows.search import launch_search_attributes
 
 __all__ = ["CAPACITY", "FATAL", "QUOTA", "FakeProviders", "offering", "start_launch"]
@@ -83,7 +80,7 @@ class FakeProviders(FakeCloud):
         self.calls.append("optimize")
         found = [o for o in self.offerings if not request.blocklist.blocks(o)]
         if not found:
-            raise ApplicationError("nothing left", type="NoFeasibleOffering", non_retryable=True)
+            raise ApplicationError("nothing left", type=ErrorType.NO_FEASIBLE_OFFERING, non_retryable=True)
         resources = request.task.resources.alternatives[0]
         choice = Candidate(
             offering=found[0],
@@ -116,35 +113,16 @@ class FakeProviders(FakeCloud):
     async def terminate(self, handle: ClusterHandle) -> None:
         self.calls.append(f"terminate {handle.offering.location}")
 
-    @activity.defn(name="open_cluster")
-    async def open_cluster(self, request: OpenClusterInput) -> None:
-        await self.client.start_workflow(
-            CLUSTER_WORKFLOW,
-            ClusterInput(record=ClusterRecord(name=request.cluster_name, user=request.user)),
-            id=cluster_workflow_id(request.cluster_name),
-            task_queue=WORKFLOW_QUEUE,
-            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-        )
-
-    @activity.defn(name="submit_job")
-    async def submit_job(self, request: SubmitJobInput) -> JobRecord:
-        handle = self.client.get_workflow_handle(cluster_workflow_id(request.cluster_name))
-        job: JobRecord = await handle.execute_update(
-            "submit_job",
-            request.submission,
-            id=f"submit:{request.submission.request_id}",
-            result_type=JobRecord,
-        )
-        return job
-
     def workflows(self) -> list[type]:
-        return [*super().workflows(), LaunchWorkflow]
+        return [*super().workflows(), LaunchWorkflow, LockLeaseWorkflow]
 
     def long_activities(self) -> list[Callable[..., Any]]:
         return [*super().long_activities(), self.provision_attempt]
 
     def short_activities(self) -> list[Callable[..., Any]]:
-        return [*super().short_activities(), self.open_cluster, self.submit_job]
+        # The real cluster activities: they start and update the real ``ClusterWorkflow``.
+        cluster = ClusterActivities(self.client)
+        return [*super().short_activities(), cluster.open_cluster, cluster.submit_job]
 
     def local_activities(self) -> list[Callable[..., Any]]:
         return [self.optimize]

@@ -31,6 +31,7 @@ from workflows.contract import (
     ClusterStatus,
     LaunchProgress,
     LaunchResult,
+    LockHolder,
     cluster_workflow_id,
 )
 from workflows.launch import LaunchWorkflow
@@ -148,7 +149,7 @@ async def continue_as_new(client: Client, cloud: FakeProviders) -> Launch:
 
     await _eventually(continued_twice, "two continue-as-new")
     record = await _record(client, "retry")
-    assert record.holder == handle.id  # the lock went over to the next run
+    assert record.holder == LockHolder.launch(handle.id)  # the lock went over to the next run
     cloud.failures = {}
     await result
     return handle
@@ -246,7 +247,7 @@ def test_the_stage_search_attribute_says_lock_while_the_launch_waits_for_its_clu
             cloud = FakeProviders(env.client, [EAST_A])
             async with serving(env.client, cloud):
                 # Someone else holds the cluster: the launch waits for the lock.
-                busy = ClusterRecord(name="busy", holder="launch:busy:other")
+                busy = ClusterRecord(name="busy", holder=LockHolder.launch("launch:busy:other"))
                 await env.client.start_workflow(
                     ClusterWorkflow.run,
                     ClusterInput(record=busy),
@@ -256,7 +257,7 @@ def test_the_stage_search_attribute_says_lock_while_the_launch_waits_for_its_clu
                 handle = await start_launch(env.client, "busy", Task())
 
                 async def queued() -> bool:
-                    return handle.id in (await _record(env.client, "busy")).waiting
+                    return LockHolder.launch(handle.id) in (await _record(env.client, "busy")).waiting
 
                 await _eventually(queued, "the launch to wait for the lock")
                 attributes = (await handle.describe()).typed_search_attributes
