@@ -120,9 +120,10 @@ class FakeProviders(FakeCloud):
         return [*super().long_activities(), self.provision_attempt]
 
     def short_activities(self) -> list[Callable[..., Any]]:
-        # The real cluster activities: they start and update the real ``ClusterWorkflow``.
+        # The real cluster activities: they start, update and ask about the real workflows.
         cluster = ClusterActivities(self.client)
-        return [*super().short_activities(), cluster.open_cluster, cluster.submit_job]
+        fakes = [a for a in super().short_activities() if a != self.launch_running]
+        return [*fakes, cluster.open_cluster, cluster.submit_job, cluster.launch_running]
 
     def local_activities(self) -> list[Callable[..., Any]]:
         return [self.optimize]

@@ -241,6 +241,42 @@ def test_retry_until_up_continues_as_new_carrying_attempts_and_the_lock() -> Non
     assert record.status == ClusterStatus.UP and record.holder is None
 
 
+def test_the_run_a_continue_as_new_started_holds_the_lock_under_a_lease_of_its_own() -> None:
+    """Terminated after a continue-as-new, the launch's lock still comes back: its new run's lease
+    gives it back. (The time-skipping server does not apply parent close policies: the test
+    cancels the lease the way the real server does when its launch closes.)"""
+
+    async def scenario() -> None:
+        async with time_skipping() as env:
+            cloud = FakeProviders(env.client, [EAST_A, EAST_B])
+            cloud.failures = {o.location: CAPACITY for o in cloud.offerings}
+            async with serving(env.client, cloud):
+                handle = await start_launch(env.client, "gone", Task(), retry_until_up=True, history_limit=40)
+                first_run = (await handle.describe()).run_id
+
+                async def continued() -> bool:
+                    return (await handle.describe()).run_id != first_run
+
+                await _eventually(continued, "a continue-as-new")
+                assert (await _record(env.client, "gone")).holder == LockHolder.launch(handle.id)
+                leases = [
+                    event.start_child_workflow_execution_initiated_event_attributes.workflow_id
+                    async for event in handle.fetch_history_events()
+                    if event.HasField("start_child_workflow_execution_initiated_event_attributes")
+                ]
+                assert len(leases) == 1  # the new run's own lease, not a second claim
+                await handle.terminate()
+                await env.client.get_workflow_handle(leases[0]).cancel()
+
+                async def lock_back() -> bool:
+                    return (await _record(env.client, "gone")).holder is None
+
+                await _eventually(lock_back, "the new run's lease to give the lock back")
+                assert (await _record(env.client, "gone")).status == ClusterStatus.TERMINATED
+
+    run(scenario())
+
+
 def test_the_stage_search_attribute_says_lock_while_the_launch_waits_for_its_cluster() -> None:
     async def scenario() -> None:
         async with time_skipping() as env:
