@@ -80,13 +80,17 @@ class WatchJobsInput(BaseModel):
     jobs: list[WatchedJob]
     newer_than: int
     """Return as soon as a node has a job with a higher id: a job the watcher must follow too."""
+    known: list[int] = []
+    """Jobs above ``newer_than`` seen already that need no following (ended, or left over)."""
 
 
 class WatchJobsResult(BaseModel):
     ended: dict[int, JobOutcome] = {}
     """Outcome of each job that ended, by job id."""
-    newest: int | None = None
-    """The highest job id a node has that the watcher was not following, if it saw one."""
+    gone: list[int] = []
+    """Cluster nodes that answered this watcher and then lost their runtime folder or fell silent."""
+    newer: list[int] = []
+    """Ids of jobs above ``newer_than`` (and not ``known``) that a node has and the watcher did not follow."""
 
 
 class OpenClusterInput(BaseModel):

@@ -437,7 +437,14 @@ class ClusterWorkflow:
                     retry_policy=LONG_RETRY,
                     summary=f"job {job.job_id}",
                 )
-            if not job.status.done and _runner_lost(outcome) and workflow.patched(_ASK_WHY_RUNNER_LOST):
+            # A job cancelled on its node while the workflow did not cancel it was killed from
+            # outside (a node being removed stops its jobs first): as telling as a lost runner.
+            killed = watched and outcome.status == JobStatus.CANCELLED.value
+            if (
+                not job.status.done
+                and (_runner_lost(outcome) or killed)
+                and workflow.patched(_ASK_WHY_RUNNER_LOST)
+            ):
                 # The runner vanished without seeing the job end: the node may have been removed
                 # (its processes die first). Ask the provider, so the job names the node's fate
                 # whether this watcher or a ``status --refresh`` notices first.

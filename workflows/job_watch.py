@@ -46,7 +46,9 @@ class JobWatcher:
         self._jobs: dict[int, WatchedJob] = {}
         self._ends: dict[int, asyncio.Future[JobOutcome]] = {}
         self._newest = 0
-        """The highest job id a watcher must not return for (followed, or seen on a node already)."""
+        """The highest job id followed: jobs start in id order (FIFO), so a newer one is a new job."""
+        self._known: set[int] = set()
+        """Newer jobs seen on nodes that need no following (ended in an earlier run, or left over)."""
         self._handle: ClusterHandle | None = None
         self._loop: asyncio.Task[None] | None = None
 
@@ -60,6 +62,7 @@ class JobWatcher:
             )
             self._ends[job.job_id] = asyncio.get_running_loop().create_future()
         self._newest = max(self._newest, job.job_id)
+        self._known = {i for i in self._known if i > self._newest}
         self._handle = handle
         if self._loop is None:
             self._loop = asyncio.create_task(self._watch())
@@ -90,7 +93,9 @@ class JobWatcher:
             try:
                 result: WatchJobsResult = await workflow.execute_activity(
                     job_watch.watch_jobs,
-                    WatchJobsInput(handle=self._handle, jobs=jobs, newer_than=self._newest),
+                    WatchJobsInput(
+                        handle=self._handle, jobs=jobs, newer_than=self._newest, known=sorted(self._known)
+                    ),
                     task_queue=LONG_QUEUE,
                     start_to_close_timeout=timedelta(days=365),
                     heartbeat_timeout=HEARTBEAT,
@@ -101,7 +106,7 @@ class JobWatcher:
                 for job in jobs:
                     self._settle(job.job_id, exc)
                 continue
-            self._newest = max(self._newest, result.newest or 0)
+            self._known.update(i for i in result.newer if i not in self._jobs)
             for job_id, outcome in result.ended.items():
                 self._settle(job_id, outcome)
         self._loop = None

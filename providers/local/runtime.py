@@ -113,7 +113,7 @@ class LocalNodeRuntime(NodeRuntime):
         return None if state is None else NodeJobState.model_validate(state)
 
     async def watch_jobs(self, query: JobsQuery) -> JobsReport:
-        report = node_runner.watch(str(self.root), query.keys, query.prefix, query.newer_than)
+        report = node_runner.watch(str(self.root), query.keys, query.prefix, query.newer_than, query.known)
         return JobsReport.model_validate(report)
 
     async def read_log(self, key: str, offset: int, limit: int = 1 << 20) -> bytes:

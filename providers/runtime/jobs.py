@@ -42,6 +42,8 @@ class JobsQuery(BaseModel):
     prefix: str
     """Jobs are ``<prefix><n>``; ``newer`` lists those with ``n > newer_than`` not among ``keys``."""
     newer_than: int
+    known: list[str] = []
+    """Newer jobs not to list (seen already, and not to be followed)."""
 
 
 class JobsReport(BaseModel):
@@ -50,6 +52,8 @@ class JobsReport(BaseModel):
     states: dict[str, NodeJobState | None]
     """Each asked job's state, None where it was never started (or its record vanished)."""
     newer: list[str] = []
+    present: bool = True
+    """False when the node's runtime folder is gone (the node was removed, or its disk wiped)."""
 
 
 class JobOutcome(BaseModel):

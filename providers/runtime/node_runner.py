@@ -96,8 +96,12 @@ def read_state(runtime_dir: str, key: str) -> dict[str, Any] | None:
     return state
 
 
-def watch(runtime_dir: str, keys: list[str], prefix: str, newer_than: int) -> dict[str, Any]:
-    """The states of ``keys``, and which ``<prefix><n>`` jobs with ``n > newer_than`` exist here.
+def watch(
+    runtime_dir: str, keys: list[str], prefix: str, newer_than: int, known: list[str] | None = None
+) -> dict[str, Any]:
+    """The states of ``keys``, and which other ``<prefix><n>`` jobs with ``n > newer_than`` exist here.
+
+    Jobs in ``known`` are not reported: the watcher has heard of them already.
 
     One question per node for every job a watcher follows on it: the second part tells the
     watcher that a job it does not follow yet was started, without reading any job's files.
@@ -113,8 +117,10 @@ def watch(runtime_dir: str, keys: list[str], prefix: str, newer_than: int) -> di
         and name[len(prefix) :].isdigit()
         and int(name[len(prefix) :]) > newer_than
         and name not in keys
+        and name not in (known or [])
     ]
-    return {"states": {key: read_state(runtime_dir, key) for key in keys}, "newer": sorted(newer)}
+    states = {key: read_state(runtime_dir, key) for key in keys}
+    return {"states": states, "newer": sorted(newer), "present": os.path.isdir(runtime_dir)}
 
 
 def read_log(runtime_dir: str, key: str, offset: int, limit: int) -> bytes:
@@ -224,7 +230,8 @@ def main(argv: list[str]) -> int:
         return 0
     if argv[1:2] == ["watch"]:
         query = json.load(sys.stdin)
-        print(json.dumps(watch(argv[2], query["keys"], query["prefix"], query["newer_than"])))
+        report = watch(argv[2], query["keys"], query["prefix"], query["newer_than"], query.get("known"))
+        print(json.dumps(report))
         return 0
     command, runtime_dir, key = argv[1], argv[2], argv[3]
     if command == "start":

@@ -103,6 +103,8 @@ class FakeCloud:
         self.hold_jobs = False
         self.released: set[str] = set()
         self.can_stop = True
+        self.outcomes: dict[str, JobOutcome] = {}
+        """How a job ends on the nodes, by key, when not SUCCEEDED."""
         self.started: list[int] = []
         """Job ids in the order ``start_job`` started them (what a watcher finds on the nodes)."""
 
@@ -137,13 +139,17 @@ class FakeCloud:
         """Like the real watcher: returns once a followed job is released or a newer one started."""
         while True:
             ended = {
-                job.job_id: JobOutcome(status="SUCCEEDED", exit_code=0)
+                job.job_id: self.outcomes.get(
+                    f"job-{job.job_id}", JobOutcome(status="SUCCEEDED", exit_code=0)
+                )
                 for job in request.jobs
                 if job.job_id in self.started and (not self.hold_jobs or f"job-{job.job_id}" in self.released)
             }
-            newer = [i for i in self.started if i > request.newer_than]
+            followed = {job.job_id for job in request.jobs}
+            newer = [i for i in self.started if i > request.newer_than and i not in followed]
+            newer = [i for i in newer if i not in request.known]
             if ended or newer:
-                return WatchJobsResult(ended=ended, newest=max(newer, default=None))
+                return WatchJobsResult(ended=ended, newer=newer)
             activity.heartbeat()
             await asyncio.sleep(0.05)
 

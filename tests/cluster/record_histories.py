@@ -46,8 +46,12 @@ async def _save(client: Client, handle: Handle, name: str, run_id: str | None = 
     print(f"recorded {name}: {len(history.events)} events")
 
 
-async def lifecycle(client: Client) -> None:
-    """Queue, placement, cancel, refresh, autostop setting, stop, start, down."""
+async def lifecycle(client: Client, name: str = "lifecycle") -> None:
+    """Queue, placement, cancel, refresh, autostop setting, stop, start, down.
+
+    Recorded twice: ``lifecycle`` before job watchers (its jobs are ``wait_job`` activities) and
+    ``lifecycle_watched`` after (one ``watch_jobs`` at a time follows them).
+    """
     cloud = FakeCloud()
     cloud.hold_jobs = True
     async with running_cluster(client, up_record("lifecycle", cpus=1), cloud) as h:
@@ -65,7 +69,7 @@ async def lifecycle(client: Client) -> None:
         await h.execute_update(ClusterWorkflow.start, StartRequest(idle_minutes=5, down=True))
         await h.execute_update(ClusterWorkflow.down)
         await h.result()
-        await _save(client, h, "lifecycle")
+        await _save(client, h, name)
 
 
 async def autostop(client: Client, sleep: object) -> None:
@@ -172,7 +176,15 @@ async def main() -> None:
 if __name__ == "__main__":
     import sys
 
-    # ``python -m tests.cluster.record_histories parallel_submits_worker_killed`` records that one only.
+    # ``python -m tests.cluster.record_histories NAME`` records that one only.
+    if sys.argv[1:] == ["lifecycle_watched"]:
+
+        async def watched() -> None:
+            async with time_skipping() as env:
+                await lifecycle(env.client, "lifecycle_watched")
+
+        asyncio.run(watched())
+        sys.exit(0)
     if sys.argv[1:] != ["parallel_submits_worker_killed"]:
         asyncio.run(main())
     parallel_submits_worker_killed()

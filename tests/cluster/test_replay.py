@@ -23,6 +23,7 @@ HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
 def test_histories_are_recorded() -> None:
     assert {path.stem for path in HISTORIES} >= {
         "lifecycle",
+        "lifecycle_watched",
         "autostop",
         "continue_as_new_first_run",
         "parallel_submits_worker_killed",
