@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import subprocess
 import sys
 import tempfile
@@ -94,6 +95,7 @@ def main() -> None:
         cluster_yaml = home / "cluster.yaml"
         cluster_yaml.write_text("resources:\n  infra: local\n")  # no run: just bring the cluster up
         subprocess.run([SKYHOP_CLI, "launch", "-y", "-c", "bench", str(cluster_yaml)], env=env, check=True)
+        os.environ.update(env)  # the embedded skyhop's HOME: its payload key
         address = f"127.0.0.1:{env['SKYHOP_SERVER_PORT']}"
         started = time.monotonic()
         figures = asyncio.run(_bench(address, "bench", args.jobs, args.idle_s))
