@@ -24,7 +24,6 @@ from activities.models import (
     RunJobInput,
     SetupInput,
     SyncWorkdirInput,
-    WaitJobInput,
     WatchJobsInput,
     WatchJobsResult,
 )
@@ -127,13 +126,6 @@ class FakeCloud:
         self.calls.append(f"start_job {request.job.job_id}")
         self.started.append(request.job.job_id)
 
-    @activity.defn(name="wait_job")
-    async def wait_job(self, request: WaitJobInput) -> JobOutcome:
-        while self.hold_jobs and request.job.key not in self.released:
-            activity.heartbeat()
-            await asyncio.sleep(0.05)
-        return JobOutcome(status="SUCCEEDED", exit_code=0)
-
     @activity.defn(name="watch_jobs")
     async def watch_jobs(self, request: WatchJobsInput) -> WatchJobsResult:
         """Like the real watcher: returns once a followed job is released or a newer one started."""
@@ -176,7 +168,6 @@ class FakeCloud:
             self.start_cluster,
             self.terminate,
             self.start_job,
-            self.wait_job,
             self.watch_jobs,
             self.sync_workdir,
             self.run_setup,

@@ -53,6 +53,8 @@ ROUNDS = 5
 class SubmitAndWaitInput(BaseModel):
     cluster_name: str
     tasks: list[Task]
+    expect: int = 0
+    """Ends to wait for besides those of ``tasks`` (of jobs a test submitted itself)."""
 
 
 @workflow.defn(name="SubmitAndWaitTest")
@@ -78,7 +80,7 @@ class SubmitAndWait:
                 start_to_close_timeout=timedelta(seconds=60),
                 result_type=JobRecord,
             )
-        await workflow.wait_condition(lambda: len(self.ended) >= len(request.tasks))
+        await workflow.wait_condition(lambda: len(self.ended) >= len(request.tasks) + request.expect)
         return self.ended
 
 
@@ -151,6 +153,37 @@ def test_a_job_killed_outside_skyhop_asks_the_provider_about_its_node() -> None:
                 await asyncio.sleep(0.05)
             assert record.jobs[0].status == JobStatus.FAILED
             assert "node 0 is TERMINATED" in (record.jobs[0].error or "")
+
+    run(scenario())
+
+
+def test_job_ends_reach_the_notified_workflow_once_across_continue_as_new() -> None:
+    async def scenario() -> None:
+        cloud = FakeCloud()
+        cloud.hold_jobs = True
+        async with (
+            time_skipping() as env,
+            running_cluster(env.client, up_record("n", cpus=2), cloud, history_limit=40) as h,
+            waiter_worker(env.client) as queue,
+        ):
+            first_run = (await h.describe()).run_id
+            waiter = await env.client.start_workflow(
+                SubmitAndWait.run,
+                SubmitAndWaitInput(cluster_name="n", tasks=[], expect=6),
+                id="w",
+                task_queue=queue,
+            )
+            half = Task(run="sleep 1", resources=Resources(cpus="0.5"))
+            for i in range(6):
+                submission = JobSubmission(request_id=f"r{i}", task=half, notify="w")
+                await h.execute_update(ClusterWorkflow.submit_job, submission)
+            for i in range(1, 7):
+                while (await h.describe()).run_id == first_run and i == 4:
+                    await asyncio.sleep(0.05)  # half of them end in the next run
+                cloud.released.add(f"job-{i}")
+            heard = await waiter.result()
+            assert sorted(e.job.job_id for e in heard) == list(range(1, 7))
+            assert {e.job.status for e in heard} == {JobStatus.SUCCEEDED}
 
     run(scenario())
 
