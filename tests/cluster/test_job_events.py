@@ -269,7 +269,8 @@ def test_a_workflow_learns_that_its_node_is_gone(
             await cluster.execute_update("cancel", CancelRequest(all=True), result_type=CancelResult)
             heard = await asyncio.wait_for(waiter.result(), 60)
             lost = next(e for e in heard if e.job.job_id == on_node_1)
-            assert lost.lost_node == 1 and lost.job.status == JobStatus.FAILED
+            why = f"{lost.job.status} {lost.job.error!r}; {(await fetch_record(client, name)).degraded!r}"
+            assert lost.lost_node == 1 and lost.job.status == JobStatus.FAILED, why
             assert "node 1 is TERMINATED" in (lost.job.error or "")
             other = next(e for e in heard if e.job.job_id != on_node_1)
             assert other.lost_node is None and other.job.status == JobStatus.CANCELLED
