@@ -21,7 +21,7 @@ from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest, ListSe
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from activities import cluster_ops, jobs, planning, provisioning, sync
+from activities import cluster_ops, job_watch, jobs, planning, provisioning, sync
 from activities.clusters import ClusterActivities
 from workflows.cluster import ClusterWorkflow
 from workflows.contract import LONG_QUEUE, SEARCH_ATTRIBUTES, SHORT_QUEUE, WORKFLOW_QUEUE
@@ -72,6 +72,9 @@ def build_workers(client: Client, *, long_slots: int = 200, short_slots: int = 5
                 sync.sync_file_mounts,
                 jobs.run_setup,
                 jobs.start_job,
+                job_watch.watch_jobs,
+                # Only for clusters started before job watchers, until they continue as new
+                # (``workflows.job_watch.JOB_EVENTS_PATCH``).
                 jobs.wait_job,
                 cluster_ops.stop_cluster,
                 cluster_ops.start_cluster,

@@ -80,7 +80,11 @@ async def start_job(request: RunJobInput) -> None:
 
 @activity.defn
 async def wait_job(request: WaitJobInput) -> JobOutcome:
-    """Wait for a started job to end on all its nodes; a retry (or a new worker) re-attaches to it."""
+    """Wait for a started job to end on all its nodes; a retry (or a new worker) re-attaches to it.
+
+    Only cluster runs from before job watchers call it (``workflows.job_watch.JOB_EVENTS_PATCH``):
+    they keep calling it for their running jobs until they continue as new.
+    """
     handle = request.job.handle_in(request.handle)
     return await wait_on_nodes(handle, request.job.key, request.job.num_nodes)
 

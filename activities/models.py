@@ -8,6 +8,7 @@ from pydantic import BaseModel
 
 from optimizer.blocklist import Blocklist
 from providers.base import ClusterHandle
+from providers.runtime.jobs import JobOutcome
 from spec import Task
 from workflows.contract import ClaimRequest, JobRecord, JobSubmission
 
@@ -21,6 +22,9 @@ __all__ = [
     "SubmitJobInput",
     "SyncWorkdirInput",
     "WaitJobInput",
+    "WatchJobsInput",
+    "WatchJobsResult",
+    "WatchedJob",
 ]
 
 
@@ -56,8 +60,38 @@ class RunJobInput(BaseModel):
 
 
 class WaitJobInput(BaseModel):
+    """Input of ``wait_job``, which only clusters started before job watchers still call."""
+
     handle: ClusterHandle
     job: JobRecord
+
+
+class WatchedJob(BaseModel):
+    """A started job, as the cluster's watcher follows it (small: the watcher is re-armed often)."""
+
+    job_id: int
+    nodes: list[int]
+    """The cluster nodes the job runs on, in job-rank order."""
+    running: bool
+    """False while it is being started: a node without its record yet has not lost it."""
+
+
+class WatchJobsInput(BaseModel):
+    handle: ClusterHandle
+    jobs: list[WatchedJob]
+    newer_than: int
+    """Return as soon as a node has a job with a higher id: a job the watcher must follow too."""
+    known: list[int] = []
+    """Jobs above ``newer_than`` seen already that need no following (ended, or left over)."""
+
+
+class WatchJobsResult(BaseModel):
+    ended: dict[int, JobOutcome] = {}
+    """Outcome of each job that ended, by job id."""
+    gone: list[int] = []
+    """Cluster nodes that answered this watcher and then lost their runtime folder or fell silent."""
+    newer: list[int] = []
+    """Ids of jobs above ``newer_than`` (and not ``known``) that a node has and the watcher did not follow."""
 
 
 class OpenClusterInput(BaseModel):

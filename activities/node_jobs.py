@@ -16,8 +16,12 @@ from providers.runtime.jobs import JobOutcome, JobSpec, NodeJobState, combine_no
 from spec import Task
 
 __all__ = [
+    "CALL_TIMEOUT_S",
     "NODE_LOST_AFTER_S",
+    "POLL_FIRST_S",
+    "POLL_MAX_S",
     "WORKDIR",
+    "JobTracker",
     "job_env",
     "node_lost",
     "run_on_nodes",
@@ -35,8 +39,9 @@ CALL_TIMEOUT_S = 5.0
 """Bound on one question to a node (start, state): below the heartbeat timeout, so waits keep beating."""
 CANCEL_TIMEOUT_S = 15.0
 """Bound on stopping a job on one node (the runner's SIGTERM grace is 5 s)."""
-_POLL_FIRST_S = 0.05
-_POLL_MAX_S = 1.0
+POLL_FIRST_S = 0.05
+POLL_MAX_S = 1.0
+"""Following a job, nodes are asked at most this far apart (a job's end shows within it)."""
 
 
 def job_env(handle: ClusterHandle, task: Task, rank: int, task_id: str) -> dict[str, str]:
@@ -121,7 +126,63 @@ async def _start(runtime: NodeRuntime, spec: JobSpec) -> str | None:
             if time.monotonic() - silent_since >= NODE_LOST_AFTER_S:
                 return _reason(exc)
         activity.heartbeat()
-        await asyncio.sleep(_POLL_MAX_S)
+        await asyncio.sleep(POLL_MAX_S)
+
+
+class JobTracker:
+    """What the nodes of one job have said so far, and whether that decides the job.
+
+    Both ways of following a job feed it: ``wait_on_nodes`` (setup, one question per node) and
+    the cluster's watcher (``activities.job_watch``, one question per node for all its jobs).
+    """
+
+    def __init__(self, handle: ClusterHandle, key: str, num_nodes: int, *, started: bool = True) -> None:
+        self.handle = handle
+        """The cluster as the job sees it: node ``rank`` of the job is ``handle.nodes[rank]``."""
+        self.key = key
+        self.started = started
+        """False while the job may not have reached every node yet (no record there is no loss)."""
+        self.states: list[NodeJobState | None] = [None] * num_nodes
+        self._answered = [time.monotonic()] * num_nodes
+
+    def asking(self) -> list[int]:
+        """The job's ranks whose node has not decided yet."""
+        return [rank for rank, state in enumerate(self.states) if state is None or not state.done]
+
+    def hear(self, rank: int, answer: NodeJobState | BaseException | None) -> JobOutcome | None:
+        """Take node ``rank``'s answer (or why it gave none); the outcome if that decides the job.
+
+        An unexpected error is raised: the caller's activity fails and is retried.
+        """
+        if isinstance(answer, NodeUnreachableError | TimeoutError):
+            if time.monotonic() - self._answered[rank] >= NODE_LOST_AFTER_S:
+                return _lost(self.handle, rank, _reason(answer))
+            return None
+        if isinstance(answer, BaseException):
+            raise answer
+        self._answered[rank] = time.monotonic()
+        if answer is None:
+            if not self.started and self.states[rank] is None:
+                return None
+            # The job was started there, so its record is gone: the node lost it (removed, or its
+            # disk wiped). Waiting would never end.
+            return JobOutcome(
+                status="FAILED", failed_rank=rank, error=f"the job's record vanished from node {rank}"
+            )
+        self.states[rank] = answer
+        return None
+
+    def outcome(self) -> JobOutcome | None:
+        """The job's outcome once every node's answer so far decides it."""
+        return combine_node_states(self.states)
+
+    async def stop_rest(self, outcome: JobOutcome) -> None:
+        """A job that did not succeed is stopped on its other nodes (a lost one is not asked)."""
+        if outcome.status != "SUCCEEDED":
+            provider = get_provider(self.handle.offering.provider)
+            await _cancel(
+                [provider.runtime(node) for node in self.handle.nodes], self.key, skip=outcome.lost_rank
+            )
 
 
 async def wait_on_nodes(handle: ClusterHandle, key: str, num_nodes: int) -> JobOutcome:
@@ -135,41 +196,27 @@ async def wait_on_nodes(handle: ClusterHandle, key: str, num_nodes: int) -> JobO
     """
     provider = get_provider(handle.offering.provider)
     runtimes = [provider.runtime(handle.nodes[rank]) for rank in range(num_nodes)]
-    states: list[NodeJobState | None] = [None] * num_nodes
-    answered = [time.monotonic()] * num_nodes
-    poll = _POLL_FIRST_S
+    tracker = JobTracker(handle.model_copy(update={"nodes": handle.nodes[:num_nodes]}), key, num_nodes)
+    poll = POLL_FIRST_S
     try:
         while True:
-            asking = [rank for rank, state in enumerate(states) if state is None or not state.done]
+            asking = tracker.asking()
             answers = await asyncio.gather(
                 *(asyncio.wait_for(runtimes[rank].job_state(key), CALL_TIMEOUT_S) for rank in asking),
                 return_exceptions=True,
             )
             outcome = None
             for rank, answer in zip(asking, answers, strict=True):
-                if isinstance(answer, NodeUnreachableError | TimeoutError):
-                    if time.monotonic() - answered[rank] >= NODE_LOST_AFTER_S:
-                        outcome = _lost(handle, rank, _reason(answer))
-                        break
-                elif isinstance(answer, BaseException):
-                    raise answer
-                elif answer is None:
-                    # The job was started there, so its record is gone: the node lost it (removed,
-                    # or its disk wiped). Waiting would never end.
-                    outcome = JobOutcome(
-                        status="FAILED", failed_rank=rank, error=f"the job's record vanished from node {rank}"
-                    )
+                outcome = tracker.hear(rank, answer)
+                if outcome is not None:
                     break
-                else:
-                    states[rank], answered[rank] = answer, time.monotonic()
-            outcome = outcome or combine_node_states(states)
+            outcome = outcome or tracker.outcome()
             if outcome is not None:
-                if outcome.status != "SUCCEEDED":
-                    await _cancel(runtimes, key, skip=outcome.lost_rank)
+                await tracker.stop_rest(outcome)
                 return outcome
-            activity.heartbeat([state.status if state else "UNKNOWN" for state in states])
+            activity.heartbeat([state.status if state else "UNKNOWN" for state in tracker.states])
             await asyncio.sleep(poll)
-            poll = min(poll * 2, _POLL_MAX_S)
+            poll = min(poll * 2, POLL_MAX_S)
     except asyncio.CancelledError:
         await stop_if_cancelled(handle, key, num_nodes)
         raise

@@ -20,7 +20,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from providers.errors import NotSupportedError
-from providers.runtime.jobs import JobSpec, NodeJobState
+from providers.runtime.jobs import JobSpec, JobsQuery, JobsReport, NodeJobState
 
 __all__ = [
     "CannotStopError",
@@ -316,6 +316,10 @@ class NodeRuntime(ABC):
     @abstractmethod
     async def job_state(self, key: str) -> NodeJobState | None:
         """The job's state on this node, or None if it was never started here."""
+
+    @abstractmethod
+    async def watch_jobs(self, query: JobsQuery) -> JobsReport:
+        """Several jobs' states and the newer jobs, in one question to the node (``node_runner.watch``)."""
 
     @abstractmethod
     async def read_log(self, key: str, offset: int, limit: int = 1 << 20) -> bytes:

@@ -11,16 +11,18 @@ wires them to Temporal (signals, updates, activities, timers, continue-as-new):
   launch holding or waiting for the cluster.
 - ``workflows.cluster_queue.JobQueue``: ``submit_job`` (an update) queues a job; the scheduler
   (``workflows.scheduler.schedule``: FIFO with head-of-line blocking) starts queued jobs as soon as
-  their demand fits what is free. A started job is two activities: ``start_job`` (SETTING_UP) and
-  ``wait_job`` (RUNNING until it ends).
+  their demand fits what is free. A started job is a ``start_job`` activity (SETTING_UP), then
+  RUNNING until the cluster's job watcher (``workflows.job_watch``: one activity for all the
+  cluster's jobs) reports its end. A job submitted with ``notify`` has its end signalled to that
+  workflow (``JobEnded``).
 - ``workflows.cluster_lifecycle``: which updates a status allows, what a release or the
   provider's answer makes of the record, when the cluster is idle and must next wake up.
 - One durable timer covers the nearest deadline: autostop (idle long enough) or the periodic
   reconcile with the provider. It is re-armed only when that deadline moves, and being a server
   timer it fires even when no worker was up at the time (the worker acts when it comes back).
 - The history stays bounded by continuing as new; everything is in ``ClusterInput``. Jobs survive
-  it: the new run re-attaches to running jobs (``wait_job`` is idempotent by job key), and the old
-  run's abandoned activities leave the jobs alone (only an explicit cancel stops a job).
+  it: the new run follows the running jobs with a watcher of its own, and the old run's abandoned
+  activities leave the jobs alone (only an explicit cancel stops a job).
 """
 
 from __future__ import annotations
@@ -67,6 +69,7 @@ with workflow.unsafe.imports_passed_through():
         ClusterRecord,
         ClusterStatus,
         ClusterUpdate,
+        JobEnded,
         JobRecord,
         JobStatus,
         JobSubmission,
@@ -76,6 +79,7 @@ with workflow.unsafe.imports_passed_through():
         Release,
         StartRequest,
     )
+    from workflows.job_watch import JOB_EVENTS_PATCH, JobWatcher, notify_ended
     from workflows.options import HEARTBEAT, LONG_RETRY, SHORT_RETRY, USER_ERRORS
     from workflows.search import STATUS
     from workflows.stages import prepare_nodes, run_long
@@ -119,6 +123,8 @@ class ClusterWorkflow:
         self._liveness = False
         """Whether this run has the rules of ``_LOCK_LIVENESS`` (decided as the run begins)."""
         self._published: ClusterStatus | None = None
+        self._watcher = JobWatcher()
+        self._notifying: set[asyncio.Task[None]] = set()
 
     @workflow.run
     async def run(self, input: ClusterInput) -> ClusterRecord:
@@ -323,6 +329,11 @@ class ClusterWorkflow:
 
     async def _run_job(self, job: JobRecord, handle: ClusterHandle) -> None:
         submission = self.queue.submission(job)
+        # Clusters started before the watcher keep one ``wait_job`` per job until they continue as new.
+        watched = workflow.patched(JOB_EVENTS_PATCH)
+        if watched:
+            self._watcher.follow(job, handle)
+        ended_here, lost_node = False, None
         try:
             if job.status == JobStatus.SETTING_UP:
                 await workflow.execute_activity(
@@ -338,16 +349,27 @@ class ClusterWorkflow:
                 )
                 self._mark(job, JobStatus.RUNNING)
                 job.started_at = workflow.now().timestamp()
-            outcome = await workflow.execute_activity(
-                jobs.wait_job,
-                WaitJobInput(handle=handle, job=job),
-                task_queue=LONG_QUEUE,
-                start_to_close_timeout=timedelta(days=365),
-                heartbeat_timeout=HEARTBEAT,
-                retry_policy=LONG_RETRY,
-                summary=f"job {job.job_id}",
-            )
-            if not job.status.done and _runner_lost(outcome) and workflow.patched(_ASK_WHY_RUNNER_LOST):
+                self._watcher.started(job.job_id)
+            if watched:
+                outcome = await self._watcher.end_of(job.job_id)
+            else:
+                outcome = await workflow.execute_activity(
+                    jobs.wait_job,
+                    WaitJobInput(handle=handle, job=job),
+                    task_queue=LONG_QUEUE,
+                    start_to_close_timeout=timedelta(days=365),
+                    heartbeat_timeout=HEARTBEAT,
+                    retry_policy=LONG_RETRY,
+                    summary=f"job {job.job_id}",
+                )
+            # A job cancelled on its node while the workflow did not cancel it was killed from
+            # outside (a node being removed stops its jobs first): as telling as a lost runner.
+            killed = watched and outcome.status == JobStatus.CANCELLED.value
+            if (
+                not job.status.done
+                and (_runner_lost(outcome) or killed)
+                and workflow.patched(_ASK_WHY_RUNNER_LOST)
+            ):
                 # The runner vanished without seeing the job end: the node may have been removed
                 # (its processes die first). Ask the provider, so the job names the node's fate
                 # whether this watcher or a ``status --refresh`` notices first.
@@ -359,14 +381,23 @@ class ClusterWorkflow:
                 job.exit_code = outcome.exit_code
                 job.failed_rank = outcome.failed_rank
                 job.error = outcome.error
+                ended_here = True
             if outcome.lost_rank is not None and outcome.lost_rank < len(job.placement):
-                node = job.placement[outcome.lost_rank].node
-                self.record.degraded = f"node {node} stopped answering (while job {job.job_id} ran)"
+                lost_node = job.placement[outcome.lost_rank].node
+                self.record.degraded = f"node {lost_node} stopped answering (while job {job.job_id} ran)"
         except asyncio.CancelledError:
             if not job.status.done:
                 self._mark(job, JobStatus.CANCELLED)
+                ended_here = True
+            if watched and not self.queue.is_stopping(job):
+                # Ended by the workflow without a kill (stop, down, a vanished node): no ``wait_job``
+                # is cancelled to stop the job on its other nodes, so stop it here.
+                self._watcher.forget(job.job_id)
+                with contextlib.suppress(ActivityError):
+                    await self._stop_processes([job])
         except ActivityError as exc:
             if not job.status.done:
+                ended_here = True
                 self._mark(
                     job, JobStatus.FAILED if job.status == JobStatus.RUNNING else JobStatus.FAILED_SETUP
                 )
@@ -377,32 +408,48 @@ class ClusterWorkflow:
         # must not touch workflow state.
         job.ended_at = job.ended_at or workflow.now().timestamp()
         self._runs.pop(job.job_id, None)
+        self._watcher.forget(job.job_id)
+        if ended_here:
+            self._tell_ended(submission.notify, job, lost_node)
         self._changed()
 
+    def _tell_ended(self, notify: str | None, job: JobRecord, lost_node: int | None = None) -> None:
+        """Signal the job's end to the workflow its submission names, if any (once per job)."""
+        if notify is not None:
+            ended = JobEnded(cluster_name=self.record.name, job=job.model_copy(), lost_node=lost_node)
+            task = asyncio.create_task(notify_ended(notify, ended))
+            self._notifying.add(task)
+            task.add_done_callback(self._notifying.discard)
+
     async def _end_jobs(
-        self, targets: list[JobRecord], status: JobStatus, reason: str | None, kill: bool
+        self,
+        targets: list[JobRecord],
+        status: JobStatus,
+        reason: str | None,
+        kill: bool,
+        lost_nodes: frozenset[int] = frozenset(),
     ) -> None:
-        """Mark active jobs ended; with ``kill``, stop their processes before their resources are free."""
+        """Mark active jobs ended; with ``kill``, stop their processes before their resources are free.
+
+        ``lost_nodes`` are the cluster nodes that are gone, told to a job's ``notify`` workflow.
+        """
         now = workflow.now().timestamp()
         started = [job for job in targets if job.placement]
         for job in targets:
+            notify = self.queue.notify_of(job)
             self._mark(job, status)
             job.error, job.ended_at = reason, now
+            lost = [a.node for a in job.placement if a.node in lost_nodes]
+            self._tell_ended(notify, job, lost[0] if lost else None)
             run = self._runs.pop(job.job_id, None)
             if run is not None:
                 run.cancel()
             if kill and job.placement:
                 self.queue.stopping(job)
         failure: ActivityError | None = None
-        if kill and started and self.record.handle is not None:
+        if kill and started:
             try:
-                await workflow.execute_activity(
-                    cluster_ops.cancel_jobs,
-                    CancelJobsInput(handle=self.record.handle, jobs=started),
-                    task_queue=SHORT_QUEUE,
-                    start_to_close_timeout=timedelta(seconds=60),
-                    retry_policy=SHORT_RETRY,
-                )
+                await self._stop_processes(started)
             except ActivityError as exc:
                 failure = exc
             for job in started:
@@ -410,6 +457,17 @@ class ClusterWorkflow:
         self._changed()
         if failure is not None:
             raise failure
+
+    async def _stop_processes(self, started: list[JobRecord]) -> None:
+        """Stop the jobs' processes on every node they were placed on."""
+        if self.record.handle is not None:
+            await workflow.execute_activity(
+                cluster_ops.cancel_jobs,
+                CancelJobsInput(handle=self.record.handle, jobs=started),
+                task_queue=SHORT_QUEUE,
+                start_to_close_timeout=timedelta(seconds=60),
+                retry_policy=SHORT_RETRY,
+            )
 
     # --- stop, start, down, autostop -----------------------------------------------------------------
 
@@ -529,7 +587,9 @@ class ClusterWorkflow:
             for job in record.active_jobs
             if not job.placement or any(a.node in verdict.bad for a in job.placement)
         ]
-        await self._end_jobs(hit, JobStatus.FAILED, verdict.reason, kill=False)
+        await self._end_jobs(
+            hit, JobStatus.FAILED, verdict.reason, kill=False, lost_nodes=frozenset(verdict.bad)
+        )
         if verdict.status is not None:
             record.status = verdict.status
         record.degraded = verdict.reason

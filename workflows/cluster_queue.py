@@ -65,6 +65,11 @@ class JobQueue:
     def submission(self, job: JobRecord) -> JobSubmission:
         return self.submissions[job.job_id]
 
+    def notify_of(self, job: JobRecord) -> str | None:
+        """The workflow to tell when the job ends (``JobSubmission.notify``), while it is active."""
+        submission = self.submissions.get(job.job_id)
+        return submission.notify if submission is not None else None
+
     # --- submitting --------------------------------------------------------------------------------
 
     def too_much(self, submission: JobSubmission) -> str | None:
@@ -126,6 +131,10 @@ class JobQueue:
 
     def stopped(self, job: JobRecord) -> None:
         self._stopping.pop(job.job_id, None)
+
+    def is_stopping(self, job: JobRecord) -> bool:
+        """Whether the job's processes are being stopped by whoever ended it (a cancel's kill)."""
+        return job.job_id in self._stopping
 
     def to_start(self, handle: ClusterHandle) -> list[tuple[JobRecord, list[NodeAllocation]]]:
         """The queued jobs that fit now, in order, each with its placement, moved to SETTING_UP."""

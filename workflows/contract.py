@@ -49,6 +49,9 @@ __all__ = [
     "ClusterRecord",
     "ClusterStatus",
     "FailoverAttempt",
+    "JOB_ENDED_SIGNAL",
+    "JOB_KEY_PREFIX",
+    "JobEnded",
     "JobRecord",
     "JobStatus",
     "JobSubmission",
@@ -113,6 +116,12 @@ class ClusterQuery(StrEnum):
 class LaunchQuery(StrEnum):
     PROGRESS = "progress"
     """The ``LaunchProgress``."""
+
+
+JOB_ENDED_SIGNAL = "job_ended"
+"""Signal the cluster sends a job's ``JobSubmission.notify`` workflow when the job ends (``JobEnded``)."""
+JOB_KEY_PREFIX = "job-"
+"""A queued job's key on its nodes is this and its id (``JobRecord.key``); setups have other keys."""
 
 
 QUERY_OUTSIDE_TASK = "activation outside a workflow task (a query brought new events); evicting to replay"
@@ -434,7 +443,7 @@ class JobRecord(BaseModel):
     @property
     def key(self) -> str:
         """The job's key on its nodes (folder name under ``jobs/``)."""
-        return f"job-{self.job_id}"
+        return f"{JOB_KEY_PREFIX}{self.job_id}"
 
     def handle_in(self, cluster: ClusterHandle) -> ClusterHandle:
         """The cluster as the job sees it: the nodes it was placed on, in job-rank order."""
@@ -575,6 +584,18 @@ class JobSubmission(BaseModel):
     user: str = "unknown"
     sync_workdir: bool = False
     """Sync ``task.workdir`` before the job starts (``exec``; a launch has synced it already)."""
+    notify: str | None = None
+    """Id of a workflow to signal ``JOB_ENDED`` with a ``JobEnded`` once the job ends (a managed job)."""
+
+
+class JobEnded(BaseModel):
+    """Signal ``JOB_ENDED``: a job submitted with ``notify`` ended, however it ended (sent once)."""
+
+    cluster_name: str
+    job: JobRecord
+    """The job's record as it ended: status, exit code, failed rank, error."""
+    lost_node: int | None = None
+    """The cluster node that stopped answering or vanished, when that ended the job."""
 
 
 class CancelRequest(BaseModel):

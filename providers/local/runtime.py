@@ -19,7 +19,7 @@ from pathlib import Path
 
 from providers.base import Capabilities, NodeHandle, NodeRuntime
 from providers.runtime import node_runner
-from providers.runtime.jobs import JobSpec, NodeJobState
+from providers.runtime.jobs import JobSpec, JobsQuery, JobsReport, NodeJobState
 from providers.runtime.sync import rsync_command
 from spec.limits import MAX_FOLDER_NODES
 
@@ -111,6 +111,10 @@ class LocalNodeRuntime(NodeRuntime):
     async def job_state(self, key: str) -> NodeJobState | None:
         state = node_runner.read_state(str(self.root), key)
         return None if state is None else NodeJobState.model_validate(state)
+
+    async def watch_jobs(self, query: JobsQuery) -> JobsReport:
+        report = node_runner.watch(str(self.root), query.keys, query.prefix, query.newer_than, query.known)
+        return JobsReport.model_validate(report)
 
     async def read_log(self, key: str, offset: int, limit: int = 1 << 20) -> bytes:
         return node_runner.read_log(str(self.root), key, offset, limit)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["JobOutcome", "JobSpec", "NodeJobState", "combine_node_states"]
+__all__ = ["JobOutcome", "JobSpec", "JobsQuery", "JobsReport", "NodeJobState", "combine_node_states"]
 
 
 class JobSpec(BaseModel):
@@ -33,6 +33,27 @@ class NodeJobState(BaseModel):
     def done(self) -> bool:
         """Whether the job has ended on this node."""
         return self.status in ("SUCCEEDED", "FAILED", "CANCELLED")
+
+
+class JobsQuery(BaseModel):
+    """What a watcher asks one node (``node_runner.watch``): these jobs' states, and what is newer."""
+
+    keys: list[str]
+    prefix: str
+    """Jobs are ``<prefix><n>``; ``newer`` lists those with ``n > newer_than`` not among ``keys``."""
+    newer_than: int
+    known: list[str] = []
+    """Newer jobs not to list (seen already, and not to be followed)."""
+
+
+class JobsReport(BaseModel):
+    """A node's answer to a ``JobsQuery``."""
+
+    states: dict[str, NodeJobState | None]
+    """Each asked job's state, None where it was never started (or its record vanished)."""
+    newer: list[str] = []
+    present: bool = True
+    """False when the node's runtime folder is gone (the node was removed, or its disk wiped)."""
 
 
 class JobOutcome(BaseModel):

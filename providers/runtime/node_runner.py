@@ -11,6 +11,7 @@ Usage (on a node)::
 
     python3 node_runner.py start RUNTIME_DIR KEY < spec.json   # prints "started" or "exists"
     python3 node_runner.py state RUNTIME_DIR KEY                # prints state JSON or null
+    python3 node_runner.py watch RUNTIME_DIR < query.json       # several states, and newer keys
     python3 node_runner.py log RUNTIME_DIR KEY OFFSET LIMIT     # raw log bytes
     python3 node_runner.py cancel RUNTIME_DIR KEY
     python3 node_runner.py cancel-all RUNTIME_DIR               # before the folder is removed
@@ -93,6 +94,33 @@ def read_state(runtime_dir: str, key: str) -> dict[str, Any] | None:
         if state["status"] == RUNNING:
             state.update(status=FAILED, error="the job runner was killed while the job ran")
     return state
+
+
+def watch(
+    runtime_dir: str, keys: list[str], prefix: str, newer_than: int, known: list[str] | None = None
+) -> dict[str, Any]:
+    """The states of ``keys``, and which other ``<prefix><n>`` jobs with ``n > newer_than`` exist here.
+
+    Jobs in ``known`` are not reported: the watcher has heard of them already.
+
+    One question per node for every job a watcher follows on it: the second part tells the
+    watcher that a job it does not follow yet was started, without reading any job's files.
+    """
+    try:
+        names = os.listdir(os.path.join(runtime_dir, "jobs"))
+    except FileNotFoundError:
+        names = []
+    newer = [
+        name
+        for name in names
+        if name.startswith(prefix)
+        and name[len(prefix) :].isdigit()
+        and int(name[len(prefix) :]) > newer_than
+        and name not in keys
+        and name not in (known or [])
+    ]
+    states = {key: read_state(runtime_dir, key) for key in keys}
+    return {"states": states, "newer": sorted(newer), "present": os.path.isdir(runtime_dir)}
 
 
 def read_log(runtime_dir: str, key: str, offset: int, limit: int) -> bytes:
@@ -199,6 +227,11 @@ def main(argv: list[str]) -> int:
     """Entry point when run on a node."""
     if argv[1:2] == ["cancel-all"]:
         cancel_all(argv[2])
+        return 0
+    if argv[1:2] == ["watch"]:
+        query = json.load(sys.stdin)
+        report = watch(argv[2], query["keys"], query["prefix"], query["newer_than"], query.get("known"))
+        print(json.dumps(report))
         return 0
     command, runtime_dir, key = argv[1], argv[2], argv[3]
     if command == "start":

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from providers.base import NodeHandle, NodeRuntime
 from providers.runtime import node_runner
-from providers.runtime.jobs import JobSpec, NodeJobState
+from providers.runtime.jobs import JobSpec, JobsQuery, JobsReport, NodeJobState
 from providers.ssh.connection import Endpoint, Result, run
 from providers.ssh.transfer import rsync_to, sftp_to
 
@@ -103,6 +103,10 @@ class SSHNodeRuntime(NodeRuntime):
     async def job_state(self, key: str) -> NodeJobState | None:
         state = json.loads((await self._runner("state", self.root, key)).stdout)
         return None if state is None else NodeJobState.model_validate(state)
+
+    async def watch_jobs(self, query: JobsQuery) -> JobsReport:
+        report = await self._runner("watch", self.root, input=query.model_dump_json().encode())
+        return JobsReport.model_validate_json(report.stdout)
 
     async def read_log(self, key: str, offset: int, limit: int = 1 << 20) -> bytes:
         return (await self._runner("log", self.root, key, str(offset), str(limit))).stdout

@@ -21,7 +21,14 @@ from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Worker
 
 from activities.cluster_ops import CancelJobsInput, ProbeResult, StartClusterInput, StopResult
-from activities.models import LaunchRunningInput, RunJobInput, SetupInput, SyncWorkdirInput, WaitJobInput
+from activities.models import (
+    LaunchRunningInput,
+    RunJobInput,
+    SetupInput,
+    SyncWorkdirInput,
+    WatchJobsInput,
+    WatchJobsResult,
+)
 from providers.base import ClusterHandle, NodeHandle, NodeStatus, Offering
 from providers.runtime.jobs import JobOutcome
 from spec import Task
@@ -99,6 +106,10 @@ class FakeCloud:
         self.can_stop = True
         self.launch_alive = False
         """What ``launch_running`` answers (a lease asks it once its launch has closed)."""
+        self.outcomes: dict[str, JobOutcome] = {}
+        """How a job ends on the nodes, by key, when not SUCCEEDED."""
+        self.started: list[int] = []
+        """Job ids in the order ``start_job`` started them (what a watcher finds on the nodes)."""
 
     @activity.defn(name="stop_cluster")
     async def stop_cluster(self, handle: ClusterHandle) -> StopResult:
@@ -117,13 +128,26 @@ class FakeCloud:
     @activity.defn(name="start_job")
     async def start_job(self, request: RunJobInput) -> None:
         self.calls.append(f"start_job {request.job.job_id}")
+        self.started.append(request.job.job_id)
 
-    @activity.defn(name="wait_job")
-    async def wait_job(self, request: WaitJobInput) -> JobOutcome:
-        while self.hold_jobs and request.job.key not in self.released:
+    @activity.defn(name="watch_jobs")
+    async def watch_jobs(self, request: WatchJobsInput) -> WatchJobsResult:
+        """Like the real watcher: returns once a followed job is released or a newer one started."""
+        while True:
+            ended = {
+                job.job_id: self.outcomes.get(
+                    f"job-{job.job_id}", JobOutcome(status="SUCCEEDED", exit_code=0)
+                )
+                for job in request.jobs
+                if job.job_id in self.started and (not self.hold_jobs or f"job-{job.job_id}" in self.released)
+            }
+            followed = {job.job_id for job in request.jobs}
+            newer = [i for i in self.started if i > request.newer_than and i not in followed]
+            newer = [i for i in newer if i not in request.known]
+            if ended or newer:
+                return WatchJobsResult(ended=ended, newer=newer)
             activity.heartbeat()
             await asyncio.sleep(0.05)
-        return JobOutcome(status="SUCCEEDED", exit_code=0)
 
     @activity.defn(name="cancel_jobs")
     async def cancel_jobs(self, request: CancelJobsInput) -> None:
@@ -156,7 +180,7 @@ class FakeCloud:
             self.start_cluster,
             self.terminate,
             self.start_job,
-            self.wait_job,
+            self.watch_jobs,
             self.sync_workdir,
             self.run_setup,
         ]

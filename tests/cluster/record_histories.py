@@ -61,8 +61,12 @@ async def _save(client: Client, handle: Handle, name: str, run_id: str | None = 
     print(f"recorded {name}: {len(history.events)} events")
 
 
-async def lifecycle(client: Client) -> None:
-    """Queue, placement, cancel, refresh, autostop setting, stop, start, down."""
+async def lifecycle(client: Client, name: str = "lifecycle") -> None:
+    """Queue, placement, cancel, refresh, autostop setting, stop, start, down.
+
+    Recorded twice: ``lifecycle`` before job watchers (its jobs are ``wait_job`` activities) and
+    ``lifecycle_watched`` after (one ``watch_jobs`` at a time follows them).
+    """
     cloud = FakeCloud()
     cloud.hold_jobs = True
     async with running_cluster(client, up_record("lifecycle", cpus=1), cloud) as h:
@@ -80,7 +84,7 @@ async def lifecycle(client: Client) -> None:
         await h.execute_update(ClusterWorkflow.start, StartRequest(idle_minutes=5, down=True))
         await h.execute_update(ClusterWorkflow.down)
         await h.result()
-        await _save(client, h, "lifecycle")
+        await _save(client, h, name)
 
 
 async def autostop(client: Client, sleep: object) -> None:
@@ -229,6 +233,15 @@ _REAL_SERVER = {"parallel_submits_worker_killed": parallel_submits_worker_killed
 if __name__ == "__main__":
     import sys
 
+    # ``python -m tests.cluster.record_histories NAME`` records that one only.
+    if sys.argv[1:] == ["lifecycle_watched"]:
+
+        async def watched() -> None:
+            async with time_skipping() as env:
+                await lifecycle(env.client, "lifecycle_watched")
+
+        asyncio.run(watched())
+        sys.exit(0)
     if not sys.argv[1:]:
         asyncio.run(main())
     for scenario in sys.argv[1:] or _REAL_SERVER:

@@ -36,6 +36,7 @@ HISTORIES = sorted(
 def test_histories_are_recorded() -> None:
     assert {path.stem for path in HISTORIES} >= {
         "lifecycle",
+        "lifecycle_watched",
         "autostop",
         "continue_as_new_first_run",
         "parallel_submits_worker_killed",

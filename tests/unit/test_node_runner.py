@@ -103,3 +103,22 @@ def test_a_job_that_ends_between_the_state_read_and_the_liveness_check_reads_as_
     monkeypatch.setattr(node_runner, "_alive", alive_once_the_job_ended)
     states = [_state(tmp_path, key) for key in keys]
     assert [(s["status"], s.get("exit_code")) for s in states] == [("SUCCEEDED", 0)] * 50
+
+
+def test_watch_answers_for_several_jobs_and_names_only_new_ones_through_the_command_line(
+    tmp_path: Path,
+) -> None:
+    for key, script in (("job-1", "exit 3"), ("job-2", "sleep 30"), ("job-3", "true"), ("setup-x", "true")):
+        assert _run_cli(tmp_path, key, script) == "started"
+    wait_for(lambda: _state(tmp_path, "job-1")["status"] == "FAILED", 10, "job 1 to end")
+    query = {"keys": ["job-1", "job-9"], "prefix": "job-", "newer_than": 1, "known": ["job-3"]}
+    out = subprocess.run(
+        [sys.executable, node_runner.__file__, "watch", str(tmp_path)],
+        input=json.dumps(query), capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    report = json.loads(out.stdout)
+    assert report["states"]["job-1"]["exit_code"] == 3 and report["states"]["job-9"] is None
+    assert report["newer"] == ["job-2"] and report["present"] is True  # not job-3 (known), nor setups
+    node_runner.cancel(str(tmp_path), "job-2", grace_s=0.0)
+    gone = node_runner.watch(str(tmp_path / "removed"), ["job-1"], "job-", 0)
+    assert gone == {"states": {"job-1": None}, "newer": [], "present": False}

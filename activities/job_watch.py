@@ -1,0 +1,124 @@
+"""The cluster's job watcher: one activity follows every started job of a cluster (long task queue).
+
+Why one per cluster and not one per job: a running job then holds no worker slot and writes no
+history event while it runs. The watcher asks each node once per poll about all its jobs
+(``NodeRuntime.watch_jobs``), heartbeats (heartbeats write no history), and returns as soon as
+something changed: a job ended (its outcome, as ``wait_on_nodes`` decides it: exit code, failed
+rank, a node lost), a node has a job newer than the ones it follows, which the workflow must
+add, or a node went away (it may have taken such a job with it before the watcher saw it). The
+workflow then re-arms it (``workflows.job_watch``). A killed worker's watcher is retried on
+another one by Temporal (heartbeat timeout) and reads the jobs' state again from the nodes, where
+the runner keeps it, so every end is reported once: in the one result Temporal records.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import defaultdict
+
+from temporalio import activity
+
+from activities.models import WatchedJob, WatchJobsInput, WatchJobsResult
+from activities.node_jobs import CALL_TIMEOUT_S, NODE_LOST_AFTER_S, POLL_FIRST_S, POLL_MAX_S, JobTracker
+from providers.base import ClusterHandle
+from providers.registry import get_provider
+from providers.runtime.errors import NodeUnreachableError
+from providers.runtime.jobs import JobOutcome, JobsQuery, JobsReport
+from workflows.contract import JOB_KEY_PREFIX
+
+__all__ = ["watch_jobs"]
+
+
+@activity.defn
+async def watch_jobs(request: WatchJobsInput) -> WatchJobsResult:
+    """Follow the cluster's started jobs until one ends, a newer one appears, or a node goes away."""
+    watch = _Watch(request)
+    poll = POLL_FIRST_S
+    while True:
+        result = await watch.poll()
+        if result.ended or result.newer or result.gone:
+            await asyncio.gather(*(watch.trackers[i].stop_rest(o) for i, o in result.ended.items()))
+            return result
+        activity.heartbeat()
+        await asyncio.sleep(poll)
+        poll = min(poll * 2, POLL_MAX_S)
+
+
+class _Watch:
+    """What one watcher has heard from the cluster's nodes so far."""
+
+    def __init__(self, request: WatchJobsInput) -> None:
+        self.request = request
+        self.trackers = {job.job_id: _tracker(request.handle, job) for job in request.jobs}
+        self.present: dict[int, bool] = {}
+        """Whether each node's runtime folder was there the first time it answered."""
+        self.answered: dict[int, float] = {}
+        """When each node last answered (only nodes that answered this watcher at least once)."""
+
+    async def poll(self) -> WatchJobsResult:
+        """Ask each node once about its undecided jobs and newer ones; what the answers decided.
+
+        Every node is asked, not only those running followed jobs: a new job may start on any node,
+        and a node that goes away (its folder removed, or silent for ``NODE_LOST_AFTER_S``) may have
+        taken a job with it that started after this watcher was armed, before it saw the job.
+        """
+        request = self.request
+        asked: dict[int, list[tuple[int, int]]] = defaultdict(list)
+        """Cluster node -> (job id, the job's rank on it) still undecided."""
+        for job in request.jobs:
+            for rank in self.trackers[job.job_id].asking():
+                asked[job.nodes[rank]].append((job.job_id, rank))
+        provider = get_provider(request.handle.offering.provider)
+        known = [f"{JOB_KEY_PREFIX}{job_id}" for job_id in request.known]
+        queries = [
+            JobsQuery(
+                keys=[self.trackers[job_id].key for job_id, _ in asked[node]],
+                prefix=JOB_KEY_PREFIX,
+                newer_than=request.newer_than,
+                known=known,
+            )
+            for node in range(len(request.handle.nodes))
+        ]
+        reports = await asyncio.gather(
+            *(
+                asyncio.wait_for(
+                    provider.runtime(request.handle.nodes[node]).watch_jobs(query), CALL_TIMEOUT_S
+                )
+                for node, query in enumerate(queries)
+            ),
+            return_exceptions=True,
+        )
+        result = WatchJobsResult()
+        for node, report in enumerate(reports):
+            for job_id, rank in asked[node]:
+                tracker = self.trackers[job_id]
+                answer = report.states.get(tracker.key) if isinstance(report, JobsReport) else report
+                outcome: JobOutcome | None = tracker.hear(rank, answer)
+                if outcome is not None and job_id not in result.ended:
+                    result.ended[job_id] = outcome
+            if self._went_away(node, report):
+                result.gone.append(node)
+            if isinstance(report, JobsReport):
+                newer = {int(key.removeprefix(JOB_KEY_PREFIX)) for key in report.newer}
+                result.newer = sorted(newer.union(result.newer))
+        for job_id, tracker in self.trackers.items():
+            outcome = tracker.outcome()
+            if outcome is not None and job_id not in result.ended:
+                result.ended[job_id] = outcome
+        return result
+
+    def _went_away(self, node: int, report: JobsReport | BaseException) -> bool:
+        """Whether a node that answered this watcher has lost its folder, or fell silent for too long."""
+        now = time.monotonic()
+        if isinstance(report, JobsReport):
+            self.answered[node] = now
+            return self.present.setdefault(node, report.present) and not report.present
+        if isinstance(report, NodeUnreachableError | TimeoutError):
+            return node in self.answered and now - self.answered[node] >= NODE_LOST_AFTER_S
+        raise report
+
+
+def _tracker(handle: ClusterHandle, job: WatchedJob) -> JobTracker:
+    nodes = handle.model_copy(update={"nodes": [handle.nodes[node] for node in job.nodes]})
+    return JobTracker(nodes, f"{JOB_KEY_PREFIX}{job.job_id}", len(job.nodes), started=job.running)
