@@ -15,6 +15,7 @@ from workflows.contract import (
     ClusterInput,
     ClusterRecord,
     ClusterUpdate,
+    ErrorType,
     JobRecord,
     LockSignal,
     cluster_workflow_id,
@@ -79,4 +80,4 @@ class ClusterActivities:
         except WorkflowUpdateFailedError as exc:
             # The refusal's own sentence: str() of a failure would prefix its type name.
             reason = getattr(exc.cause, "message", None) or str(exc.cause)
-            raise ApplicationError(reason, type="SubmitRejected", non_retryable=True) from None
+            raise ApplicationError(reason, type=ErrorType.SUBMIT_REJECTED, non_retryable=True) from None

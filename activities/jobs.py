@@ -19,7 +19,8 @@ from activities.node_jobs import (
     wait_on_nodes,
 )
 from activities.sync import sync_workdir_to
-from providers.runtime.jobs import JobOutcome, JobSpec
+from providers.runtime.jobs import JobOutcome, JobSpec, NodeJobStatus
+from workflows.contract import ErrorType
 
 __all__ = ["run_setup", "start_job", "wait_job"]
 
@@ -42,12 +43,12 @@ async def run_setup(request: SetupInput) -> None:
         for node in request.handle.nodes
     ]
     outcome = await run_on_nodes(request.handle, specs)
-    if outcome.status != "SUCCEEDED":
+    if outcome.status != NodeJobStatus.SUCCEEDED:
         raise ApplicationError(
             f"setup failed on node {outcome.failed_rank} with exit code {outcome.exit_code}"
             + (f": {outcome.error}" if outcome.error else ""),
             outcome.model_dump(),
-            type="SetupFailed",
+            type=ErrorType.SETUP_FAILED,
             non_retryable=True,
         )
 

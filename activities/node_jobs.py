@@ -12,8 +12,9 @@ from temporalio.exceptions import ApplicationError
 from providers.base import ClusterHandle, NodeRuntime
 from providers.registry import get_provider
 from providers.runtime.errors import NodeUnreachableError
-from providers.runtime.jobs import JobOutcome, JobSpec, NodeJobState, combine_node_states
+from providers.runtime.jobs import JobOutcome, JobSpec, NodeJobState, NodeJobStatus, combine_node_states
 from spec import Task
+from workflows.contract import ErrorType
 
 __all__ = [
     "CALL_TIMEOUT_S",
@@ -111,7 +112,7 @@ async def start_on_nodes(handle: ClusterHandle, specs: list[JobSpec]) -> None:
             outcome = _lost(handle, rank, reason)
             await _cancel(runtimes, specs[0].key, skip=rank)
             raise ApplicationError(
-                outcome.error or "", outcome.model_dump(), type="NodeLost", non_retryable=True
+                outcome.error or "", outcome.model_dump(), type=ErrorType.NODE_LOST, non_retryable=True
             )
 
 
@@ -167,7 +168,9 @@ class JobTracker:
             # The job was started there, so its record is gone: the node lost it (removed, or its
             # disk wiped). Waiting would never end.
             return JobOutcome(
-                status="FAILED", failed_rank=rank, error=f"the job's record vanished from node {rank}"
+                status=NodeJobStatus.FAILED,
+                failed_rank=rank,
+                error=f"the job's record vanished from node {rank}",
             )
         self.states[rank] = answer
         return None
@@ -178,7 +181,7 @@ class JobTracker:
 
     async def stop_rest(self, outcome: JobOutcome) -> None:
         """A job that did not succeed is stopped on its other nodes (a lost one is not asked)."""
-        if outcome.status != "SUCCEEDED":
+        if outcome.status != NodeJobStatus.SUCCEEDED:
             provider = get_provider(self.handle.offering.provider)
             await _cancel(
                 [provider.runtime(node) for node in self.handle.nodes], self.key, skip=outcome.lost_rank
@@ -237,7 +240,7 @@ async def _cancel(runtimes: list[NodeRuntime], key: str, skip: int | None = None
 def _lost(handle: ClusterHandle, rank: int, reason: str) -> JobOutcome:
     node = handle.nodes[rank]
     return JobOutcome(
-        status="FAILED",
+        status=NodeJobStatus.FAILED,
         failed_rank=rank,
         lost_rank=rank,
         error=f"node {rank} ({node.ip}) stopped answering for {NODE_LOST_AFTER_S:g}s: {reason}",
@@ -247,7 +250,9 @@ def _lost(handle: ClusterHandle, rank: int, reason: str) -> JobOutcome:
 def node_lost(handle: ClusterHandle, rank: int, reason: str) -> ApplicationError:
     """The non-retryable error of work that cannot go on because node ``rank`` stopped answering."""
     outcome = _lost(handle, rank, reason)
-    return ApplicationError(outcome.error or "", outcome.model_dump(), type="NodeLost", non_retryable=True)
+    return ApplicationError(
+        outcome.error or "", outcome.model_dump(), type=ErrorType.NODE_LOST, non_retryable=True
+    )
 
 
 def _reason(exc: BaseException) -> str:

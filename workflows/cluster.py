@@ -69,6 +69,7 @@ with workflow.unsafe.imports_passed_through():
         ClusterRecord,
         ClusterStatus,
         ClusterUpdate,
+        ErrorType,
         JobEnded,
         JobRecord,
         JobStatus,
@@ -82,7 +83,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.job_watch import JOB_EVENTS_PATCH, JobWatcher, notify_ended
     from workflows.options import HEARTBEAT, LONG_RETRY, SHORT_RETRY, USER_ERRORS
     from workflows.search import STATUS
-    from workflows.stages import prepare_nodes, run_long
+    from workflows.stages import history_is_long, prepare_nodes, run_long
 
 __all__ = [
     "KEEP_FINISHED_JOBS",
@@ -142,7 +143,7 @@ class ClusterWorkflow:
                     lambda armed=armed: (  # type: ignore[misc]
                         self.lock.grantable
                         or self._closed()
-                        or self._should_continue_as_new()
+                        or history_is_long(self._history_limit)
                         or self._next_deadline() != armed
                     ),
                     timeout=None if armed is None else timedelta(seconds=armed - workflow.now().timestamp()),
@@ -153,7 +154,7 @@ class ClusterWorkflow:
                 break
             if self.lock.grantable:
                 await self._grant_next()
-            elif self._should_continue_as_new():
+            elif history_is_long(self._history_limit):
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 workflow.continue_as_new(self._carried())
         await self._refuse_waiting()
@@ -213,7 +214,7 @@ class ClusterWorkflow:
         reason = submit_refusal(self.record, submission.task, self.lock.operation)
         reason = reason or self.queue.too_much(submission)
         if reason is not None:
-            raise ApplicationError(reason, type="SubmitRejected")
+            raise ApplicationError(reason, type=ErrorType.SUBMIT_REJECTED)
 
     @workflow.update(name=ClusterUpdate.CANCEL.value)
     async def cancel(self, request: CancelRequest) -> CancelResult:
@@ -402,7 +403,7 @@ class ClusterWorkflow:
                     job, JobStatus.FAILED if job.status == JobStatus.RUNNING else JobStatus.FAILED_SETUP
                 )
                 job.error = _innermost(exc)
-            if isinstance(exc.cause, ApplicationError) and exc.cause.type == "NodeLost":
+            if isinstance(exc.cause, ApplicationError) and exc.cause.type == ErrorType.NODE_LOST:
                 self.record.degraded = f"{_innermost(exc)} (while starting job {job.job_id})"
         # Not in a ``finally``: when a worker evicts the workflow, this coroutine is closed and
         # must not touch workflow state.
@@ -495,7 +496,7 @@ class ClusterWorkflow:
     def _require(self, update: ClusterUpdate) -> None:
         reason = refusal(self.record, update)
         if reason is not None:
-            raise ApplicationError(reason, type="ClusterStateError")
+            raise ApplicationError(reason, type=ErrorType.CLUSTER_STATE)
 
     async def _stop(self) -> None:
         record = self.record
@@ -632,12 +633,6 @@ class ClusterWorkflow:
 
     def _closed(self) -> bool:
         return self.record.status == ClusterStatus.TERMINATED and self.lock.free
-
-    def _should_continue_as_new(self) -> bool:
-        info = workflow.info()
-        if self._history_limit is not None and info.get_current_history_length() >= self._history_limit:
-            return True
-        return info.is_continue_as_new_suggested()
 
     def _carried(self) -> ClusterInput:
         self.queue.trim()

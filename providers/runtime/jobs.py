@@ -2,9 +2,33 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
+
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["JobOutcome", "JobSpec", "JobsQuery", "JobsReport", "NodeJobState", "combine_node_states"]
+__all__ = [
+    "JobOutcome",
+    "JobSpec",
+    "JobsQuery",
+    "JobsReport",
+    "NodeJobState",
+    "NodeJobStatus",
+    "combine_node_states",
+]
+
+
+class NodeJobStatus(StrEnum):
+    """A job's status on one node, as the node runner writes it (``node_runner``'s constants)."""
+
+    STARTING = "STARTING"
+    RUNNING = "RUNNING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+
+    @property
+    def done(self) -> bool:
+        return self in (NodeJobStatus.SUCCEEDED, NodeJobStatus.FAILED, NodeJobStatus.CANCELLED)
 
 
 class JobSpec(BaseModel):
@@ -22,8 +46,7 @@ class JobSpec(BaseModel):
 class NodeJobState(BaseModel):
     """What the node runner reports for one job (``node_runner.read_state``)."""
 
-    status: str
-    """STARTING, RUNNING, SUCCEEDED, FAILED or CANCELLED."""
+    status: NodeJobStatus
     exit_code: int | None = None
     started_at: float | None = None
     ended_at: float | None = None
@@ -32,7 +55,7 @@ class NodeJobState(BaseModel):
     @property
     def done(self) -> bool:
         """Whether the job has ended on this node."""
-        return self.status in ("SUCCEEDED", "FAILED", "CANCELLED")
+        return self.status.done
 
 
 class JobsQuery(BaseModel):
@@ -59,7 +82,7 @@ class JobsReport(BaseModel):
 class JobOutcome(BaseModel):
     """How a job ended across all its nodes."""
 
-    status: str
+    status: NodeJobStatus
     """SUCCEEDED, FAILED or CANCELLED."""
     exit_code: int | None = None
     failed_rank: int | None = None
@@ -75,10 +98,10 @@ def combine_node_states(states: list[NodeJobState | None]) -> JobOutcome | None:
     node has succeeded.
     """
     for rank, state in enumerate(states):
-        if state is not None and state.status in ("FAILED", "CANCELLED"):
+        if state is not None and state.status in (NodeJobStatus.FAILED, NodeJobStatus.CANCELLED):
             return JobOutcome(
                 status=state.status, exit_code=state.exit_code, failed_rank=rank, error=state.error
             )
-    if all(state is not None and state.status == "SUCCEEDED" for state in states):
-        return JobOutcome(status="SUCCEEDED", exit_code=0)
+    if all(state is not None and state.status == NodeJobStatus.SUCCEEDED for state in states):
+        return JobOutcome(status=NodeJobStatus.SUCCEEDED, exit_code=0)
     return None

@@ -28,6 +28,7 @@ import sys
 import time
 from typing import Any
 
+STARTING = "STARTING"
 RUNNING = "RUNNING"
 SUCCEEDED = "SUCCEEDED"
 FAILED = "FAILED"
@@ -87,7 +88,7 @@ def read_state(runtime_dir: str, key: str) -> dict[str, Any] | None:
         except FileNotFoundError:
             return None
         if time.time() - claimed_at < _CLAIM_GRACE_S:
-            return {"status": "STARTING"}
+            return {"status": STARTING}
         return {"status": FAILED, "exit_code": None, "error": "the job runner died before the job started"}
     if state["status"] == RUNNING and not _alive(state["runner_pid"]):
         state = _load_state(folder)

@@ -46,3 +46,16 @@ def test_the_workflows_handle_exactly_the_names_the_contract_gives() -> None:
     assert set(cluster.updates) == set(ClusterUpdate)
     assert set(cluster.queries) == set(ClusterQuery)
     assert set(launch.queries) == set(LaunchQuery)
+
+
+def test_the_node_runner_writes_the_statuses_the_controller_reads() -> None:
+    from providers.runtime import node_runner
+    from providers.runtime.jobs import NodeJobStatus
+
+    written = [node_runner.STARTING, node_runner.RUNNING, node_runner.SUCCEEDED, node_runner.FAILED]
+    assert {*written, node_runner.CANCELLED} == {status.value for status in NodeJobStatus}
+    assert {s for s in NodeJobStatus if s.done} == {
+        NodeJobStatus(node_runner.SUCCEEDED),
+        NodeJobStatus(node_runner.FAILED),
+        NodeJobStatus(node_runner.CANCELLED),
+    }
