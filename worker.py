@@ -23,8 +23,8 @@ from temporalio.worker import Worker
 
 from activities import cluster_ops, job_watch, jobs, planning, provisioning, sync
 from activities.clusters import ClusterActivities
+from contract import LONG_QUEUE, SEARCH_ATTRIBUTES, SHORT_QUEUE, WORKFLOW_QUEUE
 from workflows.cluster import ClusterWorkflow
-from workflows.contract import LONG_QUEUE, SEARCH_ATTRIBUTES, SHORT_QUEUE, WORKFLOW_QUEUE
 from workflows.launch import LaunchWorkflow
 from workflows.lock_lease import LockLeaseWorkflow
 from workflows.runner import TaskBoundRunner

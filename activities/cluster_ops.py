@@ -11,6 +11,7 @@ import asyncio
 from pydantic import BaseModel
 from temporalio import activity
 
+from contract import JobRecord
 from providers.base import (
     CannotStopError,
     ClusterHandle,
@@ -20,7 +21,6 @@ from providers.base import (
 )
 from providers.errors import ProviderError
 from providers.registry import get_provider, provider_names
-from workflows.contract import JobRecord
 
 __all__ = [
     "CancelJobsInput",

@@ -9,7 +9,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities.models import LaunchRunningInput, OpenClusterInput, SubmitJobInput
-from workflows.contract import (
+from contract import (
     CLUSTER_WORKFLOW,
     WORKFLOW_QUEUE,
     ClusterInput,
@@ -20,7 +20,7 @@ from workflows.contract import (
     LockSignal,
     cluster_workflow_id,
 )
-from workflows.search import cluster_search_attributes
+from contract.search import cluster_search_attributes
 
 __all__ = ["ClusterActivities"]
 

@@ -21,11 +21,11 @@ from temporalio import activity
 
 from activities.models import WatchedJob, WatchJobsInput, WatchJobsResult
 from activities.node_jobs import CALL_TIMEOUT_S, NODE_LOST_AFTER_S, POLL_FIRST_S, POLL_MAX_S, JobTracker
+from contract import JOB_KEY_PREFIX
 from providers.base import ClusterHandle
 from providers.registry import get_provider
 from providers.runtime.errors import NodeUnreachableError
 from providers.runtime.jobs import JobOutcome, JobsQuery, JobsReport
-from workflows.contract import JOB_KEY_PREFIX
 
 __all__ = ["watch_jobs"]
 

@@ -19,8 +19,8 @@ from activities.node_jobs import (
     wait_on_nodes,
 )
 from activities.sync import sync_workdir_to
+from contract import ErrorType
 from providers.runtime.jobs import JobOutcome, JobSpec, NodeJobStatus
-from workflows.contract import ErrorType
 
 __all__ = ["run_setup", "start_job", "wait_job"]
 

@@ -6,11 +6,11 @@ from typing import Literal
 
 from pydantic import BaseModel
 
+from contract import ClaimRequest, JobRecord, JobSubmission
 from optimizer.blocklist import Blocklist
 from providers.base import ClusterHandle
 from providers.runtime.jobs import JobOutcome
 from spec import Task
-from workflows.contract import ClaimRequest, JobRecord, JobSubmission
 
 __all__ = [
     "FileMountsInput",

@@ -6,10 +6,10 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.models import OptimizeInput
+from contract import ErrorType
 from optimizer import NoFeasibleOfferingError, Plan
 from optimizer import optimize as choose
 from providers.catalog import CatalogError, load_catalogs
-from workflows.contract import ErrorType
 
 __all__ = ["optimize"]
 

@@ -35,8 +35,8 @@ def _timed(argv: list[str], env: dict[str, str]) -> float:
 async def _update_round_trips(address: str, cluster: str, runs: int) -> list[float]:
     from cli.client import connect
     from cli.config import TemporalConfig
+    from contract import ClusterUpdate, JobRecord, JobSubmission, cluster_workflow_id
     from spec import Task
-    from workflows.contract import ClusterUpdate, JobRecord, JobSubmission, cluster_workflow_id
 
     client = await connect(TemporalConfig(), address)
     handle = client.get_workflow_handle(cluster_workflow_id(cluster))

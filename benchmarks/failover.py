@@ -59,9 +59,7 @@ def _write_sim(home: Path, latency_s: float) -> None:
 
 async def _launch(client: Any, infra: str) -> tuple[float, float, int]:
     """One launch: (wall seconds, provider seconds, attempts); the cluster is taken down after."""
-    from providers.sim import SimCloud
-    from spec import Resources, Task
-    from workflows.contract import (
+    from contract import (
         LAUNCH_WORKFLOW,
         WORKFLOW_QUEUE,
         ClusterUpdate,
@@ -70,6 +68,8 @@ async def _launch(client: Any, infra: str) -> tuple[float, float, int]:
         LaunchResult,
         cluster_workflow_id,
     )
+    from providers.sim import SimCloud
+    from spec import Resources, Task
 
     cloud = SimCloud()
     cluster = f"bench-{uuid.uuid4().hex[:6]}"

@@ -36,8 +36,7 @@ async def _bench(address: str, cluster: str, jobs: int, idle_s: float) -> dict[s
     from cli.client import connect
     from cli.config import TemporalConfig
     from cli.failures import asked_again
-    from spec import Resources, Task
-    from workflows.contract import (
+    from contract import (
         CancelRequest,
         CancelResult,
         ClusterRecord,
@@ -46,6 +45,7 @@ async def _bench(address: str, cluster: str, jobs: int, idle_s: float) -> dict[s
         JobSubmission,
         cluster_workflow_id,
     )
+    from spec import Resources, Task
 
     client = await connect(TemporalConfig(), address)
     handle = client.get_workflow_handle(cluster_workflow_id(cluster))

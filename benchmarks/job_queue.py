@@ -58,9 +58,7 @@ async def _bench(
 
     from cli.client import connect
     from cli.config import TemporalConfig
-    from spec import Resources, Task
-    from tests.helpers import SKYHOP_CLI
-    from workflows.contract import (
+    from contract import (
         ClusterQuery,
         ClusterRecord,
         ClusterUpdate,
@@ -68,6 +66,8 @@ async def _bench(
         JobSubmission,
         cluster_workflow_id,
     )
+    from spec import Resources, Task
+    from tests.helpers import SKYHOP_CLI
 
     client = await connect(TemporalConfig(), address)
     handle = client.get_workflow_handle(cluster_workflow_id(cluster))

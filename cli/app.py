@@ -52,7 +52,7 @@ Detach = Annotated[bool, typer.Option("--detach", "-d", help="Return once the jo
 
 
 def _check_cluster_name(name: str) -> str:
-    from workflows.contract import CLUSTER_NAME_PATTERN
+    from contract import CLUSTER_NAME_PATTERN
 
     if not re.fullmatch(CLUSTER_NAME_PATTERN, name):
         fail(

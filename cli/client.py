@@ -8,7 +8,7 @@ from temporalio.client import Client, TLSConfig
 
 from cli.config import TemporalConfig
 from cli.payload_key import load_payload_key
-from workflows.converter import skyhop_data_converter
+from contract.converter import skyhop_data_converter
 
 __all__ = ["connect"]
 

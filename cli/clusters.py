@@ -10,7 +10,7 @@ from pydantic import BaseModel
 
 from cli.failures import asked_again, innermost_message, is_not_found, stuck_reason
 from cli.output import age, info, print_json, table
-from workflows.contract import (
+from contract import (
     ClusterQuery,
     ClusterRecord,
     ClusterStatus,

@@ -12,7 +12,7 @@ Environment variables win over the config file:
 - ``SKYHOP_SERVER_PORT``, ``SKYHOP_UI_PORT`` (``server.port``, ``server.ui_port``): the embedded
   server's gRPC and Web UI ports, default 17233 and 18233.
 - ``SKYHOP_KEY`` (base64 of 32 bytes) or ``SKYHOP_KEY_FILE`` (``temporal.key_file``): the key that
-  authenticates every payload (``workflows/converter.py``); default ``~/.skyhop/key``, created on
+  authenticates every payload (``contract/converter.py``); default ``~/.skyhop/key``, created on
   first use. The CLI and every worker must use the same key. The key itself is never read from
   ``config.yaml``, which is not meant to be a secret.
 """

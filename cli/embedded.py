@@ -132,7 +132,7 @@ def ensure_running(
     from before keys) is replaced too.
     """
     from cli.payload_key import load_payload_key
-    from workflows.converter import key_id
+    from contract.converter import key_id
 
     key = key_id(load_payload_key(config)) if with_worker else None
     state = read_state()
@@ -252,7 +252,7 @@ def dev_server_argv(
     The HTTP API accepts only a Host that cannot resolve, so a page in the user's browser cannot
     start a workflow with a ``text/plain`` POST (the Web UI's own API checks a CSRF token).
     """
-    from workflows.contract import SEARCH_ATTRIBUTES
+    from contract import SEARCH_ATTRIBUTES
 
     argv = [
         temporal_binary(), "server", "start-dev", "--ip", "127.0.0.1", "--ui-ip", "127.0.0.1",

@@ -11,8 +11,7 @@ from typing import TYPE_CHECKING, Literal
 
 from cli.failures import innermost_message, is_not_found, is_stuck, while_busy
 from cli.output import EXIT_DETACHED, Ticker, fail, info
-from spec import Task
-from workflows.contract import (
+from contract import (
     ClusterQuery,
     ClusterUpdate,
     JobRecord,
@@ -21,12 +20,13 @@ from workflows.contract import (
     LaunchResult,
     LaunchStage,
 )
+from spec import Task
 
 if TYPE_CHECKING:
     from temporalio.client import Client
 
     from cli.logs import LogTail
-    from workflows.contract import FailoverAttempt, LaunchProgress
+    from contract import FailoverAttempt, LaunchProgress
 
 __all__ = ["exit_code_of", "run_exec", "run_launch", "say_launch_holding"]
 
@@ -71,15 +71,15 @@ async def run_launch(
     from temporalio.exceptions import CancelledError
 
     from cli.session import open_client, web_ui_url
-    from spec.limits import check_request_size
-    from workflows.contract import (
+    from contract import (
         LAUNCH_WORKFLOW,
         WORKFLOW_QUEUE,
         LaunchProgress,
         LaunchRequest,
         LaunchResult,
     )
-    from workflows.search import launch_search_attributes
+    from contract.search import launch_search_attributes
+    from spec.limits import check_request_size
 
     user = current_user()
     request = LaunchRequest(
@@ -163,7 +163,7 @@ async def _follow_stages(
     from temporalio.service import RPCError
 
     from cli.logs import LogTail
-    from workflows.contract import LaunchProgress, setup_key
+    from contract import LaunchProgress, setup_key
 
     assert isinstance(handle, WorkflowHandle)
     shown, printed = "", 0
@@ -259,7 +259,7 @@ async def say_launch_holding(client: Client, cluster_id: str) -> None:
     from temporalio.client import WorkflowQueryFailedError
     from temporalio.service import RPCError
 
-    from workflows.contract import ClusterRecord, HolderKind, LaunchProgress
+    from contract import ClusterRecord, HolderKind, LaunchProgress
 
     try:
         record = await client.get_workflow_handle(cluster_id).query(
@@ -284,8 +284,8 @@ async def run_exec(task: Task, cluster_name: str, *, detach: bool) -> int:
     from temporalio.service import RPCError
 
     from cli.session import open_client
+    from contract import JobSubmission, cluster_workflow_id
     from spec.limits import check_request_size
-    from workflows.contract import JobSubmission, cluster_workflow_id
 
     submission = JobSubmission(
         request_id=f"exec:{uuid.uuid4().hex}", task=task, user=current_user(), sync_workdir=bool(task.workdir)

@@ -14,9 +14,7 @@ from typing import TYPE_CHECKING, BinaryIO
 
 from cli.failures import asked_again, is_not_found
 from cli.output import info
-from providers.registry import get_provider
-from providers.runtime.jobs import JobOutcome, combine_node_states
-from workflows.contract import (
+from contract import (
     ClusterQuery,
     ClusterRecord,
     JobRecord,
@@ -27,6 +25,8 @@ from workflows.contract import (
     WorkflowKind,
     cluster_workflow_id,
 )
+from providers.registry import get_provider
+from providers.runtime.jobs import JobOutcome, combine_node_states
 
 if TYPE_CHECKING:
     from temporalio.client import Client
@@ -272,7 +272,7 @@ async def _follow_setup(client: Client, cluster_name: str, launch_id: str, *, fo
     Setup's log is on the nodes, known once the launch has provisioned them; the job id is in the
     launch's progress once it has submitted the job.
     """
-    from workflows.contract import LaunchProgress, setup_key
+    from contract import LaunchProgress, setup_key
 
     handle = client.get_workflow_handle(launch_id)
     tail: LogTail | None = None

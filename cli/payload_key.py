@@ -1,6 +1,6 @@
 """The payload key: 32 random bytes that only this user (or the deployment) holds.
 
-Every payload skyhop's CLI and workers exchange is authenticated with it (``workflows/converter.py``),
+Every payload skyhop's CLI and workers exchange is authenticated with it (``contract/converter.py``),
 so a workflow started by anyone else runs nothing. Sources, first found wins: ``SKYHOP_KEY``
 (base64), ``SKYHOP_KEY_FILE`` / ``temporal.key_file``, else ``~/.skyhop/key``, created on first use.
 A key file holds the key as one line of base64 (so it can be copied into ``SKYHOP_KEY``).

@@ -1,1 +1,1 @@
-"""skyhop's Temporal workflows and their public contract (see ``workflows.contract``)."""
+"""skyhop's Temporal workflows and their public contract (see ``contract``)."""

@@ -41,22 +41,7 @@ with workflow.unsafe.imports_passed_through():
     from activities import cluster_ops, jobs, provisioning
     from activities.cluster_ops import CancelJobsInput, ProbeResult, StartClusterInput, StopResult
     from activities.models import RunJobInput, WaitJobInput
-    from providers.base import ClusterHandle
-    from providers.runtime.jobs import JobOutcome
-    from spec import Task
-    from workflows.cluster_lifecycle import (
-        RECONCILE_INTERVAL_S,
-        apply_release,
-        holder_lost,
-        idle,
-        next_deadline,
-        reconcile,
-        refusal,
-        submit_refusal,
-    )
-    from workflows.cluster_lock import Claimed, ClusterLock, Released
-    from workflows.cluster_queue import KEEP_FINISHED_JOBS, MAX_ACTIVE_JOBS, MAX_QUEUED_BYTES, JobQueue
-    from workflows.contract import (
+    from contract import (
         CLUSTER_WORKFLOW,
         LONG_QUEUE,
         SHORT_QUEUE,
@@ -80,9 +65,24 @@ with workflow.unsafe.imports_passed_through():
         Release,
         StartRequest,
     )
+    from contract.search import STATUS
+    from providers.base import ClusterHandle
+    from providers.runtime.jobs import JobOutcome
+    from spec import Task
+    from workflows.cluster_lifecycle import (
+        RECONCILE_INTERVAL_S,
+        apply_release,
+        holder_lost,
+        idle,
+        next_deadline,
+        reconcile,
+        refusal,
+        submit_refusal,
+    )
+    from workflows.cluster_lock import Claimed, ClusterLock, Released
+    from workflows.cluster_queue import KEEP_FINISHED_JOBS, MAX_ACTIVE_JOBS, MAX_QUEUED_BYTES, JobQueue
     from workflows.job_watch import JOB_EVENTS_PATCH, JobWatcher, notify_ended
     from workflows.options import HEARTBEAT, LONG_RETRY, SHORT_RETRY, USER_ERRORS
-    from workflows.search import STATUS
     from workflows.stages import history_is_long, prepare_nodes, run_long
 
 __all__ = [

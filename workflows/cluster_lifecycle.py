@@ -11,10 +11,10 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel
 
+from contract import ClusterRecord, ClusterStatus, ClusterUpdate, Operation, Release
 from optimizer import mismatch
 from providers.base import NodeStatus
 from spec import Task
-from workflows.contract import ClusterRecord, ClusterStatus, ClusterUpdate, Operation, Release
 from workflows.scheduler import capacity_of, demand_of, demand_problem
 
 __all__ = [

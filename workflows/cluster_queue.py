@@ -12,8 +12,8 @@ import itertools
 from collections.abc import Iterator
 from datetime import datetime
 
+from contract import ClusterRecord, JobRecord, JobStatus, JobSubmission
 from providers.base import ClusterHandle
-from workflows.contract import ClusterRecord, JobRecord, JobStatus, JobSubmission
 from workflows.scheduler import Demand, NodeAllocation, capacity_of, demand_of, schedule
 
 __all__ = ["KEEP_FINISHED_JOBS", "MAX_ACTIVE_JOBS", "MAX_QUEUED_BYTES", "JobQueue"]

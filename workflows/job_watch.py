@@ -28,9 +28,9 @@ from temporalio.exceptions import ActivityError, FailureError
 with workflow.unsafe.imports_passed_through():
     from activities import job_watch
     from activities.models import WatchedJob, WatchJobsInput, WatchJobsResult
+    from contract import JOB_ENDED_SIGNAL, LONG_QUEUE, JobEnded, JobRecord, JobStatus
     from providers.base import ClusterHandle
     from providers.runtime.jobs import JobOutcome
-    from workflows.contract import JOB_ENDED_SIGNAL, LONG_QUEUE, JobEnded, JobRecord, JobStatus
     from workflows.options import HEARTBEAT, LONG_RETRY
 
 __all__ = ["JOB_EVENTS_PATCH", "JobWatcher", "notify_ended"]

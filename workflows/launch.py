@@ -29,9 +29,7 @@ from temporalio.workflow import ParentClosePolicy
 with workflow.unsafe.imports_passed_through():
     from activities.clusters import ClusterActivities
     from activities.models import OpenClusterInput, SubmitJobInput
-    from optimizer import mismatch
-    from providers.base import ClusterHandle
-    from workflows.contract import (
+    from contract import (
         LAUNCH_WORKFLOW,
         LOCK_LEASE_WORKFLOW,
         SHORT_QUEUE,
@@ -53,10 +51,12 @@ with workflow.unsafe.imports_passed_through():
         cluster_workflow_id,
         setup_key,
     )
+    from contract.search import STAGE
+    from optimizer import mismatch
+    from providers.base import ClusterHandle
     from workflows.lock_lease import lease_id
     from workflows.options import SHORT_RETRY
     from workflows.provisioner import Provisioned, Provisioner, ProvisionSpec, remove_nodes
-    from workflows.search import STAGE
     from workflows.stages import history_is_long, prepare_nodes, raise_if_cancelled
 
 __all__ = ["LaunchWorkflow"]

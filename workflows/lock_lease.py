@@ -28,7 +28,7 @@ from temporalio.exceptions import FailureError
 with workflow.unsafe.imports_passed_through():
     from activities.clusters import ClusterActivities
     from activities.models import LaunchRunningInput
-    from workflows.contract import (
+    from contract import (
         LOCK_LEASE_WORKFLOW,
         SHORT_QUEUE,
         LockLease,

@@ -38,13 +38,13 @@ with workflow.unsafe.imports_passed_through():
     from activities import planning, provisioning
     from activities.models import OptimizeInput
     from activities.provisioning import AttemptOutcome
+    from contract import LONG_QUEUE, ErrorType, FailoverAttempt, LaunchStage, ProvisionState
     from optimizer import Candidate, Minimize
     from optimizer.blocklist import Blocked, Blocklist
     from providers.base import ClusterHandle, ProvisionRequest
     from providers.cloud import CLUSTER_TAG
     from providers.errors import FailureScope
     from spec import Task
-    from workflows.contract import LONG_QUEUE, ErrorType, FailoverAttempt, LaunchStage, ProvisionState
     from workflows.failover import block_for, history_table, retry_delay
     from workflows.options import HEARTBEAT, LONG_RETRY, SHORT_RETRY
     from workflows.stages import raise_if_cancelled, run_long

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Sequence
 
 from pydantic import BaseModel, ConfigDict
 
+from contract import DEFAULT_CPU_DEMAND, Demand, NodeAllocation
 from providers.base import ClusterHandle
 from spec import Task
 
@@ -35,8 +36,6 @@ __all__ = [
     "schedule",
 ]
 
-DEFAULT_CPU_DEMAND = 0.5
-"""vCPUs a job takes on each node when its task names none (SkyPilot's default task demand)."""
 
 _EPS = 1e-9
 
@@ -49,30 +48,6 @@ class NodeCapacity(BaseModel):
     cpus: float
     gpus: dict[str, int] = {}
     """Accelerator name -> number of devices (indices 0..n-1)."""
-
-
-class Demand(BaseModel):
-    """What a job asks of each of its nodes."""
-
-    model_config = ConfigDict(frozen=True)
-
-    cpus: float = DEFAULT_CPU_DEMAND
-    gpus: dict[str, float] = {}
-    num_nodes: int = 1
-
-
-class NodeAllocation(BaseModel):
-    """What one rank of a job was given on one node of the cluster."""
-
-    model_config = ConfigDict(frozen=True)
-
-    node: int
-    """Rank of the node in the cluster (the job's own rank is its index in the placement)."""
-    cpus: float
-    gpu_name: str | None = None
-    gpu_ids: list[int] = []
-    gpu_share: float = 0.0
-    """Fraction of each GPU in ``gpu_ids`` taken (1.0 for whole GPUs)."""
 
 
 class NodeFree:

@@ -20,9 +20,9 @@ from temporalio.workflow import ActivityCancellationType
 with workflow.unsafe.imports_passed_through():
     from activities import jobs, sync
     from activities.models import FileMountsInput, SetupInput, SyncWorkdirInput
+    from contract import LONG_QUEUE, LaunchStage
     from providers.base import ClusterHandle
     from spec import Task
-    from workflows.contract import LONG_QUEUE, LaunchStage
     from workflows.options import HEARTBEAT, LONG_RETRY
 
 __all__ = ["history_is_long", "prepare_nodes", "raise_if_cancelled", "run_long"]

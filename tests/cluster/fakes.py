@@ -29,11 +29,7 @@ from activities.models import (
     WatchJobsInput,
     WatchJobsResult,
 )
-from providers.base import ClusterHandle, NodeHandle, NodeStatus, Offering
-from providers.runtime.jobs import JobOutcome
-from spec import Task
-from workflows.cluster import ClusterWorkflow
-from workflows.contract import (
+from contract import (
     LONG_QUEUE,
     SEARCH_ATTRIBUTES,
     SHORT_QUEUE,
@@ -43,6 +39,10 @@ from workflows.contract import (
     ClusterStatus,
     cluster_workflow_id,
 )
+from providers.base import ClusterHandle, NodeHandle, NodeStatus, Offering
+from providers.runtime.jobs import JobOutcome
+from spec import Task
+from workflows.cluster import ClusterWorkflow
 
 __all__ = [
     "FakeCloud",

@@ -13,11 +13,7 @@ from temporalio.client import WorkflowHandle
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from spec import Task
-from tests.cluster.fakes import FakeCloud, register_search_attributes, running_cluster, serving, up_record
-from tests.conftest import run
-from workflows.cluster import ClusterWorkflow
-from workflows.contract import (
+from contract import (
     AutostopRequest,
     ClusterRecord,
     ClusterStatus,
@@ -25,6 +21,10 @@ from workflows.contract import (
     JobSubmission,
     StartRequest,
 )
+from spec import Task
+from tests.cluster.fakes import FakeCloud, register_search_attributes, running_cluster, serving, up_record
+from tests.conftest import run
+from workflows.cluster import ClusterWorkflow
 
 TEST_SERVER = str(Path(sys.executable).parent / "temporal-test-server")
 

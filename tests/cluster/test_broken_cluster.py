@@ -18,6 +18,15 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.worker import Worker
 
 from cli.failures import stuck_reason
+from contract import (
+    CLUSTER_WORKFLOW,
+    ClaimRequest,
+    ClusterInput,
+    ClusterRecord,
+    ClusterStatus,
+    cluster_workflow_id,
+)
+from contract.search import cluster_search_attributes
 from providers.base import ProvisionRequest
 from providers.sim import SimCloud
 from providers.sim.provider import SimProvider
@@ -26,15 +35,6 @@ from tests.helpers import DevServer, WorkerProcess
 from tests.integration.support import client_for, unique_cluster
 from tests.providers.sim_support import enabled_sim
 from workflows.cluster import ClusterWorkflow
-from workflows.contract import (
-    CLUSTER_WORKFLOW,
-    ClaimRequest,
-    ClusterInput,
-    ClusterRecord,
-    ClusterStatus,
-    cluster_workflow_id,
-)
-from workflows.search import cluster_search_attributes
 
 pytestmark = pytest.mark.integration
 

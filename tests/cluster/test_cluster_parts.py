@@ -6,6 +6,18 @@ from datetime import UTC, datetime
 
 import pytest
 
+from contract import (
+    ClaimGrant,
+    ClusterRecord,
+    ClusterStatus,
+    ClusterUpdate,
+    HolderKind,
+    JobStatus,
+    JobSubmission,
+    LockHolder,
+    Operation,
+    Release,
+)
 from providers.base import NodeStatus
 from spec import Resources, Task
 from tests.cluster.fakes import up_record
@@ -22,18 +34,6 @@ from workflows.cluster_lifecycle import (
 )
 from workflows.cluster_lock import Claimed, ClusterLock, Released
 from workflows.cluster_queue import KEEP_FINISHED_JOBS, JobQueue
-from workflows.contract import (
-    ClaimGrant,
-    ClusterRecord,
-    ClusterStatus,
-    ClusterUpdate,
-    HolderKind,
-    JobStatus,
-    JobSubmission,
-    LockHolder,
-    Operation,
-    Release,
-)
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 A, B = LockHolder.launch("launch:a"), LockHolder.launch("launch:b")

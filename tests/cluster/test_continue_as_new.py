@@ -13,6 +13,16 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
+from contract import (
+    WORKFLOW_QUEUE,
+    ClusterInput,
+    ClusterRecord,
+    JobRecord,
+    JobStatus,
+    JobSubmission,
+    cluster_workflow_id,
+)
+from contract.search import cluster_search_attributes
 from spec import Task
 from tests.cluster.fakes import FakeCloud, query_status, running_cluster, up_record
 from tests.cluster.test_autostop import time_skipping
@@ -22,16 +32,6 @@ from tests.helpers import DevServer, WorkerProcess
 from tests.integration.support import client_for, down, launch
 from tests.integration.support import record as current
 from workflows.cluster import ClusterWorkflow
-from workflows.contract import (
-    WORKFLOW_QUEUE,
-    ClusterInput,
-    ClusterRecord,
-    JobRecord,
-    JobStatus,
-    JobSubmission,
-    cluster_workflow_id,
-)
-from workflows.search import cluster_search_attributes
 
 
 async def _runs(client: Client, workflow_id: str) -> int:

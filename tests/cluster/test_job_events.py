@@ -22,6 +22,17 @@ from temporalio.client import Client
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from activities.models import SubmitJobInput
+from contract import (
+    JOB_ENDED_SIGNAL,
+    SHORT_QUEUE,
+    CancelRequest,
+    CancelResult,
+    JobEnded,
+    JobRecord,
+    JobStatus,
+    JobSubmission,
+    cluster_workflow_id,
+)
 from providers.base import NodeStatus
 from providers.runtime.jobs import JobOutcome
 from providers.sim import SimCloud
@@ -35,17 +46,6 @@ from tests.integration.support import client_for, cluster_up, current_record, un
 from tests.integration.support import record as fetch_record
 from tests.providers.sim_support import enabled_sim
 from workflows.cluster import ClusterWorkflow
-from workflows.contract import (
-    JOB_ENDED_SIGNAL,
-    SHORT_QUEUE,
-    CancelRequest,
-    CancelResult,
-    JobEnded,
-    JobRecord,
-    JobStatus,
-    JobSubmission,
-    cluster_workflow_id,
-)
 
 ROUNDS = 5
 

@@ -9,10 +9,10 @@ import uuid
 import pytest
 from temporalio.worker import Worker
 
+from contract import ClusterRecord, LockHolder, LockLease, LockSignal
 from tests.cluster.fakes import FakeCloud, query_status, running_cluster, up_record
 from tests.cluster.test_autostop import time_skipping
 from tests.conftest import run
-from workflows.contract import ClusterRecord, LockHolder, LockLease, LockSignal
 from workflows.lock_lease import LockLeaseWorkflow
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from contract import ClusterStatus, JobStatus
 from providers.sim import SimCloud
 from spec import Resources, Task
 from tests.cluster.test_queue_local import _alive, _statuses
@@ -14,7 +15,6 @@ from tests.conftest import skyhop
 from tests.helpers import DevServer, WorkerProcess, wait_for
 from tests.integration.support import cluster_up, current_record, unique_cluster
 from tests.providers.sim_support import enabled_sim
-from workflows.contract import ClusterStatus, JobStatus
 
 pytestmark = pytest.mark.integration
 

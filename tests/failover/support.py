@@ -7,8 +7,8 @@ from typing import Any
 
 from temporalio.client import Client, WorkflowHandle
 
+from contract import LAUNCH_WORKFLOW, WORKFLOW_QUEUE, LaunchRequest, LaunchResult
 from spec import Task
-from workflows.contract import LAUNCH_WORKFLOW, WORKFLOW_QUEUE, LaunchRequest, LaunchResult
 
 __all__ = ["start_launch"]
 

@@ -16,6 +16,7 @@ import pytest
 from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
 
 from cli.failures import asked_again
+from contract import ClusterStatus, JobStatus, LaunchProgress, setup_key
 from providers.sim import SimCloud
 from spec import Resources, Task
 from tests.conftest import run
@@ -23,7 +24,6 @@ from tests.failover.support import start_launch
 from tests.helpers import DevServer, WorkerProcess, wait_for
 from tests.integration.support import client_for, down, launch, record, unique_cluster, until_job_done
 from tests.providers.sim_support import write_plan
-from workflows.contract import ClusterStatus, JobStatus, LaunchProgress, setup_key
 
 pytestmark = pytest.mark.integration
 

@@ -7,13 +7,13 @@ from pathlib import Path
 import pytest
 
 from cli.failures import asked_again
+from contract import LaunchProgress
 from spec import Task
 from tests.conftest import run
 from tests.failover.support import start_launch
 from tests.helpers import DevServer, WorkerProcess
 from tests.integration.support import client_for, down, unique_cluster
 from tests.providers.sim_support import ZONES, write_plan
-from workflows.contract import LaunchProgress
 
 pytestmark = pytest.mark.integration
 

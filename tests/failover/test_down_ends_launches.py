@@ -14,12 +14,12 @@ import pytest
 import yaml
 
 from cli.failures import asked_again
+from contract import ClusterStatus, LaunchProgress, LockHolder
 from providers.sim import SimCloud
 from tests.conftest import run, skyhop
 from tests.helpers import SKYHOP_CLI, DevServer, WorkerProcess, wait_for
 from tests.integration.support import client_for, current_record, record, unique_cluster
 from tests.providers.sim_support import write_plan
-from workflows.contract import ClusterStatus, LaunchProgress, LockHolder
 
 pytestmark = pytest.mark.integration
 

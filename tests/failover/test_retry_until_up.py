@@ -10,12 +10,7 @@ from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from providers.sim import SimCloud
-from spec import Resources, Task
-from tests.conftest import run
-from tests.providers.sim_support import write_plan
-from worker import build_workers
-from workflows.contract import (
+from contract import (
     LAUNCH_WORKFLOW,
     SEARCH_ATTRIBUTES,
     WORKFLOW_QUEUE,
@@ -24,6 +19,11 @@ from workflows.contract import (
     LaunchResult,
     cluster_workflow_id,
 )
+from providers.sim import SimCloud
+from spec import Resources, Task
+from tests.conftest import run
+from tests.providers.sim_support import write_plan
+from worker import build_workers
 from workflows.failover import RETRY_FIRST
 
 TEST_SERVER = str(Path(__import__("sys").executable).parent / "temporal-test-server")

@@ -10,6 +10,7 @@ import yaml
 from temporalio.client import WorkflowFailureError
 
 from cli.failures import asked_again
+from contract import LaunchProgress
 from providers.sim import SimCloud
 from spec import Resources, Task
 from tests.conftest import run, skyhop
@@ -17,7 +18,6 @@ from tests.failover.support import start_launch
 from tests.helpers import DevServer, WorkerProcess, wait_for
 from tests.integration.support import client_for, down, unique_cluster
 from tests.providers.sim_support import ZONES, write_plan
-from workflows.contract import LaunchProgress
 
 pytestmark = pytest.mark.integration
 

@@ -12,9 +12,7 @@ from temporalio.client import Client
 from cli.client import connect
 from cli.config import TemporalConfig
 from cli.failures import asked_again
-from spec import Task
-from tests.helpers import wait_for
-from workflows.contract import (
+from contract import (
     LAUNCH_WORKFLOW,
     WORKFLOW_QUEUE,
     ClusterRecord,
@@ -23,6 +21,8 @@ from workflows.contract import (
     LaunchResult,
     cluster_workflow_id,
 )
+from spec import Task
+from tests.helpers import wait_for
 
 __all__ = [
     "client_for",

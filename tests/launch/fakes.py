@@ -20,20 +20,20 @@ from temporalio.exceptions import ApplicationError
 from activities.clusters import ClusterActivities
 from activities.models import OptimizeInput
 from activities.provisioning import AttemptFailure, AttemptOutcome
-from optimizer import Candidate, Plan
-from providers.base import ClusterHandle, NodeHandle, Offering, ProvisionRequest
-from providers.errors import FailureScope
-from spec import Task
-from tests.cluster.fakes import FakeCloud
-from workflows.contract import (
+from contract import (
     WORKFLOW_QUEUE,
     ErrorType,
     LaunchRequest,
     LaunchResult,
 )
+from contract.search import launch_search_attributes
+from optimizer import Candidate, Plan
+from providers.base import ClusterHandle, NodeHandle, Offering, ProvisionRequest
+from providers.errors import FailureScope
+from spec import Task
+from tests.cluster.fakes import FakeCloud
 from workflows.launch import LaunchWorkflow
 from workflows.lock_lease import LockLeaseWorkflow
-from workflows.search import launch_search_attributes
 
 __all__ = ["CAPACITY", "FATAL", "QUOTA", "FakeProviders", "offering", "start_launch"]
 

@@ -7,7 +7,7 @@ import pytest
 
 from cli.launching import _FailoverPrinter
 from cli.output import Ticker
-from workflows.contract import FailoverAttempt, LaunchProgress
+from contract import FailoverAttempt, LaunchProgress
 
 
 def _attempt(zone: str, next_zone: str | None) -> FailoverAttempt:

@@ -15,16 +15,7 @@ import pytest
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.exceptions import ApplicationError, CancelledError
 
-from optimizer.blocklist import Blocked, Blocklist
-from providers.base import ClusterHandle, NodeHandle, ProvisionRequest
-from spec import Resources, Task
-from tests.cluster.fakes import query_status, serving
-from tests.cluster.test_autostop import time_skipping
-from tests.conftest import run
-from tests.launch.fakes import CAPACITY, FATAL, QUOTA, FakeProviders, offering, start_launch
-from tests.launch.pinned import PinnedProvisioning
-from workflows.cluster import ClusterWorkflow
-from workflows.contract import (
+from contract import (
     WORKFLOW_QUEUE,
     ClusterInput,
     ClusterRecord,
@@ -34,9 +25,18 @@ from workflows.contract import (
     LockHolder,
     cluster_workflow_id,
 )
+from contract.search import STAGE
+from optimizer.blocklist import Blocked, Blocklist
+from providers.base import ClusterHandle, NodeHandle, ProvisionRequest
+from spec import Resources, Task
+from tests.cluster.fakes import query_status, serving
+from tests.cluster.test_autostop import time_skipping
+from tests.conftest import run
+from tests.launch.fakes import CAPACITY, FATAL, QUOTA, FakeProviders, offering, start_launch
+from tests.launch.pinned import PinnedProvisioning
+from workflows.cluster import ClusterWorkflow
 from workflows.launch import LaunchWorkflow
 from workflows.provisioner import ProvisionSpec
-from workflows.search import STAGE
 
 EAST_A = offering("us-east-1", "us-east-1a")
 EAST_B = offering("us-east-1", "us-east-1b", price=1.5)

@@ -9,10 +9,8 @@ import pytest
 from temporalio.api.common.v1 import Payload
 from temporalio.exceptions import ApplicationError
 
-from spec import Task
-from tests.conftest import run
-from workflows.contract import LaunchRequest
-from workflows.converter import (
+from contract import LaunchRequest
+from contract.converter import (
     KEY_ID_METADATA,
     MAC_METADATA,
     UNAUTHENTICATED_ENCODING,
@@ -22,6 +20,8 @@ from workflows.converter import (
     key_id,
     skyhop_data_converter,
 )
+from spec import Task
+from tests.conftest import run
 
 KEY = bytes(range(32))
 OTHER_KEY = bytes(range(1, 33))

@@ -28,13 +28,13 @@ from activities.models import SetupInput
 from cli.config import TemporalConfig
 from cli.embedded import temporal_binary
 from cli.payload_key import load_payload_key
+from contract import LONG_QUEUE, WORKFLOW_QUEUE, LaunchResult
+from contract.converter import UNAUTHENTICATED_PAYLOAD
 from providers.home import skyhop_home
 from spec import Resources, Task
 from tests.conftest import run
 from tests.helpers import DevServer, WorkerProcess, wait_for
 from tests.integration.support import client_for, cluster_up, down, launch, record, unique_cluster
-from workflows.contract import LONG_QUEUE, WORKFLOW_QUEUE, LaunchResult
-from workflows.converter import UNAUTHENTICATED_PAYLOAD
 
 pytestmark = pytest.mark.integration
 

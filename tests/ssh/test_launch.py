@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from contract import JobStatus
 from providers.base import NodeHandle
 from providers.ssh import SSHProvider
 from providers.ssh.connection import close_connections
@@ -18,7 +19,6 @@ from tests.helpers import DevServer, WorkerProcess, wait_for
 from tests.integration.support import client_for, launched, record, unique_cluster, until_job_done
 from tests.ssh.conftest import pools_yaml, ssh_up
 from tests.ssh.hosts import SSHHosts
-from workflows.contract import JobStatus
 
 pytestmark = pytest.mark.integration
 

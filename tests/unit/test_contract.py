@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from contract import ErrorType, LaunchProgress, LaunchStage
 from providers import errors
 from providers.errors import RETRY_CANNOT_FIX, ProviderError
-from workflows.contract import ErrorType, LaunchProgress, LaunchStage
 from workflows.options import LONG_RETRY, SHORT_RETRY
 
 
@@ -36,8 +36,8 @@ def test_a_stage_reads_back_from_the_json_any_client_sends() -> None:
 def test_the_workflows_handle_exactly_the_names_the_contract_gives() -> None:
     from temporalio.workflow import _Definition
 
+    from contract import ClusterQuery, ClusterUpdate, LaunchQuery, WorkflowType
     from workflows.cluster import ClusterWorkflow
-    from workflows.contract import ClusterQuery, ClusterUpdate, LaunchQuery, WorkflowType
     from workflows.launch import LaunchWorkflow
 
     cluster = _Definition.must_from_class(ClusterWorkflow)

@@ -17,7 +17,7 @@ from providers.extras import EXTRAS
 from tests.conftest import REPO, skyhop
 from tests.sdk_blocker import BLOCKED, blocked_env
 
-PACKAGES = ["spec", "optimizer", "providers", "activities", "workflows", "cli"]
+PACKAGES = ["spec", "optimizer", "providers", "contract", "activities", "workflows", "cli"]
 
 
 def _names(requirements: list[str]) -> set[str]:

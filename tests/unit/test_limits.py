@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
+from contract import LaunchRequest
 from providers.base import ProvisionRequest
 from providers.errors import NotSupportedError
 from providers.home import skyhop_home
@@ -13,7 +14,6 @@ from providers.ssh.pools import PoolsError, parse_pools
 from spec import Task
 from spec.limits import MAX_FOLDER_NODES, MAX_NUM_NODES
 from tests.conftest import run
-from workflows.contract import LaunchRequest
 
 
 def test_a_launch_request_refuses_a_name_with_a_trailing_newline_and_too_many_nodes() -> None:

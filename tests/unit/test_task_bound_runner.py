@@ -17,7 +17,7 @@ from temporalio.client import WorkflowQueryFailedError
 from temporalio.worker import WorkflowInstance, WorkflowInstanceDetails, WorkflowRunner
 
 from cli.failures import asked_again
-from workflows.contract import QUERY_OUTSIDE_TASK
+from contract import QUERY_OUTSIDE_TASK
 from workflows.runner import TaskBoundRunner
 
 

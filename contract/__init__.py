@@ -14,9 +14,11 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from providers.base import ClusterHandle, Offering, ProvisionRequest
 from spec import Resources, Task
-from workflows.scheduler import Demand, NodeAllocation
 
 __all__ = [
+    "DEFAULT_CPU_DEMAND",
+    "Demand",
+    "NodeAllocation",
     "ClusterQuery",
     "ClusterUpdate",
     "LaunchQuery",
@@ -416,6 +418,34 @@ class LaunchProgress(BaseModel):
     """Failed attempts older than ``attempts``, dropped to keep a long ``--retry-until-up`` bounded."""
     earlier_stages: int = 0
     """Finished stages older than ``finished_stages``, dropped for the same reason."""
+
+
+DEFAULT_CPU_DEMAND = 0.5
+"""vCPUs a job takes on each node when its task names none (SkyPilot's default task demand)."""
+
+
+class Demand(BaseModel):
+    """What a job asks of each of its nodes."""
+
+    model_config = ConfigDict(frozen=True)
+
+    cpus: float = DEFAULT_CPU_DEMAND
+    gpus: dict[str, float] = {}
+    num_nodes: int = 1
+
+
+class NodeAllocation(BaseModel):
+    """What one rank of a job was given on one node of the cluster."""
+
+    model_config = ConfigDict(frozen=True)
+
+    node: int
+    """Rank of the node in the cluster (the job's own rank is its index in the placement)."""
+    cpus: float
+    gpu_name: str | None = None
+    gpu_ids: list[int] = []
+    gpu_share: float = 0.0
+    """Fraction of each GPU in ``gpu_ids`` taken (1.0 for whole GPUs)."""
 
 
 class JobRecord(BaseModel):
