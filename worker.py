@@ -21,13 +21,13 @@ from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest, ListSe
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from activities import cluster_ops, job_watch, jobs, planning, provisioning, sync
-from activities.clusters import ClusterActivities
-from contract import LONG_QUEUE, SEARCH_ATTRIBUTES, SHORT_QUEUE, WORKFLOW_QUEUE
-from workflows.cluster import ClusterWorkflow
-from workflows.launch import LaunchWorkflow
-from workflows.lock_lease import LockLeaseWorkflow
-from workflows.runner import TaskBoundRunner
+from skyhop.activities import cluster_ops, job_watch, jobs, planning, provisioning, sync
+from skyhop.activities.clusters import ClusterActivities
+from skyhop.contract import LONG_QUEUE, SEARCH_ATTRIBUTES, SHORT_QUEUE, WORKFLOW_QUEUE
+from skyhop.workflows.cluster import ClusterWorkflow
+from skyhop.workflows.launch import LaunchWorkflow
+from skyhop.workflows.lock_lease import LockLeaseWorkflow
+from skyhop.workflows.runner import TaskBoundRunner
 
 __all__ = ["build_workers", "ensure_search_attributes", "serve"]
 

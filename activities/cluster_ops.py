@@ -11,16 +11,16 @@ import asyncio
 from pydantic import BaseModel
 from temporalio import activity
 
-from contract import JobRecord
-from providers.base import (
+from skyhop.contract import JobRecord
+from skyhop.providers.base import (
     CannotStopError,
     ClusterHandle,
     NodeStatus,
     ProvisionRequest,
     StatusUnknownError,
 )
-from providers.errors import ProviderError
-from providers.registry import get_provider, provider_names
+from skyhop.providers.errors import ProviderError
+from skyhop.providers.registry import get_provider, provider_names
 
 __all__ = [
     "CancelJobsInput",

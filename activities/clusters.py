@@ -8,8 +8,8 @@ from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.models import LaunchRunningInput, OpenClusterInput, SubmitJobInput
-from contract import (
+from skyhop.activities.models import LaunchRunningInput, OpenClusterInput, SubmitJobInput
+from skyhop.contract import (
     CLUSTER_WORKFLOW,
     WORKFLOW_QUEUE,
     ClusterInput,
@@ -20,7 +20,7 @@ from contract import (
     LockSignal,
     cluster_workflow_id,
 )
-from contract.search import cluster_search_attributes
+from skyhop.contract.search import cluster_search_attributes
 
 __all__ = ["ClusterActivities"]
 

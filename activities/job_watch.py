@@ -19,13 +19,19 @@ from collections import defaultdict
 
 from temporalio import activity
 
-from activities.models import WatchedJob, WatchJobsInput, WatchJobsResult
-from activities.node_jobs import CALL_TIMEOUT_S, NODE_LOST_AFTER_S, POLL_FIRST_S, POLL_MAX_S, JobTracker
-from contract import JOB_KEY_PREFIX
-from providers.base import ClusterHandle
-from providers.registry import get_provider
-from providers.runtime.errors import NodeUnreachableError
-from providers.runtime.jobs import JobOutcome, JobsQuery, JobsReport
+from skyhop.activities.models import WatchedJob, WatchJobsInput, WatchJobsResult
+from skyhop.activities.node_jobs import (
+    CALL_TIMEOUT_S,
+    NODE_LOST_AFTER_S,
+    POLL_FIRST_S,
+    POLL_MAX_S,
+    JobTracker,
+)
+from skyhop.contract import JOB_KEY_PREFIX
+from skyhop.providers.base import ClusterHandle
+from skyhop.providers.registry import get_provider
+from skyhop.providers.runtime.errors import NodeUnreachableError
+from skyhop.providers.runtime.jobs import JobOutcome, JobsQuery, JobsReport
 
 __all__ = ["watch_jobs"]
 

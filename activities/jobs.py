@@ -9,8 +9,8 @@ from typing import TypeVar
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.models import RunJobInput, SetupInput, WaitJobInput
-from activities.node_jobs import (
+from skyhop.activities.models import RunJobInput, SetupInput, WaitJobInput
+from skyhop.activities.node_jobs import (
     WORKDIR,
     job_env,
     run_on_nodes,
@@ -18,9 +18,9 @@ from activities.node_jobs import (
     stop_if_cancelled,
     wait_on_nodes,
 )
-from activities.sync import sync_workdir_to
-from contract import ErrorType
-from providers.runtime.jobs import JobOutcome, JobSpec, NodeJobStatus
+from skyhop.activities.sync import sync_workdir_to
+from skyhop.contract import ErrorType
+from skyhop.providers.runtime.jobs import JobOutcome, JobSpec, NodeJobStatus
 
 __all__ = ["run_setup", "start_job", "wait_job"]
 

@@ -6,11 +6,11 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from contract import ClaimRequest, JobRecord, JobSubmission
-from optimizer.blocklist import Blocklist
-from providers.base import ClusterHandle
-from providers.runtime.jobs import JobOutcome
-from spec import Task
+from skyhop.contract import ClaimRequest, JobRecord, JobSubmission
+from skyhop.optimizer.blocklist import Blocklist
+from skyhop.providers.base import ClusterHandle
+from skyhop.providers.runtime.jobs import JobOutcome
+from skyhop.spec import Task
 
 __all__ = [
     "FileMountsInput",

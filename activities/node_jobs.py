@@ -9,12 +9,18 @@ import time
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from contract import ErrorType
-from providers.base import ClusterHandle, NodeRuntime
-from providers.registry import get_provider
-from providers.runtime.errors import NodeUnreachableError
-from providers.runtime.jobs import JobOutcome, JobSpec, NodeJobState, NodeJobStatus, combine_node_states
-from spec import Task
+from skyhop.contract import ErrorType
+from skyhop.providers.base import ClusterHandle, NodeRuntime
+from skyhop.providers.registry import get_provider
+from skyhop.providers.runtime.errors import NodeUnreachableError
+from skyhop.providers.runtime.jobs import (
+    JobOutcome,
+    JobSpec,
+    NodeJobState,
+    NodeJobStatus,
+    combine_node_states,
+)
+from skyhop.spec import Task
 
 __all__ = [
     "CALL_TIMEOUT_S",

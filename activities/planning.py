@@ -5,11 +5,11 @@ from __future__ import annotations
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.models import OptimizeInput
-from contract import ErrorType
-from optimizer import NoFeasibleOfferingError, Plan
-from optimizer import optimize as choose
-from providers.catalog import CatalogError, load_catalogs
+from skyhop.activities.models import OptimizeInput
+from skyhop.contract import ErrorType
+from skyhop.optimizer import NoFeasibleOfferingError, Plan
+from skyhop.optimizer import optimize as choose
+from skyhop.providers.catalog import CatalogError, load_catalogs
 
 __all__ = ["optimize"]
 

@@ -15,9 +15,9 @@ from typing import TypeVar
 from pydantic import BaseModel
 from temporalio import activity
 
-from providers.base import ClusterHandle, ProvisionRequest
-from providers.errors import FailureScope, ProviderError, ProviderUnavailableError, TransientError
-from providers.registry import UnknownProviderError, get_provider
+from skyhop.providers.base import ClusterHandle, ProvisionRequest
+from skyhop.providers.errors import FailureScope, ProviderError, ProviderUnavailableError, TransientError
+from skyhop.providers.registry import UnknownProviderError, get_provider
 
 __all__ = ["AttemptFailure", "AttemptOutcome", "provision_attempt", "terminate"]
 

@@ -14,11 +14,11 @@ from typing import TypeVar
 
 from temporalio import activity
 
-from activities.models import FileMountsInput, SyncWorkdirInput
-from activities.node_jobs import NODE_LOST_AFTER_S, WORKDIR, node_lost
-from providers.base import ClusterHandle, NodeHandle, NodeRuntime
-from providers.registry import get_provider
-from providers.runtime.errors import NodeUnreachableError
+from skyhop.activities.models import FileMountsInput, SyncWorkdirInput
+from skyhop.activities.node_jobs import NODE_LOST_AFTER_S, WORKDIR, node_lost
+from skyhop.providers.base import ClusterHandle, NodeHandle, NodeRuntime
+from skyhop.providers.registry import get_provider
+from skyhop.providers.runtime.errors import NodeUnreachableError
 
 __all__ = ["heartbeating", "sync_file_mounts", "sync_workdir", "sync_workdir_to"]
 

@@ -33,10 +33,10 @@ def _timed(argv: list[str], env: dict[str, str]) -> float:
 
 
 async def _update_round_trips(address: str, cluster: str, runs: int) -> list[float]:
-    from cli.client import connect
-    from cli.config import TemporalConfig
-    from contract import ClusterUpdate, JobRecord, JobSubmission, cluster_workflow_id
-    from spec import Task
+    from skyhop.cli.client import connect
+    from skyhop.cli.config import TemporalConfig
+    from skyhop.contract import ClusterUpdate, JobRecord, JobSubmission, cluster_workflow_id
+    from skyhop.spec import Task
 
     client = await connect(TemporalConfig(), address)
     handle = client.get_workflow_handle(cluster_workflow_id(cluster))

@@ -39,9 +39,9 @@ def _write_sim(home: Path, latency_s: float) -> None:
     """A catalog with 28 zones (each dearer than the one before) and a plan failing the first 20."""
     import yaml
 
-    from providers.base import CheckResult
-    from providers.catalog.skyhop_csv import COLUMNS
-    from providers.registry import write_checks
+    from skyhop.providers.base import CheckResult
+    from skyhop.providers.catalog.skyhop_csv import COLUMNS
+    from skyhop.providers.registry import write_checks
 
     sim = home / ".skyhop" / "sim"
     sim.mkdir(parents=True)
@@ -59,7 +59,7 @@ def _write_sim(home: Path, latency_s: float) -> None:
 
 async def _launch(client: Any, infra: str) -> tuple[float, float, int]:
     """One launch: (wall seconds, provider seconds, attempts); the cluster is taken down after."""
-    from contract import (
+    from skyhop.contract import (
         LAUNCH_WORKFLOW,
         WORKFLOW_QUEUE,
         ClusterUpdate,
@@ -68,8 +68,8 @@ async def _launch(client: Any, infra: str) -> tuple[float, float, int]:
         LaunchResult,
         cluster_workflow_id,
     )
-    from providers.sim import SimCloud
-    from spec import Resources, Task
+    from skyhop.providers.sim import SimCloud
+    from skyhop.spec import Resources, Task
 
     cloud = SimCloud()
     cluster = f"bench-{uuid.uuid4().hex[:6]}"
@@ -94,9 +94,9 @@ async def _measure(
     address: str, runs: int
 ) -> list[tuple[tuple[float, float, int], tuple[float, float, int]]]:
     """Per run: a launch straight into the free zone (baseline), then one that fails over to it."""
-    from cli.client import connect
-    from cli.config import TemporalConfig
-    from worker import build_workers
+    from skyhop.cli.client import connect
+    from skyhop.cli.config import TemporalConfig
+    from skyhop.worker import build_workers
 
     client = await connect(TemporalConfig(), address)
     workers = build_workers(client)

@@ -33,10 +33,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
 async def _bench(address: str, cluster: str, jobs: int, idle_s: float) -> dict[str, Any]:
-    from cli.client import connect
-    from cli.config import TemporalConfig
-    from cli.failures import asked_again
-    from contract import (
+    from skyhop.cli.client import connect
+    from skyhop.cli.config import TemporalConfig
+    from skyhop.cli.failures import asked_again
+    from skyhop.contract import (
         CancelRequest,
         CancelResult,
         ClusterRecord,
@@ -45,7 +45,7 @@ async def _bench(address: str, cluster: str, jobs: int, idle_s: float) -> dict[s
         JobSubmission,
         cluster_workflow_id,
     )
-    from spec import Resources, Task
+    from skyhop.spec import Resources, Task
 
     client = await connect(TemporalConfig(), address)
     handle = client.get_workflow_handle(cluster_workflow_id(cluster))
@@ -87,8 +87,8 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=20)
     parser.add_argument("--idle-s", type=float, default=120.0)
     args = parser.parse_args()
+    from skyhop.workflows.options import HEARTBEAT
     from tests.helpers import SKYHOP_CLI, embedded_skyhop
-    from workflows.options import HEARTBEAT
 
     home = Path(tempfile.mkdtemp(prefix="skyhop-bench-"))
     with embedded_skyhop(home) as env:

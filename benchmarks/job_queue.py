@@ -56,9 +56,9 @@ async def _bench(
 ) -> dict[str, Any]:
     from temporalio.service import RPCError
 
-    from cli.client import connect
-    from cli.config import TemporalConfig
-    from contract import (
+    from skyhop.cli.client import connect
+    from skyhop.cli.config import TemporalConfig
+    from skyhop.contract import (
         ClusterQuery,
         ClusterRecord,
         ClusterUpdate,
@@ -66,7 +66,7 @@ async def _bench(
         JobSubmission,
         cluster_workflow_id,
     )
-    from spec import Resources, Task
+    from skyhop.spec import Resources, Task
     from tests.helpers import SKYHOP_CLI
 
     client = await connect(TemporalConfig(), address)
@@ -182,7 +182,7 @@ def main() -> None:
         cluster_yaml.write_text("resources:\n  infra: local\n")  # no run: just bring the cluster up
         subprocess.run([SKYHOP_CLI, "launch", "-y", "-c", "bench", str(cluster_yaml)], env=env, check=True)
         os.environ.update(env)
-        from cli.embedded import read_state
+        from skyhop.cli.embedded import read_state
 
         state = read_state()
         assert state is not None

@@ -63,9 +63,9 @@ def skypilot(task: Path, args: argparse.Namespace) -> dict[str, Any]:
 
 def skyhop(task: Path, args: argparse.Namespace) -> dict[str, Any]:
     """skyhop's choice and optimize time (median), in this process."""
-    from optimizer import NoFeasibleOfferingError, optimize_dag
-    from providers.catalog import cache, load_catalogs
-    from spec import load_dag
+    from skyhop.optimizer import NoFeasibleOfferingError, optimize_dag
+    from skyhop.providers.catalog import cache, load_catalogs
+    from skyhop.spec import load_dag
 
     times, plan, error = [], None, None
     cache._memory.clear()  # the first call reads the parsed catalogs, as a fresh process would
@@ -114,8 +114,8 @@ def agree(a: dict[str, Any], b: dict[str, Any]) -> bool:
 
 def priced_by_skyhop(task: Path, result: dict[str, Any]) -> float:
     """$ of a placement under skyhop's cost model: node prices for the runtime plus data movement."""
-    from optimizer.egress import egress
-    from spec import load_dag
+    from skyhop.optimizer.egress import egress
+    from skyhop.spec import load_dag
 
     dag = load_dag(str(task))
     nodes = result["tasks"]

@@ -39,12 +39,12 @@ def make_tree(root: Path, small: int, big_mb: int) -> None:
 async def main(rounds: int, small: int, big_mb: int) -> None:
     work = Path(tempfile.mkdtemp(prefix="skyhop-bench-sync-"))
     os.environ["SKYHOP_HOME"] = str(work / "skyhop")
-    from providers.base import ProvisionRequest
-    from providers.ssh import SSHProvider
-    from providers.ssh.admin import register_pools
-    from providers.ssh.connection import close_connections, run
-    from providers.ssh.pools import HostSpec
-    from providers.ssh.transfer import ssh_shell
+    from skyhop.providers.base import ProvisionRequest
+    from skyhop.providers.ssh import SSHProvider
+    from skyhop.providers.ssh.admin import register_pools
+    from skyhop.providers.ssh.connection import close_connections, run
+    from skyhop.providers.ssh.pools import HostSpec
+    from skyhop.providers.ssh.transfer import ssh_shell
     from tests.ssh.hosts import SSHHosts
 
     (work / "hosts").mkdir()

@@ -1,5 +1,5 @@
 """``python -m cli`` is ``skyhop``."""
 
-from cli.app import main
+from skyhop.cli.app import main
 
 main()

@@ -9,11 +9,11 @@ from typing import Annotated, Any
 
 import typer
 
-from cli.catalog_commands import check_minimize, register_catalog_commands
-from cli.output import EXIT_DETACHED, EXIT_USAGE, exit_now, fail, info
-from cli.queue_commands import register_queue_commands
-from cli.running import run_command
-from cli.ssh_commands import ssh_app
+from skyhop.cli.catalog_commands import check_minimize, register_catalog_commands
+from skyhop.cli.output import EXIT_DETACHED, EXIT_USAGE, exit_now, fail, info
+from skyhop.cli.queue_commands import register_queue_commands
+from skyhop.cli.running import run_command
+from skyhop.cli.ssh_commands import ssh_app
 
 app = typer.Typer(
     name="skyhop",
@@ -52,7 +52,7 @@ Detach = Annotated[bool, typer.Option("--detach", "-d", help="Return once the jo
 
 
 def _check_cluster_name(name: str) -> str:
-    from contract import CLUSTER_NAME_PATTERN
+    from skyhop.contract import CLUSTER_NAME_PATTERN
 
     if not re.fullmatch(CLUSTER_NAME_PATTERN, name):
         fail(
@@ -64,8 +64,8 @@ def _check_cluster_name(name: str) -> str:
 
 
 def _task(entrypoint: list[str], **overrides: Any) -> Any:
-    from cli.planning import placeable
-    from spec import SpecError, load_task
+    from skyhop.cli.planning import placeable
+    from skyhop.spec import SpecError, load_task
 
     if not entrypoint:
         fail("give a task YAML file or a command to run", EXIT_USAGE)
@@ -77,13 +77,13 @@ def _task(entrypoint: list[str], **overrides: Any) -> Any:
 
 def _overrides(**flags: Any) -> Any:
     """The task-field flags as ``TaskOverrides`` (repeatable ``--env`` defaults to none)."""
-    from spec import TaskOverrides
+    from skyhop.spec import TaskOverrides
 
     return TaskOverrides(**{**flags, "envs": flags.get("envs") or []})
 
 
 def _default_cluster_name() -> str:
-    from cli.launching import current_user
+    from skyhop.cli.launching import current_user
 
     user = re.sub(r"[^a-z0-9-]", "", current_user().lower())[:20] or "user"
     return f"skyhop-{uuid.uuid4().hex[:4]}-{user}".rstrip("-")
@@ -137,7 +137,7 @@ def launch(
         envs=env,
     )
     if dryrun:
-        from cli.planning import dryrun as plan_only
+        from skyhop.cli.planning import dryrun as plan_only
 
         plan = plan_only(
             " ".join(entrypoint), _overrides(**flags), as_json=json_output, minimize=check_minimize(minimize)
@@ -146,12 +146,12 @@ def launch(
     task = _task(entrypoint, **flags)
     cluster_name = _check_cluster_name(cluster) if cluster is not None else _default_cluster_name()
     if not yes:
-        from cli.planning import print_plan
+        from skyhop.cli.planning import print_plan
 
         if print_plan(task, check_minimize(minimize)) != 0:
             raise typer.Exit(1)
         typer.confirm(f"Launch on cluster {cluster_name!r}?", default=True, abort=True, err=True)
-    from cli.launching import run_launch
+    from skyhop.cli.launching import run_launch
 
     run_command(
         run_launch(
@@ -190,7 +190,7 @@ def exec_(
         gpus=gpus,
         envs=env,
     )
-    from cli.launching import run_exec
+    from skyhop.cli.launching import run_exec
 
     run_command(run_exec(task, _check_cluster_name(cluster), detach=detach))
 
@@ -203,7 +203,7 @@ def status(
     ] = False,
 ) -> None:
     """List clusters: name, infra, resources, status, launch time, autostop."""
-    from cli.clusters import run_status
+    from skyhop.cli.clusters import run_status
 
     run_command(run_status(json_output, refresh=refresh))
 
@@ -231,9 +231,9 @@ def logs(
     """Print a job's output; exits with the job's exit code once it has ended."""
 
     async def show() -> int:
-        from cli.launching import exit_code_of
-        from cli.logs import follow_cluster, print_job_status
-        from cli.session import open_client
+        from skyhop.cli.launching import exit_code_of
+        from skyhop.cli.logs import follow_cluster, print_job_status
+        from skyhop.cli.session import open_client
 
         if status_only:
             return await print_job_status(await open_client(), cluster, job_id)
@@ -257,7 +257,7 @@ def down_(
     if not yes:
         what = "every cluster" if all_clusters else ", ".join(clusters or [])
         typer.confirm(f"Tear down {what}?", default=False, abort=True, err=True)
-    from cli.queue_commands import run_down
+    from skyhop.cli.queue_commands import run_down
 
     run_command(run_down(clusters or [], all_clusters))
 
@@ -265,7 +265,7 @@ def down_(
 @app.command()
 def check(json_output: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
     """Check which providers' credentials are found and usable; only enabled ones are launch candidates."""
-    from cli.check_commands import run_check
+    from skyhop.cli.check_commands import run_check
 
     raise typer.Exit(run_check(json_output))
 
@@ -273,7 +273,7 @@ def check(json_output: Annotated[bool, typer.Option("--json", help="Print JSON."
 @server_app.command("status")
 def server_status() -> None:
     """Show the Temporal address, namespace, Web UI and worker of this machine's skyhop."""
-    from cli.server import run_server_status
+    from skyhop.cli.server import run_server_status
 
     raise typer.Exit(run_server_status())
 
@@ -281,7 +281,7 @@ def server_status() -> None:
 @server_app.command("stop")
 def server_stop() -> None:
     """Stop the embedded worker and Temporal server (clusters and their jobs keep running)."""
-    from cli.server import run_server_stop
+    from skyhop.cli.server import run_server_stop
 
     raise typer.Exit(run_server_stop())
 
@@ -289,7 +289,7 @@ def server_stop() -> None:
 @server_app.command("start")
 def server_start() -> None:
     """Start the embedded Temporal server and worker now (any command does so when needed)."""
-    from cli.server import run_server_start
+    from skyhop.cli.server import run_server_start
 
     run_command(run_server_start())
 
@@ -303,7 +303,7 @@ def worker(
     With no Temporal configured, it runs against the embedded server (started if needed), next to
     the embedded background worker. Stop it with Ctrl-C or SIGTERM.
     """
-    from cli.worker_process import main as worker_main
+    from skyhop.cli.worker_process import main as worker_main
 
     worker_main(["--address", address] if address else [])
 

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from cli.output import EXIT_USAGE, fail, info, print_json, table
+from skyhop.cli.output import EXIT_USAGE, fail, info, print_json, table
 
 __all__ = ["check_minimize", "register_catalog_commands"]
 
@@ -34,8 +34,8 @@ def optimize(
     minimize: MinimizeOpt = "cost",
 ) -> None:
     """Show where a task (or a chain of tasks) would run and what it would cost (= launch --dryrun)."""
-    from cli.planning import dryrun
-    from spec import TaskOverrides
+    from skyhop.cli.planning import dryrun
+    from skyhop.spec import TaskOverrides
 
     raise typer.Exit(dryrun(entrypoint, TaskOverrides(), as_json=as_json, minimize=check_minimize(minimize)))
 
@@ -52,9 +52,9 @@ def show_gpus(
     as_json: JsonOpt = False,
 ) -> None:
     """List accelerators: the counts a node can have, and where each is cheapest (on-demand and spot)."""
-    from optimizer.gpus import list_gpus
-    from providers.catalog import CatalogError, load_catalogs
-    from spec import parse_accelerators
+    from skyhop.optimizer.gpus import list_gpus
+    from skyhop.providers.catalog import CatalogError, load_catalogs
+    from skyhop.spec import parse_accelerators
 
     name = count = None
     if accelerator:
@@ -122,8 +122,8 @@ def update(
     ] = None,
 ) -> None:
     """Regenerate catalogs from the clouds' public pricing APIs into ~/.skyhop/catalogs/ (they then win)."""
-    from providers.catalog import CLOUDS
-    from providers.catalog.update import UpdateError, update_catalog
+    from skyhop.providers.catalog import CLOUDS
+    from skyhop.providers.catalog.update import UpdateError, update_catalog
 
     for name in cloud or list(CLOUDS):
         if name not in CLOUDS:

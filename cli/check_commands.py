@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from cli.output import info, print_json, table
+from skyhop.cli.output import info, print_json, table
 
 __all__ = ["run_check"]
 
@@ -12,8 +12,8 @@ _CHECK_TIMEOUT_S = 30.0
 
 
 async def _check_all() -> dict[str, object]:
-    from providers.base import CheckResult
-    from providers.registry import all_provider_names, get_provider
+    from skyhop.providers.base import CheckResult
+    from skyhop.providers.registry import all_provider_names, get_provider
 
     async def one(name: str) -> CheckResult:
         try:
@@ -30,8 +30,8 @@ async def _check_all() -> dict[str, object]:
 
 def run_check(json_output: bool) -> int:
     """Check every provider, record the verdicts, print them; exit 0 when at least one is enabled."""
-    from providers.base import CheckResult
-    from providers.registry import check_cache_path, write_checks
+    from skyhop.providers.base import CheckResult
+    from skyhop.providers.registry import check_cache_path, write_checks
 
     results = {name: CheckResult.model_validate(r) for name, r in asyncio.run(_check_all()).items()}
     write_checks(results)

@@ -6,9 +6,9 @@ from pathlib import Path
 
 from temporalio.client import Client, TLSConfig
 
-from cli.config import TemporalConfig
-from cli.payload_key import load_payload_key
-from contract.converter import skyhop_data_converter
+from skyhop.cli.config import TemporalConfig
+from skyhop.cli.payload_key import load_payload_key
+from skyhop.contract.converter import skyhop_data_converter
 
 __all__ = ["connect"]
 

@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from cli.failures import asked_again, innermost_message, is_not_found, stuck_reason
-from cli.output import age, info, print_json, table
-from contract import (
+from skyhop.cli.failures import asked_again, innermost_message, is_not_found, stuck_reason
+from skyhop.cli.output import age, info, print_json, table
+from skyhop.contract import (
     ClusterQuery,
     ClusterRecord,
     ClusterStatus,
@@ -92,7 +92,7 @@ async def remove_broken(handle: WorkflowHandle[Any, Any]) -> None:
     the providers are asked for the instances tagged with the cluster's name. Terminating is the
     one way to end a workflow that runs no code; nothing of it is left to clean up afterwards.
     """
-    from activities.cluster_ops import remove_tagged_instances
+    from skyhop.activities.cluster_ops import remove_tagged_instances
 
     name = handle.id.removeprefix("cluster:")
     reason = await stuck_reason(handle) or "its workflow does not answer"
@@ -147,7 +147,7 @@ async def refresh_clusters(client: Client) -> None:
 
 async def run_status(as_json: bool, *, refresh: bool = False) -> int:
     """Print the clusters as a table, or as JSON (after asking the providers, with ``refresh``)."""
-    from cli.session import open_client
+    from skyhop.cli.session import open_client
 
     client = await open_client()
     if refresh:

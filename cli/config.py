@@ -23,7 +23,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from providers.home import skyhop_home
+from skyhop.providers.home import skyhop_home
 
 __all__ = ["ConfigError", "TemporalConfig", "load_config"]
 

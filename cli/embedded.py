@@ -26,8 +26,8 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from cli.config import TemporalConfig
-from providers.home import private_dir, skyhop_home
+from skyhop.cli.config import TemporalConfig
+from skyhop.providers.home import private_dir, skyhop_home
 
 __all__ = [
     "EmbeddedServer",
@@ -131,8 +131,8 @@ def ensure_running(
     worker started with another payload key (the key file was replaced, or skyhop was upgraded
     from before keys) is replaced too.
     """
-    from cli.payload_key import load_payload_key
-    from contract.converter import key_id
+    from skyhop.cli.payload_key import load_payload_key
+    from skyhop.contract.converter import key_id
 
     key = key_id(load_payload_key(config)) if with_worker else None
     state = read_state()
@@ -252,7 +252,7 @@ def dev_server_argv(
     The HTTP API accepts only a Host that cannot resolve, so a page in the user's browser cannot
     start a workflow with a ``text/plain`` POST (the Web UI's own API checks a CSRF token).
     """
-    from contract import SEARCH_ATTRIBUTES
+    from skyhop.contract import SEARCH_ATTRIBUTES
 
     argv = [
         temporal_binary(), "server", "start-dev", "--ip", "127.0.0.1", "--ui-ip", "127.0.0.1",
@@ -301,7 +301,15 @@ def _start_server(config: TemporalConfig, folder: Path) -> EmbeddedServer:
 
 def worker_argv(address: str, ready_file: Path) -> list[str]:
     """The command line of a worker process on ``address`` that writes ``ready_file`` once it polls."""
-    return [sys.executable, "-m", "cli.worker_process", "--address", address, "--ready-file", str(ready_file)]
+    return [
+        sys.executable,
+        "-m",
+        "skyhop.cli.worker_process",
+        "--address",
+        address,
+        "--ready-file",
+        str(ready_file),
+    ]
 
 
 def _start_worker(state: EmbeddedServer, folder: Path, key_id: str) -> EmbeddedServer:

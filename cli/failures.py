@@ -105,7 +105,7 @@ async def asked_again(query: Callable[[], Awaitable[T]]) -> T:
     """
     from temporalio.client import WorkflowQueryFailedError
 
-    from contract import QUERY_OUTSIDE_TASK
+    from skyhop.contract import QUERY_OUTSIDE_TASK
 
     for _ in range(_QUERY_ATTEMPTS - 1):
         try:

@@ -9,9 +9,9 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Literal
 
-from cli.failures import innermost_message, is_not_found, is_stuck, while_busy
-from cli.output import EXIT_DETACHED, Ticker, fail, info
-from contract import (
+from skyhop.cli.failures import innermost_message, is_not_found, is_stuck, while_busy
+from skyhop.cli.output import EXIT_DETACHED, Ticker, fail, info
+from skyhop.contract import (
     ClusterQuery,
     ClusterUpdate,
     JobRecord,
@@ -20,13 +20,13 @@ from contract import (
     LaunchResult,
     LaunchStage,
 )
-from spec import Task
+from skyhop.spec import Task
 
 if TYPE_CHECKING:
     from temporalio.client import Client
 
-    from cli.logs import LogTail
-    from contract import FailoverAttempt, LaunchProgress
+    from skyhop.cli.logs import LogTail
+    from skyhop.contract import FailoverAttempt, LaunchProgress
 
 __all__ = ["exit_code_of", "run_exec", "run_launch", "say_launch_holding"]
 
@@ -70,16 +70,16 @@ async def run_launch(
     from temporalio.client import WorkflowFailureError
     from temporalio.exceptions import CancelledError
 
-    from cli.session import open_client, web_ui_url
-    from contract import (
+    from skyhop.cli.session import open_client, web_ui_url
+    from skyhop.contract import (
         LAUNCH_WORKFLOW,
         WORKFLOW_QUEUE,
         LaunchProgress,
         LaunchRequest,
         LaunchResult,
     )
-    from contract.search import launch_search_attributes
-    from spec.limits import check_request_size
+    from skyhop.contract.search import launch_search_attributes
+    from skyhop.spec.limits import check_request_size
 
     user = current_user()
     request = LaunchRequest(
@@ -162,8 +162,8 @@ async def _follow_stages(
     from temporalio.client import WorkflowHandle, WorkflowQueryFailedError
     from temporalio.service import RPCError
 
-    from cli.logs import LogTail
-    from contract import LaunchProgress, setup_key
+    from skyhop.cli.logs import LogTail
+    from skyhop.contract import LaunchProgress, setup_key
 
     assert isinstance(handle, WorkflowHandle)
     shown, printed = "", 0
@@ -240,7 +240,7 @@ def _attempt_line(attempt: FailoverAttempt) -> str:
 
 
 async def _stream(client: Client, cluster_name: str, job_id: int) -> int:
-    from cli.logs import follow_job
+    from skyhop.cli.logs import follow_job
 
     try:
         job = await follow_job(client, cluster_name, job_id)
@@ -259,7 +259,7 @@ async def say_launch_holding(client: Client, cluster_id: str) -> None:
     from temporalio.client import WorkflowQueryFailedError
     from temporalio.service import RPCError
 
-    from contract import ClusterRecord, HolderKind, LaunchProgress
+    from skyhop.contract import ClusterRecord, HolderKind, LaunchProgress
 
     try:
         record = await client.get_workflow_handle(cluster_id).query(
@@ -283,9 +283,9 @@ async def run_exec(task: Task, cluster_name: str, *, detach: bool) -> int:
     from temporalio.client import WorkflowUpdateFailedError
     from temporalio.service import RPCError
 
-    from cli.session import open_client
-    from contract import JobSubmission, cluster_workflow_id
-    from spec.limits import check_request_size
+    from skyhop.cli.session import open_client
+    from skyhop.contract import JobSubmission, cluster_workflow_id
+    from skyhop.spec.limits import check_request_size
 
     submission = JobSubmission(
         request_id=f"exec:{uuid.uuid4().hex}", task=task, user=current_user(), sync_workdir=bool(task.workdir)

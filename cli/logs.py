@@ -12,9 +12,9 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING, BinaryIO
 
-from cli.failures import asked_again, is_not_found
-from cli.output import info
-from contract import (
+from skyhop.cli.failures import asked_again, is_not_found
+from skyhop.cli.output import info
+from skyhop.contract import (
     ClusterQuery,
     ClusterRecord,
     JobRecord,
@@ -25,13 +25,13 @@ from contract import (
     WorkflowKind,
     cluster_workflow_id,
 )
-from providers.registry import get_provider
-from providers.runtime.jobs import JobOutcome, combine_node_states
+from skyhop.providers.registry import get_provider
+from skyhop.providers.runtime.jobs import JobOutcome, combine_node_states
 
 if TYPE_CHECKING:
     from temporalio.client import Client
 
-    from providers.base import ClusterHandle
+    from skyhop.providers.base import ClusterHandle
 
 __all__ = [
     "JobNotFoundError",
@@ -272,7 +272,7 @@ async def _follow_setup(client: Client, cluster_name: str, launch_id: str, *, fo
     Setup's log is on the nodes, known once the launch has provisioned them; the job id is in the
     launch's progress once it has submitted the job.
     """
-    from contract import LaunchProgress, setup_key
+    from skyhop.contract import LaunchProgress, setup_key
 
     handle = client.get_workflow_handle(launch_id)
     tail: LogTail | None = None

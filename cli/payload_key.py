@@ -14,8 +14,8 @@ import os
 import secrets
 from pathlib import Path
 
-from cli.config import ConfigError, TemporalConfig
-from providers.home import private_dir, skyhop_home
+from skyhop.cli.config import ConfigError, TemporalConfig
+from skyhop.providers.home import private_dir, skyhop_home
 
 __all__ = ["PayloadKeyError", "default_key_file", "load_payload_key"]
 

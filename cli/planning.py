@@ -9,19 +9,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from cli.output import EXIT_USAGE, fail, info, print_json, table
-from spec import Task
+from skyhop.cli.output import EXIT_USAGE, fail, info, print_json, table
+from skyhop.spec import Task
 
 if TYPE_CHECKING:
-    from optimizer import Candidate, DagPlan, Minimize, Plan
-    from spec import Dag, TaskOverrides
+    from skyhop.optimizer import Candidate, DagPlan, Minimize, Plan
+    from skyhop.spec import Dag, TaskOverrides
 
 __all__ = ["dryrun", "placeable", "plan_document", "print_plan"]
 
 
 def print_plan(task: Task, minimize: Minimize = "cost") -> int:
     """Optimize in-process (no server needed) and print the plan table."""
-    from spec import Dag
+    from skyhop.spec import Dag
 
     dag = Dag.chain([task])
     _show(_place(dag, minimize), dag)
@@ -30,7 +30,7 @@ def print_plan(task: Task, minimize: Minimize = "cost") -> int:
 
 def dryrun(entrypoint: str, overrides: TaskOverrides, *, as_json: bool, minimize: Minimize) -> int:
     """``launch --dryrun`` / ``optimize``: place a task or a chain and print the plan (or JSON)."""
-    from spec import SpecError, load_dag
+    from skyhop.spec import SpecError, load_dag
 
     try:
         dag = load_dag(entrypoint)
@@ -53,8 +53,8 @@ def dryrun(entrypoint: str, overrides: TaskOverrides, *, as_json: bool, minimize
 
 def placeable(task: Task) -> Task:
     """``task``, unless every provider it is pinned to lacks what it needs (``SpecError``, exit 2)."""
-    from optimizer.capabilities import pinned_refusal
-    from spec import SpecError
+    from skyhop.optimizer.capabilities import pinned_refusal
+    from skyhop.spec import SpecError
 
     refusal = pinned_refusal(task)
     if refusal is not None:
@@ -63,9 +63,9 @@ def placeable(task: Task) -> Task:
 
 
 def _place(dag: Dag, minimize: Minimize) -> DagPlan:
-    from optimizer import NoFeasibleOfferingError, optimize_dag
-    from providers.catalog import CatalogError
-    from providers.extras import ExtraMissingError
+    from skyhop.optimizer import NoFeasibleOfferingError, optimize_dag
+    from skyhop.providers.catalog import CatalogError
+    from skyhop.providers.extras import ExtraMissingError
 
     try:
         return optimize_dag(dag, minimize=minimize)
@@ -97,8 +97,8 @@ def _candidate_json(candidate: Candidate, chosen: bool) -> dict[str, Any]:
 
 def _left_out(dag: Dag) -> list[dict[str, str]]:
     """Per task, ``provider -> why`` for the candidate providers it cannot use."""
-    from optimizer.capabilities import left_out
-    from providers.registry import provider_names
+    from skyhop.optimizer.capabilities import left_out
+    from skyhop.providers.registry import provider_names
 
     names = provider_names()
     return [left_out(node.task, names) for node in dag.tasks]

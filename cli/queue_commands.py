@@ -14,14 +14,14 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from cli.failures import innermost_message, is_not_found, is_stuck, while_busy
-from cli.output import EXIT_USAGE, age, duration, fail, info, print_json, table
-from cli.running import run_command
+from skyhop.cli.failures import innermost_message, is_not_found, is_stuck, while_busy
+from skyhop.cli.output import EXIT_USAGE, age, duration, fail, info, print_json, table
+from skyhop.cli.running import run_command
 
 if TYPE_CHECKING:
     from temporalio.client import Client
 
-    from contract import AutostopRequest, CancelRequest, ClusterRecord, JobRecord, StartRequest
+    from skyhop.contract import AutostopRequest, CancelRequest, ClusterRecord, JobRecord, StartRequest
 
 __all__ = ["register_queue_commands"]
 
@@ -65,7 +65,7 @@ def cancel(
         fail("give job ids or --all, not both", EXIT_USAGE)
     if not yes and all_jobs:
         typer.confirm(f"Cancel every job on cluster {cluster}?", default=True, abort=True, err=True)
-    from contract import CancelRequest
+    from skyhop.contract import CancelRequest
 
     run_command(run_cancel(cluster, CancelRequest(job_ids=job_ids or [], all=all_jobs)))
 
@@ -98,7 +98,7 @@ def start(
     if not yes:
         what = "every stopped cluster" if all_clusters else ", ".join(names)
         typer.confirm(f"Start {what}?", default=True, abort=True, err=True)
-    from contract import StartRequest
+    from skyhop.contract import StartRequest
 
     request = StartRequest(idle_minutes=idle_minutes, down=down)
     run_command(run_lifecycle(names, all_clusters, lambda handle: _start(handle, request), "started"))
@@ -115,7 +115,7 @@ def autostop(
     names = _names(clusters, all_clusters)
     if cancel_autostop and (idle_minutes is not None or down):
         fail("--cancel takes no --idle-minutes or --down", EXIT_USAGE)
-    from contract import AutostopRequest
+    from skyhop.contract import AutostopRequest
 
     request = AutostopRequest(
         idle_minutes=None if cancel_autostop else (5 if idle_minutes is None else idle_minutes), down=down
@@ -145,9 +145,9 @@ def _names(clusters: list[str] | None, all_clusters: bool) -> list[str]:
 
 async def run_queue(names: list[str], *, all_users: bool, skip_finished: bool, as_json: bool) -> int:
     """Print each cluster's jobs, newest first; a broken cluster is one line and makes the exit code 1."""
-    from cli.clusters import BrokenCluster, inspect_cluster, survey_clusters
-    from cli.launching import current_user
-    from cli.session import open_client
+    from skyhop.cli.clusters import BrokenCluster, inspect_cluster, survey_clusters
+    from skyhop.cli.launching import current_user
+    from skyhop.cli.session import open_client
 
     client = await open_client()
     if names:
@@ -218,8 +218,8 @@ def _resources(job: JobRecord) -> str:
 
 async def run_cancel(cluster: str, request: CancelRequest) -> int:
     """Cancel the jobs and say what happened to each."""
-    from cli.session import open_client
-    from contract import CancelResult, ClusterUpdate
+    from skyhop.cli.session import open_client
+    from skyhop.contract import CancelResult, ClusterUpdate
 
     client = await open_client()
     result: CancelResult = await _update(client, cluster, ClusterUpdate.CANCEL, request, CancelResult)
@@ -247,9 +247,9 @@ async def run_lifecycle(
 
     With ``--all``, broken clusters are included only when ``broken_too`` (``down`` can remove them).
     """
-    from cli.clusters import survey_clusters
-    from cli.session import open_client
-    from contract import cluster_workflow_id
+    from skyhop.cli.clusters import survey_clusters
+    from skyhop.cli.session import open_client
+    from skyhop.contract import cluster_workflow_id
 
     client = client or await open_client()
     if all_clusters:
@@ -282,14 +282,14 @@ class _Stuck(_Refused):
 
 
 async def _stop(handle: Any) -> ClusterRecord:
-    from contract import ClusterUpdate
+    from skyhop.contract import ClusterUpdate
 
     record: ClusterRecord = await _call(handle, ClusterUpdate.STOP, None)
     return record
 
 
 async def _start(handle: Any, request: StartRequest) -> ClusterRecord:
-    from contract import ClusterUpdate
+    from skyhop.contract import ClusterUpdate
 
     record: ClusterRecord = await _call(handle, ClusterUpdate.START, request)
     return record
@@ -297,10 +297,10 @@ async def _start(handle: Any, request: StartRequest) -> ClusterRecord:
 
 async def run_down(names: list[str], all_clusters: bool) -> int:
     """Tear down clusters through their entity workflows; a broken one's nodes are found by tag instead."""
-    from cli.clusters import remove_broken
-    from cli.launching import say_launch_holding
-    from cli.session import open_client
-    from contract import ClusterRecord, ClusterStatus, ClusterUpdate
+    from skyhop.cli.clusters import remove_broken
+    from skyhop.cli.launching import say_launch_holding
+    from skyhop.cli.session import open_client
+    from skyhop.contract import ClusterRecord, ClusterStatus, ClusterUpdate
 
     client = await open_client()
 
@@ -317,14 +317,14 @@ async def run_down(names: list[str], all_clusters: bool) -> int:
 
 
 async def _autostop(handle: Any, request: AutostopRequest) -> ClusterRecord:
-    from contract import ClusterUpdate
+    from skyhop.contract import ClusterUpdate
 
     record: ClusterRecord = await _call(handle, ClusterUpdate.SET_AUTOSTOP, request)
     return record
 
 
 async def _update(client: Client, cluster: str, name: str, arg: Any, result_type: type[Any]) -> Any:
-    from contract import cluster_workflow_id
+    from skyhop.contract import cluster_workflow_id
 
     try:
         return await _call(client.get_workflow_handle(cluster_workflow_id(cluster)), name, arg, result_type)
@@ -337,7 +337,7 @@ async def _call(handle: Any, name: str, arg: Any, result_type: type[Any] | None 
     from temporalio.client import WorkflowUpdateFailedError
     from temporalio.service import RPCError
 
-    from contract import ClusterRecord
+    from skyhop.contract import ClusterRecord
 
     result_type = result_type or ClusterRecord
     try:

@@ -13,7 +13,7 @@ from typing import Any, NoReturn
 
 import typer
 
-from cli.output import EXIT_DETACHED, EXIT_USAGE, exit_now, fail, info
+from skyhop.cli.output import EXIT_DETACHED, EXIT_USAGE, exit_now, fail, info
 
 __all__ = ["run_command", "run_interruptible"]
 
@@ -23,11 +23,11 @@ def run_command(coro: Coroutine[Any, Any, int]) -> NoReturn:
     from temporalio.exceptions import ApplicationError
     from temporalio.service import RPCError
 
-    from cli.config import ConfigError
-    from cli.embedded import ServerError
-    from cli.logs import JobNotFoundError, LaunchFailedError
-    from cli.sdk_logs import route_sdk_logs
-    from spec import SpecError
+    from skyhop.cli.config import ConfigError
+    from skyhop.cli.embedded import ServerError
+    from skyhop.cli.logs import JobNotFoundError, LaunchFailedError
+    from skyhop.cli.sdk_logs import route_sdk_logs
+    from skyhop.spec import SpecError
 
     route_sdk_logs()
     try:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import sys
 
-from providers.home import skyhop_home
+from skyhop.providers.home import skyhop_home
 
 __all__ = ["OUTAGE_NOTICE", "log_path", "route_sdk_logs"]
 

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import json
 
-from cli.config import load_config
-from cli.output import info
+from skyhop.cli.config import load_config
+from skyhop.cli.output import info
 
 __all__ = ["run_server_start", "run_server_status", "run_server_stop"]
 
 
 def run_server_status() -> int:
     """Print where Temporal is and whether the embedded server and worker run."""
-    from cli.embedded import read_state, server_running, state_dir, worker_running
+    from skyhop.cli.embedded import read_state, server_running, state_dir, worker_running
 
     config = load_config()
     if not config.embedded:
@@ -55,7 +55,7 @@ def run_server_status() -> int:
 
 async def run_server_start() -> int:
     """Start (or find) the embedded server and worker, and say where they are."""
-    from cli.embedded import ensure_running
+    from skyhop.cli.embedded import ensure_running
 
     config = load_config()
     if not config.embedded:
@@ -69,7 +69,7 @@ async def run_server_start() -> int:
 
 def run_server_stop() -> int:
     """Stop the embedded worker and server."""
-    from cli.embedded import stop
+    from skyhop.cli.embedded import stop
 
     if not load_config().embedded:
         info("skyhop uses an external Temporal; there is nothing to stop here.")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from cli.config import load_config
+from skyhop.cli.config import load_config
 
 if TYPE_CHECKING:
     from temporalio.client import Client
@@ -14,13 +14,13 @@ __all__ = ["open_client", "web_ui_url"]
 
 async def open_client() -> Client:
     """Connect to the configured Temporal, or to the embedded one (started on first use)."""
-    from cli.client import connect
+    from skyhop.cli.client import connect
 
     config = load_config()
     if config.address is not None:
         return await connect(config, config.address)
-    from cli.embedded import ensure_running
-    from cli.output import info
+    from skyhop.cli.embedded import ensure_running
+    from skyhop.cli.output import info
 
     server = ensure_running(config, on_start=info)
     return await connect(config, server.address)
@@ -30,7 +30,7 @@ def web_ui_url(workflow_id: str) -> str | None:
     """The Web UI page of a workflow on the embedded server, or None when Temporal is external."""
     from urllib.parse import quote
 
-    from cli.embedded import read_state
+    from skyhop.cli.embedded import read_state
 
     config = load_config()
     state = read_state() if config.embedded else None

@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
-from cli.output import EXIT_USAGE, fail, info, print_json, table
+from skyhop.cli.output import EXIT_USAGE, fail, info, print_json, table
 
 if TYPE_CHECKING:
-    from providers.ssh.admin import HostStatus
+    from skyhop.providers.ssh.admin import HostStatus
 
 __all__ = ["ssh_app"]
 
@@ -40,8 +40,8 @@ def up(
     Each host's CPUs, memory and GPUs (nvidia-smi) become its pool's offerings; its host key is
     pinned. Exits 1 if a host did not answer (the others are registered).
     """
-    from providers.ssh.admin import register_pools
-    from providers.ssh.pools import PoolsError, default_pools_file, load_pools
+    from skyhop.providers.ssh.admin import register_pools
+    from skyhop.providers.ssh.pools import PoolsError, default_pools_file, load_pools
 
     path = pools_file or default_pools_file()
     try:
@@ -74,8 +74,8 @@ def status(json_output: Annotated[bool, typer.Option("--json", help="Print JSON.
 @ssh_app.command("down")
 def down(pools: Annotated[list[str], typer.Argument(help="Pools to forget.", show_default=False)]) -> None:
     """Forget pools (refused while a cluster holds one of their hosts; take it down first)."""
-    from providers.ssh.admin import remove_pools
-    from providers.ssh.pools import PoolsError
+    from skyhop.providers.ssh.admin import remove_pools
+    from skyhop.providers.ssh.pools import PoolsError
 
     try:
         remove_pools(pools)
@@ -86,14 +86,14 @@ def down(pools: Annotated[list[str], typer.Argument(help="Pools to forget.", sho
 
 
 async def _rows(live: bool) -> list[HostStatus]:
-    from providers.ssh.admin import pool_status
+    from skyhop.providers.ssh.admin import pool_status
 
     return await _closing(pool_status(live=live))
 
 
 async def _closing(work: Coroutine[Any, Any, T]) -> T:
     """Await ``work``, then close its SSH connections before the event loop ends."""
-    from providers.ssh.connection import close_connections
+    from skyhop.providers.ssh.connection import close_connections
 
     try:
         return await work

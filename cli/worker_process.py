@@ -13,10 +13,10 @@ import asyncio
 import logging
 import sys
 
-from cli.client import connect
-from cli.config import ConfigError, load_config
-from cli.embedded import ServerError, ensure_running
-from cli.output import EXIT_USAGE, exit_now
+from skyhop.cli.client import connect
+from skyhop.cli.config import ConfigError, load_config
+from skyhop.cli.embedded import ServerError, ensure_running
+from skyhop.cli.output import EXIT_USAGE, exit_now
 
 __all__ = ["main"]
 
@@ -24,7 +24,7 @@ log = logging.getLogger("skyhop.worker")
 
 
 async def _run(address: str | None, ready_file: str | None) -> None:
-    import worker
+    from skyhop import worker
 
     config = load_config()
     target = address or config.address

@@ -12,8 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from providers.base import ClusterHandle, Offering, ProvisionRequest
-from spec import Resources, Task
+from skyhop.providers.base import ClusterHandle, Offering, ProvisionRequest
+from skyhop.spec import Resources, Task
 
 __all__ = [
     "DEFAULT_CPU_DEMAND",

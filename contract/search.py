@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
 
-from contract import ClusterStatus, LaunchStage, SearchAttribute, WorkflowKind
+from skyhop.contract import ClusterStatus, LaunchStage, SearchAttribute, WorkflowKind
 
 __all__ = [
     "CLUSTER",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
-from providers.base import Offering
+from skyhop.providers.base import Offering
 
 __all__ = ["Blocked", "Blocklist"]
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from providers.base import Needs, Shortfall
-from providers.registry import capabilities_of
-from spec import Resources, Task
+from skyhop.providers.base import Needs, Shortfall
+from skyhop.providers.registry import capabilities_of
+from skyhop.spec import Resources, Task
 
 __all__ = ["left_out", "pinned_refusal", "shortfall", "task_needs"]
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from optimizer.blocklist import Blocklist
-from optimizer.dag_solver import Choice, Flow, Values, place
-from optimizer.egress import egress
-from optimizer.plan import Candidate, Minimize, Plan, plan_for, task_candidates
-from providers.catalog import CatalogSet, load_catalogs
-from spec import Dag
+from skyhop.optimizer.blocklist import Blocklist
+from skyhop.optimizer.dag_solver import Choice, Flow, Values, place
+from skyhop.optimizer.egress import egress
+from skyhop.optimizer.plan import Candidate, Minimize, Plan, plan_for, task_candidates
+from skyhop.providers.catalog import CatalogSet, load_catalogs
+from skyhop.spec import Dag
 
 __all__ = ["DagPlan", "optimize_dag"]
 

@@ -21,7 +21,7 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
-from providers.extras import require_extra
+from skyhop.providers.extras import require_extra
 
 __all__ = ["Choice", "Flow", "brute_force", "place", "total"]
 

@@ -7,7 +7,7 @@ as SkyPilot assumes. Providers without a catalog (``local``) charge nothing for 
 
 from __future__ import annotations
 
-from providers.catalog import policy_for
+from skyhop.providers.catalog import policy_for
 
 __all__ = ["egress"]
 

@@ -10,13 +10,13 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass
 
-from optimizer.blocklist import Blocklist
-from optimizer.capabilities import shortfall, task_needs
-from optimizer.launchables import catalog_launchables, offering_fits
-from providers.base import CheckResult, Needs, Offering
-from providers.catalog import Catalog, CatalogSet, policy_for
-from providers.registry import nothing_offered, read_checks
-from spec import Resources, Task
+from skyhop.optimizer.blocklist import Blocklist
+from skyhop.optimizer.capabilities import shortfall, task_needs
+from skyhop.optimizer.launchables import catalog_launchables, offering_fits
+from skyhop.providers.base import CheckResult, Needs, Offering
+from skyhop.providers.catalog import Catalog, CatalogSet, policy_for
+from skyhop.providers.registry import nothing_offered, read_checks
+from skyhop.spec import Resources, Task
 
 __all__ = ["why_infeasible"]
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from providers.base import Offering
-from spec import Resources
+from skyhop.providers.base import Offering
+from skyhop.spec import Resources
 
 __all__ = ["mismatch"]
 

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from optimizer.blocklist import Blocklist
-from optimizer.launchables import catalog_launchables
-from providers.base import Offering
-from providers.catalog import Catalog, CatalogSet, policy_for
-from spec import Resources
+from skyhop.optimizer.blocklist import Blocklist
+from skyhop.optimizer.launchables import catalog_launchables
+from skyhop.providers.base import Offering
+from skyhop.providers.catalog import Catalog, CatalogSet, policy_for
+from skyhop.spec import Resources
 
 __all__ = ["GpuOffer", "list_gpus"]
 

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from optimizer.blocklist import Blocklist
-from providers.base import Offering
-from providers.catalog import Catalog, CatalogPolicy, InstanceType, Location
-from spec import Quantity, Resources, parse_memory, parse_quantity
+from skyhop.optimizer.blocklist import Blocklist
+from skyhop.providers.base import Offering
+from skyhop.providers.catalog import Catalog, CatalogPolicy, InstanceType, Location
+from skyhop.spec import Quantity, Resources, parse_memory, parse_quantity
 
 __all__ = ["catalog_launchables", "offering_fits"]
 

@@ -13,14 +13,14 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from optimizer.blocklist import Blocklist
-from optimizer.capabilities import shortfall, task_needs
-from optimizer.errors import NoFeasibleOfferingError
-from optimizer.explain import why_infeasible
-from optimizer.launchables import catalog_launchables, offering_fits
-from providers.base import Offering, ProvisionRequest
-from providers.catalog import CLOUDS, CatalogSet, load_catalogs, policy_for
-from spec import DagTask, Resources, Task
+from skyhop.optimizer.blocklist import Blocklist
+from skyhop.optimizer.capabilities import shortfall, task_needs
+from skyhop.optimizer.errors import NoFeasibleOfferingError
+from skyhop.optimizer.explain import why_infeasible
+from skyhop.optimizer.launchables import catalog_launchables, offering_fits
+from skyhop.providers.base import Offering, ProvisionRequest
+from skyhop.providers.catalog import CLOUDS, CatalogSet, load_catalogs, policy_for
+from skyhop.spec import DagTask, Resources, Task
 
 __all__ = ["Candidate", "Minimize", "Plan", "flat_offerings", "optimize", "task_candidates"]
 
@@ -116,7 +116,7 @@ def flat_offerings(catalogs: CatalogSet, resources: Resources) -> list[Offering]
 
     The clouds are read from their catalogs instead, even once their provisioning is enabled.
     """
-    from providers.registry import get_provider, provider_names
+    from skyhop.providers.registry import get_provider, provider_names
 
     names = [n for n in provider_names() if n not in CLOUDS]
     if catalogs.restricted:
@@ -129,7 +129,7 @@ def task_candidates(
     node: DagTask, catalogs: CatalogSet, blocklist: Blocklist, minimize: Minimize
 ) -> list[Candidate]:
     """Every candidate for the task, best first; for ``ordered``, only the first alternative's."""
-    from providers.registry import disabled_provider_names
+    from skyhop.providers.registry import disabled_provider_names
 
     resources = node.task.resources
     flat = flat_offerings(catalogs, resources)

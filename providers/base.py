@@ -19,8 +19,8 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from providers.errors import NotSupportedError
-from providers.runtime.jobs import JobSpec, JobsQuery, JobsReport, NodeJobState
+from skyhop.providers.errors import NotSupportedError
+from skyhop.providers.runtime.jobs import JobSpec, JobsQuery, JobsReport, NodeJobState
 
 __all__ = [
     "CannotStopError",

@@ -16,7 +16,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel
 
-from providers.base import (
+from skyhop.providers.base import (
     CannotStopError,
     ClusterHandle,
     NodeHandle,
@@ -25,8 +25,8 @@ from providers.base import (
     Provider,
     ProvisionRequest,
 )
-from providers.catalog import Catalog, load_catalogs
-from providers.errors import CapacityError, ProviderError
+from skyhop.providers.catalog import Catalog, load_catalogs
+from skyhop.providers.errors import CapacityError, ProviderError
 
 __all__ = ["CLUSTER_TAG", "RANK_TAG", "CloudProvider", "Instance", "InstanceState", "catalog_offerings"]
 

@@ -13,10 +13,10 @@ from abc import abstractmethod
 from collections.abc import Callable
 from typing import ClassVar, Generic, TypeVar
 
-from providers.base import CheckResult
-from providers.cloud import CloudProvider
-from providers.errors import ProviderError, SdkMissingError
-from providers.extras import ExtraMissingError, require_extra
+from skyhop.providers.base import CheckResult
+from skyhop.providers.cloud import CloudProvider
+from skyhop.providers.errors import ProviderError, SdkMissingError
+from skyhop.providers.extras import ExtraMissingError, require_extra
 
 __all__ = ["SdkCloudProvider"]
 

@@ -7,15 +7,15 @@ home, and the runtime is an ``SSHNodeRuntime`` on the public address where there
 
 from __future__ import annotations
 
-from providers.base import NodeHandle, NodeRuntime, SshAccess
-from providers.cloud import Instance
+from skyhop.providers.base import NodeHandle, NodeRuntime, SshAccess
+from skyhop.providers.cloud import Instance
 
 __all__ = ["ssh_node", "ssh_runtime"]
 
 
 def ssh_node(cluster_name: str, instance: Instance, user: str) -> NodeHandle:
     """The handle of one instance whose login is ``user`` (home ``/home/<user>``)."""
-    from providers.ssh.runtime import runtime_dir
+    from skyhop.providers.ssh.runtime import runtime_dir
 
     return NodeHandle(
         rank=instance.rank,
@@ -28,9 +28,9 @@ def ssh_node(cluster_name: str, instance: Instance, user: str) -> NodeHandle:
 
 def ssh_runtime(node: NodeHandle, default_user: str) -> NodeRuntime:
     """The SSH runtime of a node created by ``ssh_node``."""
-    from providers.keys import key_paths
-    from providers.ssh.connection import Endpoint
-    from providers.ssh.runtime import SSHNodeRuntime
+    from skyhop.providers.keys import key_paths
+    from skyhop.providers.ssh.connection import Endpoint
+    from skyhop.providers.ssh.runtime import SSHNodeRuntime
 
     access = node.access
     if not isinstance(access, SshAccess):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from providers.errors import (
+from skyhop.providers.errors import (
     CredentialsError,
     InvalidRequestError,
     ProviderError,

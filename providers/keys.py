@@ -11,7 +11,7 @@ import fcntl
 import os
 from pathlib import Path
 
-from providers.home import skyhop_home
+from skyhop.providers.home import skyhop_home
 
 __all__ = ["key_paths", "public_key"]
 

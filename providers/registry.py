@@ -20,8 +20,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from providers.base import Capabilities, CheckResult, Provider
-from providers.home import skyhop_home
+from skyhop.providers.base import Capabilities, CheckResult, Provider
+from skyhop.providers.home import skyhop_home
 
 __all__ = [
     "PLANNED_PROVIDERS",
@@ -59,13 +59,13 @@ class _Entry:
 
 
 _PROVIDERS = {
-    "local": _Entry("providers.local:LocalProvider", always_enabled=True),
-    "sim": _Entry("providers.sim.provider:SimProvider", only_when_checked=True),
-    "aws": _Entry("providers.aws.provider:AWSProvider"),
-    "gcp": _Entry("providers.gcp.provider:GCPProvider"),
-    "azure": _Entry("providers.azure.provider:AzureProvider"),
+    "local": _Entry("skyhop.providers.local:LocalProvider", always_enabled=True),
+    "sim": _Entry("skyhop.providers.sim.provider:SimProvider", only_when_checked=True),
+    "aws": _Entry("skyhop.providers.aws.provider:AWSProvider"),
+    "gcp": _Entry("skyhop.providers.gcp.provider:GCPProvider"),
+    "azure": _Entry("skyhop.providers.azure.provider:AzureProvider"),
     "ssh": _Entry(
-        "providers.ssh:SSHProvider",
+        "skyhop.providers.ssh:SSHProvider",
         region_is_path=True,
         places="SSH node pool",
         enable_hint="register hosts with: skyhop ssh up pools.yaml",

@@ -1,11 +1,11 @@
 """The declarative IR: ``Task`` and ``Resources`` in SkyPilot's YAML format, validated with field paths."""
 
-from spec.dag import Dag, DagTask
-from spec.errors import SpecError
-from spec.loader import TaskOverrides, load_dag, load_task, looks_like_yaml_path, task_from_dict
-from spec.quantity import Quantity, parse_memory, parse_quantity
-from spec.resources import KNOWN_INFRA, Resources, parse_accelerators
-from spec.task import Task
+from skyhop.spec.dag import Dag, DagTask
+from skyhop.spec.errors import SpecError
+from skyhop.spec.loader import TaskOverrides, load_dag, load_task, looks_like_yaml_path, task_from_dict
+from skyhop.spec.quantity import Quantity, parse_memory, parse_quantity
+from skyhop.spec.resources import KNOWN_INFRA, Resources, parse_accelerators
+from skyhop.spec.task import Task
 
 __all__ = [
     "KNOWN_INFRA",

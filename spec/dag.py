@@ -18,9 +18,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from spec.errors import SpecError
-from spec.limits import MAX_CHAIN_TASKS
-from spec.task import Task
+from skyhop.spec.errors import SpecError
+from skyhop.spec.limits import MAX_CHAIN_TASKS
+from skyhop.spec.task import Task
 
 __all__ = ["DEFAULT_RUNTIME_HOURS", "Dag", "DagTask", "dag_from_documents"]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from spec.errors import SpecError
+from skyhop.spec.errors import SpecError
 
 __all__ = [
     "MAX_ALTERNATIVES",

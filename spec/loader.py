@@ -15,11 +15,11 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from spec.dag import Dag, dag_from_documents
-from spec.errors import SpecError, did_you_mean
-from spec.resources import Resources
-from spec.task import Task
-from spec.yaml_reader import read_yaml_documents
+from skyhop.spec.dag import Dag, dag_from_documents
+from skyhop.spec.errors import SpecError, did_you_mean
+from skyhop.spec.resources import Resources
+from skyhop.spec.task import Task
+from skyhop.spec.yaml_reader import read_yaml_documents
 
 __all__ = ["TaskOverrides", "load_dag", "load_task", "looks_like_yaml_path", "task_from_dict"]
 

@@ -17,9 +17,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from providers.registry import PLANNED_PROVIDERS, all_provider_names, region_is_path
-from spec.limits import MAX_ALTERNATIVES
-from spec.quantity import Quantity, parse_memory, parse_quantity
+from skyhop.providers.registry import PLANNED_PROVIDERS, all_provider_names, region_is_path
+from skyhop.spec.limits import MAX_ALTERNATIVES
+from skyhop.spec.quantity import Quantity, parse_memory, parse_quantity
 
 __all__ = ["Autostop", "KNOWN_INFRA", "Resources", "parse_accelerator_choices", "parse_accelerators"]
 
@@ -72,7 +72,7 @@ def _split_infra(infra: str) -> list[str]:
     if cloud in PLANNED_PROVIDERS:
         raise ValueError(f"{PLANNED_PROVIDERS[cloud]} is not supported yet; available: {allowed}")
     if cloud not in KNOWN_INFRA and cloud != "*":
-        from spec.errors import did_you_mean
+        from skyhop.spec.errors import did_you_mean
 
         raise ValueError(f"unknown infra {parts[0]!r}{did_you_mean(cloud, KNOWN_INFRA)}; allowed: {allowed}")
     if region_is_path(cloud):

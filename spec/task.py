@@ -7,7 +7,7 @@ from pathlib import PurePosixPath
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from spec.limits import (
+from skyhop.spec.limits import (
     MAX_ENVS,
     MAX_ENVS_BYTES,
     MAX_FILE_MOUNTS,
@@ -16,7 +16,7 @@ from spec.limits import (
     MAX_PATH_CHARS,
     MAX_SCRIPT_BYTES,
 )
-from spec.resources import Resources
+from skyhop.spec.resources import Resources
 
 __all__ = ["Task"]
 

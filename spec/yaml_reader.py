@@ -17,8 +17,8 @@ from typing import Any
 
 import yaml
 
-from spec.errors import SpecError
-from spec.limits import MAX_TASK_FILE_BYTES, MAX_YAML_DEPTH, MAX_YAML_VALUES
+from skyhop.spec.errors import SpecError
+from skyhop.spec.limits import MAX_TASK_FILE_BYTES, MAX_YAML_DEPTH, MAX_YAML_VALUES
 
 __all__ = ["read_yaml_documents"]
 

@@ -74,8 +74,8 @@ def cli_env(temporal_server: DevServer) -> dict[str, str]:
     It names the session's payload key explicitly, as a deployment would: a test that moves
     SKYHOP_HOME still signs with the key the session worker verifies.
     """
-    from cli.config import TemporalConfig
-    from cli.payload_key import default_key_file, load_payload_key
+    from skyhop.cli.config import TemporalConfig
+    from skyhop.cli.payload_key import default_key_file, load_payload_key
 
     load_payload_key(TemporalConfig())  # created on first use
     return {

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from cli.embedded import dev_server_argv, free_port, spawn_private, worker_argv
+from skyhop.cli.embedded import dev_server_argv, free_port, spawn_private, worker_argv
 
 __all__ = [
     "SKYHOP_CLI",

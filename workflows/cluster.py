@@ -38,10 +38,10 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, FailureError
 
 with workflow.unsafe.imports_passed_through():
-    from activities import cluster_ops, jobs, provisioning
-    from activities.cluster_ops import CancelJobsInput, ProbeResult, StartClusterInput, StopResult
-    from activities.models import RunJobInput, WaitJobInput
-    from contract import (
+    from skyhop.activities import cluster_ops, jobs, provisioning
+    from skyhop.activities.cluster_ops import CancelJobsInput, ProbeResult, StartClusterInput, StopResult
+    from skyhop.activities.models import RunJobInput, WaitJobInput
+    from skyhop.contract import (
         CLUSTER_WORKFLOW,
         LONG_QUEUE,
         SHORT_QUEUE,
@@ -65,11 +65,11 @@ with workflow.unsafe.imports_passed_through():
         Release,
         StartRequest,
     )
-    from contract.search import STATUS
-    from providers.base import ClusterHandle
-    from providers.runtime.jobs import JobOutcome
-    from spec import Task
-    from workflows.cluster_lifecycle import (
+    from skyhop.contract.search import STATUS
+    from skyhop.providers.base import ClusterHandle
+    from skyhop.providers.runtime.jobs import JobOutcome
+    from skyhop.spec import Task
+    from skyhop.workflows.cluster_lifecycle import (
         RECONCILE_INTERVAL_S,
         apply_release,
         holder_lost,
@@ -79,11 +79,11 @@ with workflow.unsafe.imports_passed_through():
         refusal,
         submit_refusal,
     )
-    from workflows.cluster_lock import Claimed, ClusterLock, Released
-    from workflows.cluster_queue import KEEP_FINISHED_JOBS, MAX_ACTIVE_JOBS, MAX_QUEUED_BYTES, JobQueue
-    from workflows.job_watch import JOB_EVENTS_PATCH, JobWatcher, notify_ended
-    from workflows.options import HEARTBEAT, LONG_RETRY, SHORT_RETRY, USER_ERRORS
-    from workflows.stages import history_is_long, prepare_nodes, run_long
+    from skyhop.workflows.cluster_lock import Claimed, ClusterLock, Released
+    from skyhop.workflows.cluster_queue import KEEP_FINISHED_JOBS, MAX_ACTIVE_JOBS, MAX_QUEUED_BYTES, JobQueue
+    from skyhop.workflows.job_watch import JOB_EVENTS_PATCH, JobWatcher, notify_ended
+    from skyhop.workflows.options import HEARTBEAT, LONG_RETRY, SHORT_RETRY, USER_ERRORS
+    from skyhop.workflows.stages import history_is_long, prepare_nodes, run_long
 
 __all__ = [
     "KEEP_FINISHED_JOBS",

@@ -11,11 +11,11 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel
 
-from contract import ClusterRecord, ClusterStatus, ClusterUpdate, Operation, Release
-from optimizer import mismatch
-from providers.base import NodeStatus
-from spec import Task
-from workflows.scheduler import capacity_of, demand_of, demand_problem
+from skyhop.contract import ClusterRecord, ClusterStatus, ClusterUpdate, Operation, Release
+from skyhop.optimizer import mismatch
+from skyhop.providers.base import NodeStatus
+from skyhop.spec import Task
+from skyhop.workflows.scheduler import capacity_of, demand_of, demand_problem
 
 __all__ = [
     "ALLOWED",

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from contract import ClusterRecord, HolderKind, LockHolder, Operation
+from skyhop.contract import ClusterRecord, HolderKind, LockHolder, Operation
 
 __all__ = ["Claimed", "ClusterLock", "Released"]
 

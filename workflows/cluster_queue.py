@@ -12,9 +12,9 @@ import itertools
 from collections.abc import Iterator
 from datetime import datetime
 
-from contract import ClusterRecord, JobRecord, JobStatus, JobSubmission
-from providers.base import ClusterHandle
-from workflows.scheduler import Demand, NodeAllocation, capacity_of, demand_of, schedule
+from skyhop.contract import ClusterRecord, JobRecord, JobStatus, JobSubmission
+from skyhop.providers.base import ClusterHandle
+from skyhop.workflows.scheduler import Demand, NodeAllocation, capacity_of, demand_of, schedule
 
 __all__ = ["KEEP_FINISHED_JOBS", "MAX_ACTIVE_JOBS", "MAX_QUEUED_BYTES", "JobQueue"]
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from contract import FailoverAttempt
-from optimizer.blocklist import Blocked
-from providers.base import Offering
-from providers.errors import FailureScope
+from skyhop.contract import FailoverAttempt
+from skyhop.optimizer.blocklist import Blocked
+from skyhop.providers.base import Offering
+from skyhop.providers.errors import FailureScope
 
 __all__ = ["RETRY_FIRST", "RETRY_MAX", "block_for", "history_table", "retry_delay"]
 

@@ -26,12 +26,12 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, FailureError
 
 with workflow.unsafe.imports_passed_through():
-    from activities import job_watch
-    from activities.models import WatchedJob, WatchJobsInput, WatchJobsResult
-    from contract import JOB_ENDED_SIGNAL, LONG_QUEUE, JobEnded, JobRecord, JobStatus
-    from providers.base import ClusterHandle
-    from providers.runtime.jobs import JobOutcome
-    from workflows.options import HEARTBEAT, LONG_RETRY
+    from skyhop.activities import job_watch
+    from skyhop.activities.models import WatchedJob, WatchJobsInput, WatchJobsResult
+    from skyhop.contract import JOB_ENDED_SIGNAL, LONG_QUEUE, JobEnded, JobRecord, JobStatus
+    from skyhop.providers.base import ClusterHandle
+    from skyhop.providers.runtime.jobs import JobOutcome
+    from skyhop.workflows.options import HEARTBEAT, LONG_RETRY
 
 __all__ = ["JOB_EVENTS_PATCH", "JobWatcher", "notify_ended"]
 

@@ -27,9 +27,9 @@ from temporalio.exceptions import ApplicationError, FailureError
 from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
-    from activities.clusters import ClusterActivities
-    from activities.models import OpenClusterInput, SubmitJobInput
-    from contract import (
+    from skyhop.activities.clusters import ClusterActivities
+    from skyhop.activities.models import OpenClusterInput, SubmitJobInput
+    from skyhop.contract import (
         LAUNCH_WORKFLOW,
         LOCK_LEASE_WORKFLOW,
         SHORT_QUEUE,
@@ -51,13 +51,13 @@ with workflow.unsafe.imports_passed_through():
         cluster_workflow_id,
         setup_key,
     )
-    from contract.search import STAGE
-    from optimizer import mismatch
-    from providers.base import ClusterHandle
-    from workflows.lock_lease import lease_id
-    from workflows.options import SHORT_RETRY
-    from workflows.provisioner import Provisioned, Provisioner, ProvisionSpec, remove_nodes
-    from workflows.stages import history_is_long, prepare_nodes, raise_if_cancelled
+    from skyhop.contract.search import STAGE
+    from skyhop.optimizer import mismatch
+    from skyhop.providers.base import ClusterHandle
+    from skyhop.workflows.lock_lease import lease_id
+    from skyhop.workflows.options import SHORT_RETRY
+    from skyhop.workflows.provisioner import Provisioned, Provisioner, ProvisionSpec, remove_nodes
+    from skyhop.workflows.stages import history_is_long, prepare_nodes, raise_if_cancelled
 
 __all__ = ["LaunchWorkflow"]
 

@@ -26,9 +26,9 @@ from temporalio import workflow
 from temporalio.exceptions import FailureError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.clusters import ClusterActivities
-    from activities.models import LaunchRunningInput
-    from contract import (
+    from skyhop.activities.clusters import ClusterActivities
+    from skyhop.activities.models import LaunchRunningInput
+    from skyhop.contract import (
         LOCK_LEASE_WORKFLOW,
         SHORT_QUEUE,
         LockLease,
@@ -36,7 +36,7 @@ with workflow.unsafe.imports_passed_through():
         Release,
         cluster_workflow_id,
     )
-    from workflows.options import SHORT_RETRY
+    from skyhop.workflows.options import SHORT_RETRY
 
 __all__ = ["LockLeaseWorkflow", "lease_id"]
 

@@ -6,7 +6,7 @@ from datetime import timedelta
 
 from temporalio.common import RetryPolicy
 
-from contract import ErrorType
+from skyhop.contract import ErrorType
 
 __all__ = ["HEARTBEAT", "LONG_RETRY", "SHORT_RETRY", "USER_ERRORS"]
 

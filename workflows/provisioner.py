@@ -35,19 +35,19 @@ from temporalio.exceptions import ActivityError, ApplicationError, FailureError
 from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
-    from activities import planning, provisioning
-    from activities.models import OptimizeInput
-    from activities.provisioning import AttemptOutcome
-    from contract import LONG_QUEUE, ErrorType, FailoverAttempt, LaunchStage, ProvisionState
-    from optimizer import Candidate, Minimize
-    from optimizer.blocklist import Blocked, Blocklist
-    from providers.base import ClusterHandle, ProvisionRequest
-    from providers.cloud import CLUSTER_TAG
-    from providers.errors import FailureScope
-    from spec import Task
-    from workflows.failover import block_for, history_table, retry_delay
-    from workflows.options import HEARTBEAT, LONG_RETRY, SHORT_RETRY
-    from workflows.stages import raise_if_cancelled, run_long
+    from skyhop.activities import planning, provisioning
+    from skyhop.activities.models import OptimizeInput
+    from skyhop.activities.provisioning import AttemptOutcome
+    from skyhop.contract import LONG_QUEUE, ErrorType, FailoverAttempt, LaunchStage, ProvisionState
+    from skyhop.optimizer import Candidate, Minimize
+    from skyhop.optimizer.blocklist import Blocked, Blocklist
+    from skyhop.providers.base import ClusterHandle, ProvisionRequest
+    from skyhop.providers.cloud import CLUSTER_TAG
+    from skyhop.providers.errors import FailureScope
+    from skyhop.spec import Task
+    from skyhop.workflows.failover import block_for, history_table, retry_delay
+    from skyhop.workflows.options import HEARTBEAT, LONG_RETRY, SHORT_RETRY
+    from skyhop.workflows.stages import raise_if_cancelled, run_long
 
 __all__ = ["KEPT_ATTEMPTS", "ProvisionSpec", "Provisioned", "Provisioner", "remove_nodes"]
 

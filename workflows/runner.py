@@ -28,7 +28,7 @@ from temporalio.converter import SerializationContext, StorageDriverStoreContext
 from temporalio.worker import WorkflowInstance, WorkflowInstanceDetails, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
-from contract import QUERY_OUTSIDE_TASK
+from skyhop.contract import QUERY_OUTSIDE_TASK
 
 __all__ = ["TaskBoundRunner"]
 

@@ -18,9 +18,9 @@ from collections.abc import Iterable, Sequence
 
 from pydantic import BaseModel, ConfigDict
 
-from contract import DEFAULT_CPU_DEMAND, Demand, NodeAllocation
-from providers.base import ClusterHandle
-from spec import Task
+from skyhop.contract import DEFAULT_CPU_DEMAND, Demand, NodeAllocation
+from skyhop.providers.base import ClusterHandle
+from skyhop.spec import Task
 
 __all__ = [
     "DEFAULT_CPU_DEMAND",

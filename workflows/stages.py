@@ -18,12 +18,12 @@ from temporalio import workflow
 from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
-    from activities import jobs, sync
-    from activities.models import FileMountsInput, SetupInput, SyncWorkdirInput
-    from contract import LONG_QUEUE, LaunchStage
-    from providers.base import ClusterHandle
-    from spec import Task
-    from workflows.options import HEARTBEAT, LONG_RETRY
+    from skyhop.activities import jobs, sync
+    from skyhop.activities.models import FileMountsInput, SetupInput, SyncWorkdirInput
+    from skyhop.contract import LONG_QUEUE, LaunchStage
+    from skyhop.providers.base import ClusterHandle
+    from skyhop.spec import Task
+    from skyhop.workflows.options import HEARTBEAT, LONG_RETRY
 
 __all__ = ["history_is_long", "prepare_nodes", "raise_if_cancelled", "run_long"]
 

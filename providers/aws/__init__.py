@@ -1,5 +1,5 @@
 """The ``aws`` provider: EC2 through boto3."""
 
-from providers.aws.provider import AWSProvider
+from skyhop.providers.aws.provider import AWSProvider
 
 __all__ = ["AWSProvider"]

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from providers.error_table import ErrorTable
-from providers.errors import (
+from skyhop.providers.error_table import ErrorTable
+from skyhop.providers.errors import (
     CapacityError,
     CredentialsError,
     InvalidRequestError,

@@ -13,9 +13,9 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from providers.catalog import Catalog
-from providers.catalog.update import Row, UpdateError, shape_of
-from providers.extras import ExtraMissingError, require_extra
+from skyhop.providers.catalog import Catalog
+from skyhop.providers.catalog.update import Row, UpdateError, shape_of
+from skyhop.providers.extras import ExtraMissingError, require_extra
 
 __all__ = ["fetch_rows"]
 

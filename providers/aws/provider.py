@@ -12,13 +12,13 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from providers.aws.errors import classify
-from providers.base import Capabilities, ClusterHandle, NodeHandle, NodeRuntime, ProvisionRequest
-from providers.cloud import CLUSTER_TAG, RANK_TAG, Instance, InstanceState
-from providers.cloud_sdk import SdkCloudProvider
-from providers.cloud_ssh import ssh_node, ssh_runtime
-from providers.errors import CredentialsError, ProviderError
-from providers.keys import public_key
+from skyhop.providers.aws.errors import classify
+from skyhop.providers.base import Capabilities, ClusterHandle, NodeHandle, NodeRuntime, ProvisionRequest
+from skyhop.providers.cloud import CLUSTER_TAG, RANK_TAG, Instance, InstanceState
+from skyhop.providers.cloud_sdk import SdkCloudProvider
+from skyhop.providers.cloud_ssh import ssh_node, ssh_runtime
+from skyhop.providers.errors import CredentialsError, ProviderError
+from skyhop.providers.keys import public_key
 
 __all__ = ["AWSProvider"]
 

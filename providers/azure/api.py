@@ -9,8 +9,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from providers.azure import config
-from providers.errors import CredentialsError
+from skyhop.providers.azure import config
+from skyhop.providers.errors import CredentialsError
 
 __all__ = ["EVICTED", "SETUP_HINT", "ArmApi"]
 

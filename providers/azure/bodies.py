@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from providers.base import ProvisionRequest
-from providers.cloud import CLUSTER_TAG, RANK_TAG
-from providers.errors import InvalidRequestError
-from providers.naming import fit_name
+from skyhop.providers.base import ProvisionRequest
+from skyhop.providers.cloud import CLUSTER_TAG, RANK_TAG
+from skyhop.providers.errors import InvalidRequestError
+from skyhop.providers.naming import fit_name
 
 __all__ = [
     "NSG",

@@ -8,8 +8,8 @@ Azure offerings have no zone, so capacity errors (which block the zone tried) bl
 
 from __future__ import annotations
 
-from providers.error_table import HTTP_STATUSES, ErrorTable
-from providers.errors import (
+from skyhop.providers.error_table import HTTP_STATUSES, ErrorTable
+from skyhop.providers.errors import (
     CapacityError,
     CredentialsError,
     InvalidRequestError,

@@ -13,15 +13,15 @@ import contextlib
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from providers.azure import bodies
-from providers.azure.api import SETUP_HINT, ArmApi
-from providers.azure.errors import classify
-from providers.base import Capabilities, ClusterHandle, NodeHandle, NodeRuntime, ProvisionRequest
-from providers.cloud import CLUSTER_TAG, RANK_TAG, Instance, InstanceState
-from providers.cloud_sdk import SdkCloudProvider
-from providers.cloud_ssh import ssh_node, ssh_runtime
-from providers.errors import InvalidRequestError, ProviderError
-from providers.keys import public_key
+from skyhop.providers.azure import bodies
+from skyhop.providers.azure.api import SETUP_HINT, ArmApi
+from skyhop.providers.azure.errors import classify
+from skyhop.providers.base import Capabilities, ClusterHandle, NodeHandle, NodeRuntime, ProvisionRequest
+from skyhop.providers.cloud import CLUSTER_TAG, RANK_TAG, Instance, InstanceState
+from skyhop.providers.cloud_sdk import SdkCloudProvider
+from skyhop.providers.cloud_ssh import ssh_node, ssh_runtime
+from skyhop.providers.errors import InvalidRequestError, ProviderError
+from skyhop.providers.keys import public_key
 
 __all__ = ["AzureProvider"]
 

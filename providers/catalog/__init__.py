@@ -6,10 +6,10 @@ or a folder in SkyPilot's v8 CSV layout named by ``SKYHOP_CATALOG_DIR``. All thr
 same ``Catalog``; parsed catalogs are cached by file size and mtime so optimizing stays fast.
 """
 
-from providers.catalog.errors import CatalogError
-from providers.catalog.model import Catalog, InstanceType, Location
-from providers.catalog.policy import CatalogPolicy, policy_for
-from providers.catalog.sources import CLOUDS, CatalogSet, load_catalogs
+from skyhop.providers.catalog.errors import CatalogError
+from skyhop.providers.catalog.model import Catalog, InstanceType, Location
+from skyhop.providers.catalog.policy import CatalogPolicy, policy_for
+from skyhop.providers.catalog.sources import CLOUDS, CatalogSet, load_catalogs
 
 __all__ = [
     "CLOUDS",

@@ -14,8 +14,8 @@ import pickle
 from collections.abc import Callable
 from pathlib import Path
 
-from providers.catalog.model import Catalog
-from providers.home import skyhop_home
+from skyhop.providers.catalog.model import Catalog
+from skyhop.providers.home import skyhop_home
 
 __all__ = ["cached_catalog"]
 

@@ -6,7 +6,7 @@ import csv
 from collections.abc import Iterator
 from pathlib import Path
 
-from providers.catalog.errors import CatalogError
+from skyhop.providers.catalog.errors import CatalogError
 
 __all__ = ["CsvRows"]
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from providers.catalog.model import Catalog, InstanceType
-from providers.catalog.rows import CsvRows
+from skyhop.providers.catalog.model import Catalog, InstanceType
+from skyhop.providers.catalog.rows import CsvRows
 
 __all__ = ["COLUMNS", "read_skyhop_csv"]
 

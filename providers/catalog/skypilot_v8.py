@@ -14,9 +14,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from providers.catalog.model import Catalog, InstanceType, Location
-from providers.catalog.policy import GCP_BUILTIN_ACCELERATORS, gcp_builtin_accelerator
-from providers.catalog.rows import CsvRows
+from skyhop.providers.catalog.model import Catalog, InstanceType, Location
+from skyhop.providers.catalog.policy import GCP_BUILTIN_ACCELERATORS, gcp_builtin_accelerator
+from skyhop.providers.catalog.rows import CsvRows
 
 __all__ = ["read_skypilot_v8"]
 

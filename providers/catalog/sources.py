@@ -13,12 +13,12 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from providers.catalog.cache import cached_catalog
-from providers.catalog.errors import CatalogError
-from providers.catalog.model import Catalog
-from providers.catalog.skyhop_csv import read_skyhop_csv
-from providers.catalog.skypilot_v8 import read_skypilot_v8
-from providers.home import skyhop_home
+from skyhop.providers.catalog.cache import cached_catalog
+from skyhop.providers.catalog.errors import CatalogError
+from skyhop.providers.catalog.model import Catalog
+from skyhop.providers.catalog.skyhop_csv import read_skyhop_csv
+from skyhop.providers.catalog.skypilot_v8 import read_skypilot_v8
+from skyhop.providers.home import skyhop_home
 
 __all__ = ["CLOUDS", "CatalogSet", "catalog_dir_override", "load_catalogs", "user_catalog_path"]
 

@@ -13,10 +13,10 @@ import importlib
 import os
 from pathlib import Path
 
-from providers.catalog.errors import CatalogError
-from providers.catalog.model import Catalog
-from providers.catalog.skyhop_csv import COLUMNS
-from providers.catalog.sources import load_catalogs, user_catalog_path
+from skyhop.providers.catalog.errors import CatalogError
+from skyhop.providers.catalog.model import Catalog
+from skyhop.providers.catalog.skyhop_csv import COLUMNS
+from skyhop.providers.catalog.sources import load_catalogs, user_catalog_path
 
 __all__ = ["Row", "UpdateError", "get_json", "shape_of", "update_catalog", "write_catalog"]
 
@@ -36,7 +36,7 @@ def update_catalog(cloud: str) -> tuple[Path, int]:
         shapes = load_catalogs().get(cloud)
     except (CatalogError, KeyError) as exc:
         raise UpdateError(f"cannot read the current {cloud} catalog for machine sizes: {exc}") from None
-    module = importlib.import_module(f"providers.{cloud}.pricing")
+    module = importlib.import_module(f"skyhop.providers.{cloud}.pricing")
     rows: list[Row] = module.fetch_rows(shapes)
     if not rows:
         raise UpdateError(f"the {cloud} pricing API returned no price for any known instance type")

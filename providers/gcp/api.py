@@ -12,9 +12,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from providers.errors import CredentialsError, TransientError
-from providers.gcp import config
-from providers.gcp.errors import classify, classify_operation
+from skyhop.providers.errors import CredentialsError, TransientError
+from skyhop.providers.gcp import config
+from skyhop.providers.gcp.errors import classify, classify_operation
 
 __all__ = ["ComputeApi", "PREEMPTED", "SETUP_HINT"]
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from providers.base import ProvisionRequest
-from providers.cloud import CLUSTER_TAG, RANK_TAG
-from providers.naming import fit_name
+from skyhop.providers.base import ProvisionRequest
+from skyhop.providers.cloud import CLUSTER_TAG, RANK_TAG
+from skyhop.providers.naming import fit_name
 
 __all__ = [
     "DEFAULT_IMAGE",

@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from providers.error_table import HTTP_STATUSES, ErrorTable
-from providers.errors import (
+from skyhop.providers.error_table import HTTP_STATUSES, ErrorTable
+from skyhop.providers.errors import (
     CapacityError,
     CredentialsError,
     InvalidRequestError,

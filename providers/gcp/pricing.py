@@ -15,8 +15,8 @@ import re
 import urllib.parse
 from typing import Any
 
-from providers.catalog import Catalog
-from providers.catalog.update import Row, UpdateError, get_json, shape_of
+from skyhop.providers.catalog import Catalog
+from skyhop.providers.catalog.update import Row, UpdateError, get_json, shape_of
 
 __all__ = ["fetch_rows"]
 

@@ -11,15 +11,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from providers.base import Capabilities, ClusterHandle, NodeHandle, NodeRuntime, ProvisionRequest
-from providers.cloud import CLUSTER_TAG, RANK_TAG, Instance, InstanceState
-from providers.cloud_sdk import SdkCloudProvider
-from providers.cloud_ssh import ssh_node, ssh_runtime
-from providers.errors import ProviderError
-from providers.gcp import bodies
-from providers.gcp.api import SETUP_HINT, ComputeApi
-from providers.gcp.errors import classify
-from providers.keys import public_key
+from skyhop.providers.base import Capabilities, ClusterHandle, NodeHandle, NodeRuntime, ProvisionRequest
+from skyhop.providers.cloud import CLUSTER_TAG, RANK_TAG, Instance, InstanceState
+from skyhop.providers.cloud_sdk import SdkCloudProvider
+from skyhop.providers.cloud_ssh import ssh_node, ssh_runtime
+from skyhop.providers.errors import ProviderError
+from skyhop.providers.gcp import bodies
+from skyhop.providers.gcp.api import SETUP_HINT, ComputeApi
+from skyhop.providers.gcp.errors import classify
+from skyhop.providers.keys import public_key
 
 __all__ = ["GCPProvider"]
 

@@ -1,5 +1,5 @@
 """The ``local`` provider: this machine as a cloud with one offering."""
 
-from providers.local.provider import LocalProvider
+from skyhop.providers.local.provider import LocalProvider
 
 __all__ = ["LocalProvider"]

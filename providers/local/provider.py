@@ -12,7 +12,7 @@ import shutil
 from pathlib import Path
 from typing import ClassVar
 
-from providers.base import (
+from skyhop.providers.base import (
     Capabilities,
     ClusterHandle,
     LocalAccess,
@@ -23,8 +23,8 @@ from providers.base import (
     Provider,
     ProvisionRequest,
 )
-from providers.home import skyhop_home
-from providers.local.runtime import FOLDER_NODE_CAPABILITIES, LocalNodeRuntime
+from skyhop.providers.home import skyhop_home
+from skyhop.providers.local.runtime import FOLDER_NODE_CAPABILITIES, LocalNodeRuntime
 
 __all__ = ["LocalProvider"]
 

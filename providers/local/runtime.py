@@ -17,11 +17,11 @@ import shutil
 import sys
 from pathlib import Path
 
-from providers.base import Capabilities, NodeHandle, NodeRuntime
-from providers.runtime import node_runner
-from providers.runtime.jobs import JobSpec, JobsQuery, JobsReport, NodeJobState
-from providers.runtime.sync import rsync_command
-from spec.limits import MAX_FOLDER_NODES
+from skyhop.providers.base import Capabilities, NodeHandle, NodeRuntime
+from skyhop.providers.runtime import node_runner
+from skyhop.providers.runtime.jobs import JobSpec, JobsQuery, JobsReport, NodeJobState
+from skyhop.providers.runtime.sync import rsync_command
+from skyhop.spec.limits import MAX_FOLDER_NODES
 
 __all__ = ["FOLDER_NODE_CAPABILITIES", "LocalNodeRuntime", "OutsideNodeError"]
 

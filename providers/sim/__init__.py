@@ -1,8 +1,8 @@
 """The ``sim`` provider: a simulated cloud with a real catalog and a fault plan, for tests and benchmarks."""
 
-from providers.sim.cloud import SimCloud, sim_root
-from providers.sim.plan import FaultPlan, FaultRule, PlanError, load_plan
-from providers.sim.provider import SimProvider
+from skyhop.providers.sim.cloud import SimCloud, sim_root
+from skyhop.providers.sim.plan import FaultPlan, FaultRule, PlanError, load_plan
+from skyhop.providers.sim.provider import SimProvider
 
 __all__ = [
     "FaultPlan",

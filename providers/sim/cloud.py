@@ -20,9 +20,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from providers.home import skyhop_home
-from providers.runtime import node_runner
-from providers.sim.plan import FaultPlan, load_plan
+from skyhop.providers.home import skyhop_home
+from skyhop.providers.runtime import node_runner
+from skyhop.providers.sim.plan import FaultPlan, load_plan
 
 __all__ = ["SimCloud", "sim_root"]
 

@@ -26,7 +26,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from providers.errors import (
+from skyhop.providers.errors import (
     CapacityError,
     CredentialsError,
     InvalidRequestError,

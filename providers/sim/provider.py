@@ -12,15 +12,22 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from providers.base import CheckResult, ClusterHandle, LocalAccess, NodeHandle, NodeRuntime, ProvisionRequest
-from providers.catalog import Catalog, CatalogError, load_catalogs
-from providers.catalog.cache import cached_catalog
-from providers.catalog.skyhop_csv import read_skyhop_csv
-from providers.cloud import CloudProvider, Instance, InstanceState
-from providers.errors import InvalidRequestError
-from providers.local.runtime import FOLDER_NODE_CAPABILITIES, LocalNodeRuntime
-from providers.sim.cloud import SimCloud
-from providers.sim.plan import PlanError
+from skyhop.providers.base import (
+    CheckResult,
+    ClusterHandle,
+    LocalAccess,
+    NodeHandle,
+    NodeRuntime,
+    ProvisionRequest,
+)
+from skyhop.providers.catalog import Catalog, CatalogError, load_catalogs
+from skyhop.providers.catalog.cache import cached_catalog
+from skyhop.providers.catalog.skyhop_csv import read_skyhop_csv
+from skyhop.providers.cloud import CloudProvider, Instance, InstanceState
+from skyhop.providers.errors import InvalidRequestError
+from skyhop.providers.local.runtime import FOLDER_NODE_CAPABILITIES, LocalNodeRuntime
+from skyhop.providers.sim.cloud import SimCloud
+from skyhop.providers.sim.plan import PlanError
 
 __all__ = ["SimProvider"]
 

@@ -1,5 +1,5 @@
 """The ``ssh`` provider: named pools of SSH hosts the user owns (``skyhop ssh up pools.yaml``)."""
 
-from providers.ssh.provider import SSHProvider
+from skyhop.providers.ssh.provider import SSHProvider
 
 __all__ = ["SSHProvider"]

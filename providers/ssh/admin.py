@@ -10,12 +10,12 @@ import asyncio
 
 from pydantic import BaseModel
 
-from providers.runtime.errors import NodeUnreachableError
-from providers.ssh.connection import run
-from providers.ssh.inventory import Host, Inventory, read_inventory, updating
-from providers.ssh.pools import HostSpec, PoolsError
-from providers.ssh.probe import probe_hosts
-from providers.ssh.provider import SSHProvider, endpoint_of, verdict
+from skyhop.providers.runtime.errors import NodeUnreachableError
+from skyhop.providers.ssh.connection import run
+from skyhop.providers.ssh.inventory import Host, Inventory, read_inventory, updating
+from skyhop.providers.ssh.pools import HostSpec, PoolsError
+from skyhop.providers.ssh.probe import probe_hosts
+from skyhop.providers.ssh.provider import SSHProvider, endpoint_of, verdict
 
 __all__ = ["HostStatus", "pool_status", "register_pools", "remove_pools"]
 
@@ -114,7 +114,7 @@ def _refuse_dropping_held(inventory: Inventory, pools: dict[str, list[HostSpec]]
 
 def _record_enabled(inventory: Inventory) -> None:
     """Let the optimizer consider ssh exactly while some pool has a host that answered."""
-    from providers.registry import read_checks, write_checks
+    from skyhop.providers.registry import read_checks, write_checks
 
     checks = read_checks()
     checks[SSHProvider.name] = verdict(inventory)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict
 
-from providers.runtime.errors import NodeUnreachableError
+from skyhop.providers.runtime.errors import NodeUnreachableError
 
 if TYPE_CHECKING:
     import asyncssh

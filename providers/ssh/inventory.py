@@ -16,8 +16,8 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from providers.home import skyhop_home
-from providers.ssh.pools import HostSpec
+from skyhop.providers.home import skyhop_home
+from skyhop.providers.ssh.pools import HostSpec
 
 __all__ = ["Allocation", "Host", "HostFacts", "Inventory", "known_hosts_path", "read_inventory", "updating"]
 

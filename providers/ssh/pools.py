@@ -25,7 +25,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict
 
-from providers.home import skyhop_home
+from skyhop.providers.home import skyhop_home
 
 __all__ = ["HostSpec", "PoolsError", "default_pools_file", "load_pools", "parse_pools"]
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 import asyncio
 import re
 
-from providers.runtime.errors import NodeUnreachableError
-from providers.ssh.connection import Endpoint, connect, run
-from providers.ssh.inventory import Host, HostFacts
-from providers.ssh.pools import HostSpec
+from skyhop.providers.runtime.errors import NodeUnreachableError
+from skyhop.providers.ssh.connection import Endpoint, connect, run
+from skyhop.providers.ssh.inventory import Host, HostFacts
+from skyhop.providers.ssh.pools import HostSpec
 
 __all__ = ["gpu_name", "probe_host", "probe_hosts"]
 

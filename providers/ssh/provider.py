@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from providers.base import (
+from skyhop.providers.base import (
     Capabilities,
     CheckResult,
     ClusterHandle,
@@ -22,11 +22,18 @@ from providers.base import (
     ProvisionRequest,
     SshAccess,
 )
-from providers.errors import CapacityError
-from providers.runtime.errors import NodeUnreachableError
-from providers.ssh.connection import Endpoint
-from providers.ssh.inventory import Allocation, Host, Inventory, known_hosts_path, read_inventory, updating
-from providers.ssh.runtime import SSHNodeRuntime, runtime_dir
+from skyhop.providers.errors import CapacityError
+from skyhop.providers.runtime.errors import NodeUnreachableError
+from skyhop.providers.ssh.connection import Endpoint
+from skyhop.providers.ssh.inventory import (
+    Allocation,
+    Host,
+    Inventory,
+    known_hosts_path,
+    read_inventory,
+    updating,
+)
+from skyhop.providers.ssh.runtime import SSHNodeRuntime, runtime_dir
 
 __all__ = ["SSHProvider", "endpoint_of", "verdict"]
 

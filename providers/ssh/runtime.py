@@ -13,11 +13,11 @@ import posixpath
 import shlex
 from pathlib import Path
 
-from providers.base import NodeHandle, NodeRuntime
-from providers.runtime import node_runner
-from providers.runtime.jobs import JobSpec, JobsQuery, JobsReport, NodeJobState
-from providers.ssh.connection import Endpoint, Result, run
-from providers.ssh.transfer import rsync_to, sftp_to
+from skyhop.providers.base import NodeHandle, NodeRuntime
+from skyhop.providers.runtime import node_runner
+from skyhop.providers.runtime.jobs import JobSpec, JobsQuery, JobsReport, NodeJobState
+from skyhop.providers.ssh.connection import Endpoint, Result, run
+from skyhop.providers.ssh.transfer import rsync_to, sftp_to
 
 __all__ = ["SSHNodeRuntime", "runtime_dir"]
 

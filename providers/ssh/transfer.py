@@ -13,9 +13,9 @@ import shlex
 import shutil
 import stat
 
-from providers.runtime.errors import NodeUnreachableError
-from providers.runtime.sync import list_files, rsync_filters
-from providers.ssh.connection import CONNECT_TIMEOUT_S, KEEPALIVE_COUNT, Endpoint, connect
+from skyhop.providers.runtime.errors import NodeUnreachableError
+from skyhop.providers.runtime.sync import list_files, rsync_filters
+from skyhop.providers.ssh.connection import CONNECT_TIMEOUT_S, KEEPALIVE_COUNT, Endpoint, connect
 
 __all__ = ["rsync_to", "sftp_to", "ssh_shell"]
 

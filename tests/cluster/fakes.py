@@ -20,8 +20,8 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.worker import Worker
 
-from activities.cluster_ops import CancelJobsInput, ProbeResult, StartClusterInput, StopResult
-from activities.models import (
+from skyhop.activities.cluster_ops import CancelJobsInput, ProbeResult, StartClusterInput, StopResult
+from skyhop.activities.models import (
     LaunchRunningInput,
     RunJobInput,
     SetupInput,
@@ -29,7 +29,7 @@ from activities.models import (
     WatchJobsInput,
     WatchJobsResult,
 )
-from contract import (
+from skyhop.contract import (
     LONG_QUEUE,
     SEARCH_ATTRIBUTES,
     SHORT_QUEUE,
@@ -39,10 +39,10 @@ from contract import (
     ClusterStatus,
     cluster_workflow_id,
 )
-from providers.base import ClusterHandle, NodeHandle, NodeStatus, Offering
-from providers.runtime.jobs import JobOutcome
-from spec import Task
-from workflows.cluster import ClusterWorkflow
+from skyhop.providers.base import ClusterHandle, NodeHandle, NodeStatus, Offering
+from skyhop.providers.runtime.jobs import JobOutcome
+from skyhop.spec import Task
+from skyhop.workflows.cluster import ClusterWorkflow
 
 __all__ = [
     "FakeCloud",

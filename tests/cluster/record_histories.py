@@ -20,7 +20,7 @@ from typing import Any
 
 from temporalio.client import Client, WorkflowHandle
 
-from contract import (
+from skyhop.contract import (
     LAUNCH_WORKFLOW,
     WORKFLOW_QUEUE,
     AutostopRequest,
@@ -34,13 +34,13 @@ from contract import (
     StartRequest,
     cluster_workflow_id,
 )
-from spec import Resources, Task
+from skyhop.spec import Resources, Task
+from skyhop.workflows.cluster import ClusterWorkflow
 from tests.cluster.fakes import FakeCloud, query_status, running_cluster, up_record
 from tests.cluster.test_autostop import time_skipping
 from tests.helpers import DevServer, WorkerProcess, wait_for
 from tests.integration.support import client_for, cluster_up, current_record, down, launch, record
 from tests.providers.sim_support import enabled_sim
-from workflows.cluster import ClusterWorkflow
 
 HISTORIES = Path(__file__).parent / "histories"
 

@@ -13,7 +13,7 @@ from temporalio.client import WorkflowHandle
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from contract import (
+from skyhop.contract import (
     AutostopRequest,
     ClusterRecord,
     ClusterStatus,
@@ -21,10 +21,10 @@ from contract import (
     JobSubmission,
     StartRequest,
 )
-from spec import Task
+from skyhop.spec import Task
+from skyhop.workflows.cluster import ClusterWorkflow
 from tests.cluster.fakes import FakeCloud, register_search_attributes, running_cluster, serving, up_record
 from tests.conftest import run
-from workflows.cluster import ClusterWorkflow
 
 TEST_SERVER = str(Path(sys.executable).parent / "temporal-test-server")
 

@@ -17,8 +17,8 @@ from temporalio import workflow
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.worker import Worker
 
-from cli.failures import stuck_reason
-from contract import (
+from skyhop.cli.failures import stuck_reason
+from skyhop.contract import (
     CLUSTER_WORKFLOW,
     ClaimRequest,
     ClusterInput,
@@ -26,15 +26,15 @@ from contract import (
     ClusterStatus,
     cluster_workflow_id,
 )
-from contract.search import cluster_search_attributes
-from providers.base import ProvisionRequest
-from providers.sim import SimCloud
-from providers.sim.provider import SimProvider
+from skyhop.contract.search import cluster_search_attributes
+from skyhop.providers.base import ProvisionRequest
+from skyhop.providers.sim import SimCloud
+from skyhop.providers.sim.provider import SimProvider
+from skyhop.workflows.cluster import ClusterWorkflow
 from tests.conftest import skyhop
 from tests.helpers import DevServer, WorkerProcess
 from tests.integration.support import client_for, unique_cluster
 from tests.providers.sim_support import enabled_sim
-from workflows.cluster import ClusterWorkflow
 
 pytestmark = pytest.mark.integration
 

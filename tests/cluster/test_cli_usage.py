@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from typer.testing import CliRunner
 
-from cli.app import app
+from skyhop.cli.app import app
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from contract import (
+from skyhop.contract import (
     ClaimGrant,
     ClusterRecord,
     ClusterStatus,
@@ -18,11 +18,10 @@ from contract import (
     Operation,
     Release,
 )
-from providers.base import NodeStatus
-from spec import Resources, Task
-from tests.cluster.fakes import up_record
-from workflows import cluster_queue, scheduler
-from workflows.cluster_lifecycle import (
+from skyhop.providers.base import NodeStatus
+from skyhop.spec import Resources, Task
+from skyhop.workflows import cluster_queue, scheduler
+from skyhop.workflows.cluster_lifecycle import (
     RECONCILE_INTERVAL_S,
     apply_release,
     holder_lost,
@@ -32,8 +31,9 @@ from workflows.cluster_lifecycle import (
     refusal,
     submit_refusal,
 )
-from workflows.cluster_lock import Claimed, ClusterLock, Released
-from workflows.cluster_queue import KEEP_FINISHED_JOBS, JobQueue
+from skyhop.workflows.cluster_lock import Claimed, ClusterLock, Released
+from skyhop.workflows.cluster_queue import KEEP_FINISHED_JOBS, JobQueue
+from tests.cluster.fakes import up_record
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 A, B = LockHolder.launch("launch:a"), LockHolder.launch("launch:b")

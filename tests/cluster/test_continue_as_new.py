@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
-from contract import (
+from skyhop.contract import (
     WORKFLOW_QUEUE,
     ClusterInput,
     ClusterRecord,
@@ -22,8 +22,9 @@ from contract import (
     JobSubmission,
     cluster_workflow_id,
 )
-from contract.search import cluster_search_attributes
-from spec import Task
+from skyhop.contract.search import cluster_search_attributes
+from skyhop.spec import Task
+from skyhop.workflows.cluster import ClusterWorkflow
 from tests.cluster.fakes import FakeCloud, query_status, running_cluster, up_record
 from tests.cluster.test_autostop import time_skipping
 from tests.cluster.test_queue_local import HALF
@@ -31,7 +32,6 @@ from tests.conftest import run
 from tests.helpers import DevServer, WorkerProcess
 from tests.integration.support import client_for, down, launch
 from tests.integration.support import record as current
-from workflows.cluster import ClusterWorkflow
 
 
 async def _runs(client: Client, workflow_id: str) -> int:

@@ -21,8 +21,8 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
-from activities.models import SubmitJobInput
-from contract import (
+from skyhop.activities.models import SubmitJobInput
+from skyhop.contract import (
     JOB_ENDED_SIGNAL,
     SHORT_QUEUE,
     CancelRequest,
@@ -33,10 +33,11 @@ from contract import (
     JobSubmission,
     cluster_workflow_id,
 )
-from providers.base import NodeStatus
-from providers.runtime.jobs import JobOutcome
-from providers.sim import SimCloud
-from spec import Resources, Task
+from skyhop.providers.base import NodeStatus
+from skyhop.providers.runtime.jobs import JobOutcome
+from skyhop.providers.sim import SimCloud
+from skyhop.spec import Resources, Task
+from skyhop.workflows.cluster import ClusterWorkflow
 from tests.cluster.fakes import FakeCloud, query_status, running_cluster, up_record
 from tests.cluster.test_autostop import time_skipping
 from tests.cluster.test_queue_local import HALF
@@ -45,7 +46,6 @@ from tests.helpers import DevServer, WorkerProcess, wait_for
 from tests.integration.support import client_for, cluster_up, current_record, unique_cluster
 from tests.integration.support import record as fetch_record
 from tests.providers.sim_support import enabled_sim
-from workflows.cluster import ClusterWorkflow
 
 ROUNDS = 5
 

@@ -9,11 +9,11 @@ import uuid
 import pytest
 from temporalio.worker import Worker
 
-from contract import ClusterRecord, LockHolder, LockLease, LockSignal
+from skyhop.contract import ClusterRecord, LockHolder, LockLease, LockSignal
+from skyhop.workflows.lock_lease import LockLeaseWorkflow
 from tests.cluster.fakes import FakeCloud, query_status, running_cluster, up_record
 from tests.cluster.test_autostop import time_skipping
 from tests.conftest import run
-from workflows.lock_lease import LockLeaseWorkflow
 
 
 async def _lease_ends(alive: bool) -> tuple[ClusterRecord, int, list[str]]:

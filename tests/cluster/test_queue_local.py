@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from contract import ClusterStatus, JobStatus
-from providers.home import skyhop_home
-from spec import Task
+from skyhop.contract import ClusterStatus, JobStatus
+from skyhop.providers.home import skyhop_home
+from skyhop.spec import Task
 from tests.conftest import skyhop
 from tests.helpers import DevServer, WorkerProcess, wait_for
 from tests.integration.support import cluster_up, current_record, unique_cluster

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from contract import ClusterStatus, JobStatus
-from providers.sim import SimCloud
-from spec import Resources, Task
+from skyhop.contract import ClusterStatus, JobStatus
+from skyhop.providers.sim import SimCloud
+from skyhop.spec import Resources, Task
 from tests.cluster.test_queue_local import _alive, _statuses
 from tests.conftest import skyhop
 from tests.helpers import DevServer, WorkerProcess, wait_for

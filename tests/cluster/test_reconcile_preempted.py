@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from contract import ClusterStatus, JobStatus, JobSubmission
-from providers.base import NodeStatus
-from spec import Task
+from skyhop.contract import ClusterStatus, JobStatus, JobSubmission
+from skyhop.providers.base import NodeStatus
+from skyhop.spec import Task
+from skyhop.workflows.cluster import ClusterWorkflow
 from tests.cluster.fakes import FakeCloud, running_cluster, up_record
 from tests.cluster.test_autostop import time_skipping
 from tests.conftest import run
-from workflows.cluster import ClusterWorkflow
 
 
 def test_a_preempted_node_fails_its_job_and_the_record_says_it_was_preempted() -> None:

@@ -16,9 +16,9 @@ from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
+from skyhop.workflows.cluster import ClusterWorkflow
+from skyhop.workflows.launch import LaunchWorkflow
 from tests.conftest import run
-from workflows.cluster import ClusterWorkflow
-from workflows.launch import LaunchWorkflow
 
 _TESTS = Path(__file__).parent.parent
 WORKFLOW_IDS = _TESTS / "launch" / "histories" / "workflow_ids.json"

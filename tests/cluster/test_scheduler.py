@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from providers.base import ClusterHandle, NodeHandle, Offering
-from spec import Resources, Task
-from workflows.scheduler import (
+from skyhop.providers.base import ClusterHandle, NodeHandle, Offering
+from skyhop.spec import Resources, Task
+from skyhop.workflows.scheduler import (
     DEFAULT_CPU_DEMAND,
     Demand,
     NodeAllocation,

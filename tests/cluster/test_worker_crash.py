@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 from temporalio.worker import Replayer
 
-from contract import cluster_workflow_id
-from spec import Resources, Task
+from skyhop.contract import cluster_workflow_id
+from skyhop.spec import Resources, Task
+from skyhop.workflows.cluster import ClusterWorkflow
 from tests.conftest import skyhop
 from tests.helpers import SKYHOP_CLI, DevServer, WorkerProcess, wait_for
 from tests.integration.support import client_for, cluster_up, current_record, unique_cluster
 from tests.providers.sim_support import enabled_sim
-from workflows.cluster import ClusterWorkflow
 
 pytestmark = pytest.mark.integration
 

@@ -9,7 +9,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from cli.app import app
+from skyhop.cli.app import app
 from tests.conftest import skyhop
 from tests.helpers import embedded_env
 

@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from cli.output import Ticker
+from skyhop.cli.output import Ticker
 from tests.conftest import REPO, skyhop
 from tests.helpers import SKYHOP_CLI
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from cli.sdk_logs import OUTAGE_NOTICE
+from skyhop.cli.sdk_logs import OUTAGE_NOTICE
 from tests.conftest import REPO
 from tests.helpers import DevServer, embedded_env
 
@@ -17,9 +17,9 @@ pytestmark = pytest.mark.e2e
 # A CLI command's client, as cli.running.run_command sets it up, asking the server something across an outage.
 CLIENT = """
 import asyncio, os, sys
-from cli.sdk_logs import route_sdk_logs
-from cli.client import connect
-from cli.config import load_config
+from skyhop.cli.sdk_logs import route_sdk_logs
+from skyhop.cli.client import connect
+from skyhop.cli.config import load_config
 
 async def main():
     route_sdk_logs()

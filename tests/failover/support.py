@@ -7,8 +7,8 @@ from typing import Any
 
 from temporalio.client import Client, WorkflowHandle
 
-from contract import LAUNCH_WORKFLOW, WORKFLOW_QUEUE, LaunchRequest, LaunchResult
-from spec import Task
+from skyhop.contract import LAUNCH_WORKFLOW, WORKFLOW_QUEUE, LaunchRequest, LaunchResult
+from skyhop.spec import Task
 
 __all__ = ["start_launch"]
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from spec import Resources, Task
+from skyhop.spec import Resources, Task
 from tests.conftest import run, skyhop
 from tests.failover.support import start_launch
 from tests.helpers import DevServer, WorkerProcess, wait_for

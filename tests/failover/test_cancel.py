@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
 
-from cli.failures import asked_again
-from contract import ClusterStatus, JobStatus, LaunchProgress, setup_key
-from providers.sim import SimCloud
-from spec import Resources, Task
+from skyhop.cli.failures import asked_again
+from skyhop.contract import ClusterStatus, JobStatus, LaunchProgress, setup_key
+from skyhop.providers.sim import SimCloud
+from skyhop.spec import Resources, Task
 from tests.conftest import run
 from tests.failover.support import start_launch
 from tests.helpers import DevServer, WorkerProcess, wait_for

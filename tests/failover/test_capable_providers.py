@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from cli.failures import asked_again
-from contract import LaunchProgress
-from spec import Task
+from skyhop.cli.failures import asked_again
+from skyhop.contract import LaunchProgress
+from skyhop.spec import Task
 from tests.conftest import run
 from tests.failover.support import start_launch
 from tests.helpers import DevServer, WorkerProcess

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cli.failures import asked_again
-from contract import ClusterStatus, LaunchProgress, LockHolder
-from providers.sim import SimCloud
+from skyhop.cli.failures import asked_again
+from skyhop.contract import ClusterStatus, LaunchProgress, LockHolder
+from skyhop.providers.sim import SimCloud
 from tests.conftest import run, skyhop
 from tests.helpers import SKYHOP_CLI, DevServer, WorkerProcess, wait_for
 from tests.integration.support import client_for, current_record, record, unique_cluster

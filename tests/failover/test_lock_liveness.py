@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 
-from contract import LAUNCH_WORKFLOW, WORKFLOW_QUEUE, ClusterStatus, LaunchRequest, LaunchResult
-from spec import Resources, Task
+from skyhop.contract import LAUNCH_WORKFLOW, WORKFLOW_QUEUE, ClusterStatus, LaunchRequest, LaunchResult
+from skyhop.spec import Resources, Task
 from tests.conftest import run, skyhop
 from tests.helpers import DevServer, WorkerProcess, wait_for
 from tests.integration.support import client_for, current_record, launch, record, unique_cluster

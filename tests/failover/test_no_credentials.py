@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from contract import ClusterStatus
+from skyhop.contract import ClusterStatus
 from tests.conftest import run, skyhop
 from tests.helpers import DevServer, WorkerProcess
 from tests.integration.support import client_for, record, unique_cluster

@@ -10,7 +10,7 @@ from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from contract import (
+from skyhop.contract import (
     LAUNCH_WORKFLOW,
     SEARCH_ATTRIBUTES,
     WORKFLOW_QUEUE,
@@ -19,12 +19,12 @@ from contract import (
     LaunchResult,
     cluster_workflow_id,
 )
-from providers.sim import SimCloud
-from spec import Resources, Task
+from skyhop.providers.sim import SimCloud
+from skyhop.spec import Resources, Task
+from skyhop.worker import build_workers
+from skyhop.workflows.failover import RETRY_FIRST
 from tests.conftest import run
 from tests.providers.sim_support import write_plan
-from worker import build_workers
-from workflows.failover import RETRY_FIRST
 
 TEST_SERVER = str(Path(__import__("sys").executable).parent / "temporal-test-server")
 

@@ -9,10 +9,10 @@ import pytest
 import yaml
 from temporalio.client import WorkflowFailureError
 
-from cli.failures import asked_again
-from contract import LaunchProgress
-from providers.sim import SimCloud
-from spec import Resources, Task
+from skyhop.cli.failures import asked_again
+from skyhop.contract import LaunchProgress
+from skyhop.providers.sim import SimCloud
+from skyhop.spec import Resources, Task
 from tests.conftest import run, skyhop
 from tests.failover.support import start_launch
 from tests.helpers import DevServer, WorkerProcess, wait_for

@@ -9,10 +9,10 @@ from collections.abc import AsyncIterator, Iterator
 
 from temporalio.client import Client
 
-from cli.client import connect
-from cli.config import TemporalConfig
-from cli.failures import asked_again
-from contract import (
+from skyhop.cli.client import connect
+from skyhop.cli.config import TemporalConfig
+from skyhop.cli.failures import asked_again
+from skyhop.contract import (
     LAUNCH_WORKFLOW,
     WORKFLOW_QUEUE,
     ClusterRecord,
@@ -21,7 +21,7 @@ from contract import (
     LaunchResult,
     cluster_workflow_id,
 )
-from spec import Task
+from skyhop.spec import Task
 from tests.helpers import wait_for
 
 __all__ = [

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from cli.config import TemporalConfig
-from cli.embedded import temporal_binary
-from cli.payload_key import load_payload_key
-from contract import ClusterStatus, JobStatus
-from providers.home import skyhop_home
-from spec import Resources, Task
+from skyhop.cli.config import TemporalConfig
+from skyhop.cli.embedded import temporal_binary
+from skyhop.cli.payload_key import load_payload_key
+from skyhop.contract import ClusterStatus, JobStatus
+from skyhop.providers.home import skyhop_home
+from skyhop.spec import Resources, Task
 from tests.conftest import run
 from tests.helpers import DevServer, WorkerProcess, wait_for
 from tests.integration.support import client_for, down, launch, record, unique_cluster, until_job_done
@@ -218,7 +218,7 @@ def test_dev_server_restart_mid_launch_resumes(tmp_path: Path) -> None:
     try:
 
         async def start() -> None:
-            from contract import LAUNCH_WORKFLOW, WORKFLOW_QUEUE, LaunchRequest
+            from skyhop.contract import LAUNCH_WORKFLOW, WORKFLOW_QUEUE, LaunchRequest
 
             client = await client_for(server.address)
             await client.start_workflow(

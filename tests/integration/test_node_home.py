@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from temporalio.client import WorkflowFailureError
 
-from providers.base import NodeHandle
-from providers.home import skyhop_home
-from providers.local.runtime import LocalNodeRuntime, OutsideNodeError
-from providers.sim import SimCloud
-from spec import Resources, Task
+from skyhop.providers.base import NodeHandle
+from skyhop.providers.home import skyhop_home
+from skyhop.providers.local.runtime import LocalNodeRuntime, OutsideNodeError
+from skyhop.providers.sim import SimCloud
+from skyhop.spec import Resources, Task
 from tests.conftest import run, skyhop
 from tests.helpers import DevServer, WorkerProcess
 from tests.integration.support import client_for, launch, unique_cluster

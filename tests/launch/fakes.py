@@ -17,23 +17,23 @@ from temporalio import activity
 from temporalio.client import Client, WorkflowHandle
 from temporalio.exceptions import ApplicationError
 
-from activities.clusters import ClusterActivities
-from activities.models import OptimizeInput
-from activities.provisioning import AttemptFailure, AttemptOutcome
-from contract import (
+from skyhop.activities.clusters import ClusterActivities
+from skyhop.activities.models import OptimizeInput
+from skyhop.activities.provisioning import AttemptFailure, AttemptOutcome
+from skyhop.contract import (
     WORKFLOW_QUEUE,
     ErrorType,
     LaunchRequest,
     LaunchResult,
 )
-from contract.search import launch_search_attributes
-from optimizer import Candidate, Plan
-from providers.base import ClusterHandle, NodeHandle, Offering, ProvisionRequest
-from providers.errors import FailureScope
-from spec import Task
+from skyhop.contract.search import launch_search_attributes
+from skyhop.optimizer import Candidate, Plan
+from skyhop.providers.base import ClusterHandle, NodeHandle, Offering, ProvisionRequest
+from skyhop.providers.errors import FailureScope
+from skyhop.spec import Task
+from skyhop.workflows.launch import LaunchWorkflow
+from skyhop.workflows.lock_lease import LockLeaseWorkflow
 from tests.cluster.fakes import FakeCloud
-from workflows.launch import LaunchWorkflow
-from workflows.lock_lease import LockLeaseWorkflow
 
 __all__ = ["CAPACITY", "FATAL", "QUOTA", "FakeProviders", "offering", "start_launch"]
 

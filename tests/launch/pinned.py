@@ -6,7 +6,7 @@ from __future__ import annotations
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from workflows.provisioner import Provisioner, ProvisionSpec
+    from skyhop.workflows.provisioner import Provisioner, ProvisionSpec
 
 __all__ = ["PinnedProvisioning"]
 

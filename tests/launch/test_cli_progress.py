@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from cli.launching import _FailoverPrinter
-from cli.output import Ticker
-from contract import FailoverAttempt, LaunchProgress
+from skyhop.cli.launching import _FailoverPrinter
+from skyhop.cli.output import Ticker
+from skyhop.contract import FailoverAttempt, LaunchProgress
 
 
 def _attempt(zone: str, next_zone: str | None) -> FailoverAttempt:

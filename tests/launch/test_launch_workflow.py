@@ -15,7 +15,7 @@ import pytest
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.exceptions import ApplicationError, CancelledError
 
-from contract import (
+from skyhop.contract import (
     WORKFLOW_QUEUE,
     ClusterInput,
     ClusterRecord,
@@ -25,18 +25,18 @@ from contract import (
     LockHolder,
     cluster_workflow_id,
 )
-from contract.search import STAGE
-from optimizer.blocklist import Blocked, Blocklist
-from providers.base import ClusterHandle, NodeHandle, ProvisionRequest
-from spec import Resources, Task
+from skyhop.contract.search import STAGE
+from skyhop.optimizer.blocklist import Blocked, Blocklist
+from skyhop.providers.base import ClusterHandle, NodeHandle, ProvisionRequest
+from skyhop.spec import Resources, Task
+from skyhop.workflows.cluster import ClusterWorkflow
+from skyhop.workflows.launch import LaunchWorkflow
+from skyhop.workflows.provisioner import ProvisionSpec
 from tests.cluster.fakes import query_status, serving
 from tests.cluster.test_autostop import time_skipping
 from tests.conftest import run
 from tests.launch.fakes import CAPACITY, FATAL, QUOTA, FakeProviders, offering, start_launch
 from tests.launch.pinned import PinnedProvisioning
-from workflows.cluster import ClusterWorkflow
-from workflows.launch import LaunchWorkflow
-from workflows.provisioner import ProvisionSpec
 
 EAST_A = offering("us-east-1", "us-east-1a")
 EAST_B = offering("us-east-1", "us-east-1b", price=1.5)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from providers.catalog import Catalog, CatalogSet
-from providers.catalog.skyhop_csv import COLUMNS, read_skyhop_csv
+from skyhop.providers.catalog import Catalog, CatalogSet
+from skyhop.providers.catalog.skyhop_csv import COLUMNS, read_skyhop_csv
 
 AWS = """\
 m6i.xlarge,4,16,,,,us-east-1,us-east-1a,0.192,0.07

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from cli.planning import placeable
-from optimizer import NoFeasibleOfferingError, optimize
-from optimizer.capabilities import left_out
-from spec import Resources, SpecError, Task
-from spec.limits import MAX_FOLDER_NODES
+from skyhop.cli.planning import placeable
+from skyhop.optimizer import NoFeasibleOfferingError, optimize
+from skyhop.optimizer.capabilities import left_out
+from skyhop.spec import Resources, SpecError, Task
+from skyhop.spec.limits import MAX_FOLDER_NODES
 from tests.providers.sim_support import enabled_sim
 
 

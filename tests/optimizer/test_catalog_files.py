@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from providers.catalog import CLOUDS, CatalogError, load_catalogs
-from providers.catalog.skyhop_csv import COLUMNS, read_skyhop_csv
-from providers.catalog.skypilot_v8 import read_skypilot_v8
-from providers.catalog.sources import user_catalog_path
+from skyhop.providers.catalog import CLOUDS, CatalogError, load_catalogs
+from skyhop.providers.catalog.skyhop_csv import COLUMNS, read_skyhop_csv
+from skyhop.providers.catalog.skypilot_v8 import read_skypilot_v8
+from skyhop.providers.catalog.sources import user_catalog_path
 
 V8_GCP = """\
 InstanceType,vCPUs,MemoryGiB,AcceleratorName,AcceleratorCount,GpuInfo,Region,AvailabilityZone,Price,SpotPrice

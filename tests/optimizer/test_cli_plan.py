@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from cli.app import app
+from skyhop.cli.app import app
 from tests.optimizer.catalogs import AWS, AZURE, GCP, write
 
 runner = CliRunner()

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from optimizer import optimize_dag
-from optimizer.dag_solver import Choice, Flow, brute_force, place, total
-from spec import Dag, DagTask, Task, task_from_dict
+from skyhop.optimizer import optimize_dag
+from skyhop.optimizer.dag_solver import Choice, Flow, brute_force, place, total
+from skyhop.spec import Dag, DagTask, Task, task_from_dict
 from tests.optimizer.catalogs import catalog_set
 
 PLACES = [
@@ -84,7 +84,7 @@ def test_a_chain_with_big_outputs_stays_in_one_region(tmp_path: Path) -> None:
 
 
 def test_chain_yaml_loads_header_outputs_and_runtime(tmp_path: Path) -> None:
-    from spec import SpecError, load_dag
+    from skyhop.spec import SpecError, load_dag
 
     path = tmp_path / "chain.yaml"
     path.write_text(

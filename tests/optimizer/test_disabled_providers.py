@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from optimizer import Blocked, Blocklist, NoFeasibleOfferingError, optimize
-from providers.base import CheckResult
-from providers.registry import write_checks
-from spec import Resources, Task
+from skyhop.optimizer import Blocked, Blocklist, NoFeasibleOfferingError, optimize
+from skyhop.providers.base import CheckResult
+from skyhop.providers.registry import write_checks
+from skyhop.spec import Resources, Task
 from tests.optimizer.catalogs import catalog_set
 
 NO_CREDENTIALS = {

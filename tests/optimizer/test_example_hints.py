@@ -8,9 +8,9 @@ from collections.abc import Iterator
 import pytest
 from typer.testing import CliRunner
 
-from cli.app import app
-from providers.base import CheckResult
-from providers.registry import write_checks
+from skyhop.cli.app import app
+from skyhop.providers.base import CheckResult
+from skyhop.providers.registry import write_checks
 from tests.conftest import REPO
 
 EXAMPLE = REPO / "examples" / "gpu.yaml"

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from optimizer import NoFeasibleOfferingError, optimize
-from spec import Resources, Task
+from skyhop.optimizer import NoFeasibleOfferingError, optimize
+from skyhop.spec import Resources, Task
 from tests.optimizer.catalogs import catalog_set
 
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from optimizer import mismatch
-from providers.base import Offering
-from spec import Resources
+from skyhop.optimizer import mismatch
+from skyhop.providers.base import Offering
+from skyhop.spec import Resources
 
 CLUSTER = Offering(
     provider="gcp",

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from optimizer import Blocked, Blocklist, NoFeasibleOfferingError, optimize
-from spec import Task, task_from_dict
+from skyhop.optimizer import Blocked, Blocklist, NoFeasibleOfferingError, optimize
+from skyhop.spec import Task, task_from_dict
 from tests.optimizer.catalogs import AWS, GCP, catalog_set
 
 
@@ -108,7 +108,7 @@ def test_ties_break_by_provider_region_zone_type(tmp_path: Path) -> None:
 
 
 def test_minimize_time_uses_the_tasks_estimate_then_cost(tmp_path: Path) -> None:
-    from spec import DagTask
+    from skyhop.spec import DagTask
 
     node = DagTask(
         task=_task({"accelerators": {"T4:1": None, "H100:8": None}}), estimated_runtime={"H100": 0.1, "T4": 5}

@@ -13,9 +13,9 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from providers.catalog import Catalog
-from providers.catalog.skyhop_csv import read_skyhop_csv
-from providers.catalog.update import write_catalog
+from skyhop.providers.catalog import Catalog
+from skyhop.providers.catalog.skyhop_csv import read_skyhop_csv
+from skyhop.providers.catalog.update import write_catalog
 from tests.optimizer.catalogs import catalog
 
 DATA = Path(__file__).parent / "data"
@@ -75,7 +75,7 @@ def _rows_to_catalog(tmp_path: Path, provider: str, rows: list[Any]) -> Catalog:
 def test_gcp_reprices_machines_and_gpus_from_the_billing_catalog(
     tmp_path: Path, server: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from providers.gcp.pricing import fetch_rows
+    from skyhop.providers.gcp.pricing import fetch_rows
 
     monkeypatch.setenv("SKYHOP_GCP_BILLING_URL", f"{server}/skus")
     monkeypatch.setenv("GOOGLE_API_KEY", "test-key")
@@ -106,7 +106,7 @@ def test_gcp_reprices_machines_and_gpus_from_the_billing_catalog(
 def test_azure_takes_linux_pay_as_you_go_and_spot_prices(
     tmp_path: Path, server: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from providers.azure.pricing import fetch_rows
+    from skyhop.providers.azure.pricing import fetch_rows
 
     monkeypatch.setenv("SKYHOP_AZURE_PRICES_URL", f"{server}/prices")
     shapes = catalog(
@@ -129,7 +129,7 @@ def test_aws_reads_the_price_list_and_spot_history(tmp_path: Path, monkeypatch: 
     import boto3
     from botocore.stub import ANY, Stubber
 
-    from providers.aws.pricing import fetch_rows
+    from skyhop.providers.aws.pricing import fetch_rows
 
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test")

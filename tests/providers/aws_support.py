@@ -18,7 +18,7 @@ from typing import Any
 import boto3
 import requests
 
-from providers.cloud import CLUSTER_TAG
+from skyhop.providers.cloud import CLUSTER_TAG
 from tests.helpers import free_port
 
 __all__ = ["MotoFaults", "aws_instances", "moto_server", "reclaim_spot", "reset"]

@@ -9,10 +9,10 @@ from typing import Any
 
 import yaml
 
-from providers.base import CheckResult
-from providers.catalog.skyhop_csv import COLUMNS
-from providers.registry import check_cache_path, read_checks, write_checks
-from providers.sim import SimCloud, sim_root
+from skyhop.providers.base import CheckResult
+from skyhop.providers.catalog.skyhop_csv import COLUMNS
+from skyhop.providers.registry import check_cache_path, read_checks, write_checks
+from skyhop.providers.sim import SimCloud, sim_root
 
 __all__ = ["ZONES", "enabled_sim", "sim_zone_location", "write_catalog", "write_plan"]
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import boto3
 import pytest
 
-from providers.aws import AWSProvider
-from providers.base import ClusterHandle, NodeStatus, Offering, ProvisionRequest
-from providers.cloud import RANK_TAG
-from providers.errors import CapacityError, CredentialsError
+from skyhop.providers.aws import AWSProvider
+from skyhop.providers.base import ClusterHandle, NodeStatus, Offering, ProvisionRequest
+from skyhop.providers.cloud import RANK_TAG
+from skyhop.providers.errors import CapacityError, CredentialsError
 from tests.conftest import run
 from tests.providers.aws_support import MotoFaults, aws_instances, reclaim_spot
 

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from providers.azure.api import ArmApi
-from providers.azure.provider import AzureProvider
-from providers.base import ClusterHandle, NodeStatus, Offering, ProvisionRequest
-from providers.errors import (
+from skyhop.providers.azure.api import ArmApi
+from skyhop.providers.azure.provider import AzureProvider
+from skyhop.providers.base import ClusterHandle, NodeStatus, Offering, ProvisionRequest
+from skyhop.providers.errors import (
     CapacityError,
     CredentialsError,
     FailureScope,
@@ -20,9 +20,9 @@ from providers.errors import (
     ProviderError,
     QuotaError,
 )
+from skyhop.workflows.failover import block_for
 from tests.conftest import run
 from tests.providers.fake_azure import FakeAzure, PutFault
-from workflows.failover import block_for
 
 SUBSCRIPTION = "00000000-0000-0000-0000-00000000beef"
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from providers.registry import check_cache_path, provider_names, read_checks
-from providers.sim import SimCloud
+from skyhop.providers.registry import check_cache_path, provider_names, read_checks
+from skyhop.providers.sim import SimCloud
 from tests.conftest import skyhop
 from tests.providers.aws_support import moto_server
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from providers.base import ClusterHandle, NodeStatus, Offering, ProvisionRequest
-from providers.errors import (
+from skyhop.providers.base import ClusterHandle, NodeStatus, Offering, ProvisionRequest
+from skyhop.providers.errors import (
     CapacityError,
     CredentialsError,
     FailureScope,
@@ -18,10 +18,10 @@ from providers.errors import (
     ProviderUnavailableError,
     QuotaError,
 )
-from providers.gcp.provider import GCPProvider
+from skyhop.providers.gcp.provider import GCPProvider
+from skyhop.workflows.failover import block_for
 from tests.conftest import run
 from tests.providers.fake_gcp import FakeGCP, OperationFault, write_service_account
-from workflows.failover import block_for
 
 PROJECT = "skyhop-test"
 

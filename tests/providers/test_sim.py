@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from providers.base import ClusterHandle, NodeStatus, ProvisionRequest
-from providers.errors import CapacityError, InvalidRequestError, QuotaError
-from providers.runtime.jobs import JobSpec
-from providers.sim import PlanError, SimCloud, SimProvider, load_plan
+from skyhop.providers.base import ClusterHandle, NodeStatus, ProvisionRequest
+from skyhop.providers.errors import CapacityError, InvalidRequestError, QuotaError
+from skyhop.providers.runtime.jobs import JobSpec
+from skyhop.providers.sim import PlanError, SimCloud, SimProvider, load_plan
 from tests.conftest import run
 from tests.helpers import wait_for
 from tests.providers.sim_support import ZONES, write_catalog, write_plan

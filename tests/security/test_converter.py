@@ -9,8 +9,8 @@ import pytest
 from temporalio.api.common.v1 import Payload
 from temporalio.exceptions import ApplicationError
 
-from contract import LaunchRequest
-from contract.converter import (
+from skyhop.contract import LaunchRequest
+from skyhop.contract.converter import (
     KEY_ID_METADATA,
     MAC_METADATA,
     UNAUTHENTICATED_ENCODING,
@@ -20,7 +20,7 @@ from contract.converter import (
     key_id,
     skyhop_data_converter,
 )
-from spec import Task
+from skyhop.spec import Task
 from tests.conftest import run
 
 KEY = bytes(range(32))

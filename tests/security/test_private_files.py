@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from cli.config import TemporalConfig
-from cli.payload_key import PayloadKeyError, load_payload_key
+from skyhop.cli.config import TemporalConfig
+from skyhop.cli.payload_key import PayloadKeyError, load_payload_key
 from tests.conftest import skyhop
 from tests.helpers import embedded_skyhop
 from tests.unit.test_node_runner import _run_cli

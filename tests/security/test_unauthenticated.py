@@ -24,14 +24,14 @@ from temporalio.common import RawValue, RetryPolicy
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 
-from activities.models import SetupInput
-from cli.config import TemporalConfig
-from cli.embedded import temporal_binary
-from cli.payload_key import load_payload_key
-from contract import LONG_QUEUE, WORKFLOW_QUEUE, LaunchResult
-from contract.converter import UNAUTHENTICATED_PAYLOAD
-from providers.home import skyhop_home
-from spec import Resources, Task
+from skyhop.activities.models import SetupInput
+from skyhop.cli.config import TemporalConfig
+from skyhop.cli.embedded import temporal_binary
+from skyhop.cli.payload_key import load_payload_key
+from skyhop.contract import LONG_QUEUE, WORKFLOW_QUEUE, LaunchResult
+from skyhop.contract.converter import UNAUTHENTICATED_PAYLOAD
+from skyhop.providers.home import skyhop_home
+from skyhop.spec import Resources, Task
 from tests.conftest import run
 from tests.helpers import DevServer, WorkerProcess, wait_for
 from tests.integration.support import client_for, cluster_up, down, launch, record, unique_cluster

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from spec import Resources, SpecError, task_from_dict
+from skyhop.spec import Resources, SpecError, task_from_dict
 
 
 def _alternatives(resources: dict[str, object]) -> list[dict[str, object]]:

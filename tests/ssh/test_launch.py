@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from contract import JobStatus
-from providers.base import NodeHandle
-from providers.ssh import SSHProvider
-from providers.ssh.connection import close_connections
-from providers.ssh.inventory import read_inventory
-from spec import Resources, Task
+from skyhop.contract import JobStatus
+from skyhop.providers.base import NodeHandle
+from skyhop.providers.ssh import SSHProvider
+from skyhop.providers.ssh.connection import close_connections
+from skyhop.providers.ssh.inventory import read_inventory
+from skyhop.spec import Resources, Task
 from tests.conftest import run, skyhop
 from tests.helpers import DevServer, WorkerProcess, wait_for
 from tests.integration.support import client_for, launched, record, unique_cluster, until_job_done

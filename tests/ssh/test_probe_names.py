@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from providers.ssh.inventory import HostFacts
-from providers.ssh.probe import gpu_name
+from skyhop.providers.ssh.inventory import HostFacts
+from skyhop.providers.ssh.probe import gpu_name
 
 
 @pytest.mark.parametrize(

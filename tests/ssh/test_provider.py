@@ -10,13 +10,13 @@ from typing import TypeVar
 
 import pytest
 
-from providers.base import ClusterHandle, Offering, ProvisionRequest
-from providers.errors import CapacityError
-from providers.runtime.jobs import JobSpec, NodeJobState
-from providers.ssh import SSHProvider
-from providers.ssh.connection import close_connections
-from providers.ssh.inventory import read_inventory
-from providers.ssh.runtime import SSHNodeRuntime
+from skyhop.providers.base import ClusterHandle, Offering, ProvisionRequest
+from skyhop.providers.errors import CapacityError
+from skyhop.providers.runtime.jobs import JobSpec, NodeJobState
+from skyhop.providers.ssh import SSHProvider
+from skyhop.providers.ssh.connection import close_connections
+from skyhop.providers.ssh.inventory import read_inventory
+from skyhop.providers.ssh.runtime import SSHNodeRuntime
 from tests.conftest import run
 from tests.ssh.hosts import SSHHosts
 
@@ -138,7 +138,7 @@ def _workdir(root: Path) -> Path:
 
 
 async def _remote_files(rt: SSHNodeRuntime, folder: str) -> set[str]:
-    from providers.ssh.connection import run as ssh_run
+    from skyhop.providers.ssh.connection import run as ssh_run
 
     out = await ssh_run(rt.endpoint, f"cd {folder} && find . -type f")
     return {line[2:] for line in out.stdout.decode().split()}
@@ -168,7 +168,7 @@ def test_workdir_sync_honours_ignore_rules_on_a_1000_file_tree(
         # A re-sync sends only what changed.
         (workdir / "d2" / "f2.txt").write_text("changed\n")
         await rt.sync_dir(str(workdir), "workdir")
-        from providers.ssh.connection import run as ssh_run
+        from skyhop.providers.ssh.connection import run as ssh_run
 
         out = await ssh_run(rt.endpoint, f"cat {remote}/d2/f2.txt")
         assert out.stdout == b"changed\n"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from providers.ssh.inventory import known_hosts_path, read_inventory
+from skyhop.providers.ssh.inventory import known_hosts_path, read_inventory
 from tests.conftest import run, skyhop
 from tests.ssh.conftest import pools_yaml
 from tests.ssh.hosts import SSHHosts
@@ -37,8 +37,8 @@ def test_ssh_up_probes_every_host_and_pins_its_key(ssh_hosts: SSHHosts, lab_pool
 
 
 def test_ssh_status_shows_reachability_size_and_holder(ssh_hosts: SSHHosts, lab_pool: str) -> None:
-    from providers.base import Offering, ProvisionRequest
-    from providers.ssh import SSHProvider
+    from skyhop.providers.base import Offering, ProvisionRequest
+    from skyhop.providers.ssh import SSHProvider
 
     provider = SSHProvider()
     offering = next(o for o in provider.offerings() if o.region == lab_pool and not o.accelerators)

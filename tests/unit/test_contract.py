@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from contract import ErrorType, LaunchProgress, LaunchStage
-from providers import errors
-from providers.errors import RETRY_CANNOT_FIX, ProviderError
-from workflows.options import LONG_RETRY, SHORT_RETRY
+from skyhop.contract import ErrorType, LaunchProgress, LaunchStage
+from skyhop.providers import errors
+from skyhop.providers.errors import RETRY_CANNOT_FIX, ProviderError
+from skyhop.workflows.options import LONG_RETRY, SHORT_RETRY
 
 
 def test_the_retry_policies_refuse_exactly_the_errors_only_the_user_can_fix() -> None:
@@ -36,9 +36,9 @@ def test_a_stage_reads_back_from_the_json_any_client_sends() -> None:
 def test_the_workflows_handle_exactly_the_names_the_contract_gives() -> None:
     from temporalio.workflow import _Definition
 
-    from contract import ClusterQuery, ClusterUpdate, LaunchQuery, WorkflowType
-    from workflows.cluster import ClusterWorkflow
-    from workflows.launch import LaunchWorkflow
+    from skyhop.contract import ClusterQuery, ClusterUpdate, LaunchQuery, WorkflowType
+    from skyhop.workflows.cluster import ClusterWorkflow
+    from skyhop.workflows.launch import LaunchWorkflow
 
     cluster = _Definition.must_from_class(ClusterWorkflow)
     launch = _Definition.must_from_class(LaunchWorkflow)
@@ -49,8 +49,8 @@ def test_the_workflows_handle_exactly_the_names_the_contract_gives() -> None:
 
 
 def test_the_node_runner_writes_the_statuses_the_controller_reads() -> None:
-    from providers.runtime import node_runner
-    from providers.runtime.jobs import NodeJobStatus
+    from skyhop.providers.runtime import node_runner
+    from skyhop.providers.runtime.jobs import NodeJobStatus
 
     written = [node_runner.STARTING, node_runner.RUNNING, node_runner.SUCCEEDED, node_runner.FAILED]
     assert {*written, node_runner.CANCELLED} == {status.value for status in NodeJobStatus}

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cli.config import load_config
+from skyhop.cli.config import load_config
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -69,7 +69,7 @@ def test_worker_runs_the_skyhop_worker_against_that_server(
 def test_worker_command_exists_in_the_cli() -> None:
     from typer.testing import CliRunner
 
-    from cli.app import app
+    from skyhop.cli.app import app
 
     result = CliRunner().invoke(app, ["worker", "--help"])
     assert result.exit_code == 0

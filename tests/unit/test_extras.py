@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from providers.extras import EXTRAS
+from skyhop.providers.extras import EXTRAS
 from tests.conftest import REPO, skyhop
 from tests.sdk_blocker import BLOCKED, blocked_env
 
@@ -52,10 +52,10 @@ def base_env(tmp_path: Path) -> dict[str, str]:
 
 
 def test_every_module_imports_without_the_extras(base_env: dict[str, str]) -> None:
-    modules = ["worker"] + [
+    modules = ["skyhop.worker"] + [
         info.name
         for package in PACKAGES
-        for info in pkgutil.walk_packages([str(REPO / package)], prefix=f"{package}.")
+        for info in pkgutil.walk_packages([str(REPO / package)], prefix=f"skyhop.{package}.")
         if not info.name.endswith("__main__")
     ]
     code = (
@@ -133,8 +133,8 @@ def test_a_provision_attempt_without_the_sdk_blocks_the_provider(base_env: dict[
     code = """
 import asyncio
 from temporalio.testing import ActivityEnvironment
-from activities.provisioning import provision_attempt
-from providers.base import Offering, ProvisionRequest
+from skyhop.activities.provisioning import provision_attempt
+from skyhop.providers.base import Offering, ProvisionRequest
 
 offering = Offering(provider="aws", region="us-east-1", zone="us-east-1a", instance_type="m5.large",
                     cpus=2, memory_gib=8, price=0.1)

@@ -5,14 +5,14 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from contract import LaunchRequest
-from providers.base import ProvisionRequest
-from providers.errors import NotSupportedError
-from providers.home import skyhop_home
-from providers.local import LocalProvider
-from providers.ssh.pools import PoolsError, parse_pools
-from spec import Task
-from spec.limits import MAX_FOLDER_NODES, MAX_NUM_NODES
+from skyhop.contract import LaunchRequest
+from skyhop.providers.base import ProvisionRequest
+from skyhop.providers.errors import NotSupportedError
+from skyhop.providers.home import skyhop_home
+from skyhop.providers.local import LocalProvider
+from skyhop.providers.ssh.pools import PoolsError, parse_pools
+from skyhop.spec import Task
+from skyhop.spec.limits import MAX_FOLDER_NODES, MAX_NUM_NODES
 from tests.conftest import run
 
 

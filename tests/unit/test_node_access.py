@@ -6,7 +6,7 @@ import base64
 import json
 from pathlib import Path
 
-from providers.base import ClusterHandle, LocalAccess, NodeHandle, SshAccess
+from skyhop.providers.base import ClusterHandle, LocalAccess, NodeHandle, SshAccess
 
 _HISTORIES = Path(__file__).parents[1] / "cluster" / "histories"
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from providers.runtime import node_runner
+from skyhop.providers.runtime import node_runner
 from tests.helpers import group_members, wait_for
 
 

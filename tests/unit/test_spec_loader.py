@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from spec import SpecError, Task, TaskOverrides, load_task, task_from_dict
+from skyhop.spec import SpecError, Task, TaskOverrides, load_task, task_from_dict
 
 
 def _error(data: object, base: Path = Path(".")) -> str:

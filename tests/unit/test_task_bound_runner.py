@@ -16,9 +16,9 @@ from temporalio.bridge.proto.workflow_completion import WorkflowActivationComple
 from temporalio.client import WorkflowQueryFailedError
 from temporalio.worker import WorkflowInstance, WorkflowInstanceDetails, WorkflowRunner
 
-from cli.failures import asked_again
-from contract import QUERY_OUTSIDE_TASK
-from workflows.runner import TaskBoundRunner
+from skyhop.cli.failures import asked_again
+from skyhop.contract import QUERY_OUTSIDE_TASK
+from skyhop.workflows.runner import TaskBoundRunner
 
 
 class _Recording(WorkflowInstance):
