@@ -205,6 +205,12 @@ class SimCloud:
 
     def _halt(self, item: dict[str, Any], target: str) -> None:
         folder = self.node_dir(item["instance_id"])
+        if target == "terminated" and folder.exists():
+            # A removed machine reports nothing more: its folder goes first, so no one reads the
+            # states its dying jobs would write (a killed job is not a job that failed).
+            gone = folder.with_name(f"{folder.name}.terminated")
+            folder.rename(gone)
+            folder = gone
         jobs = folder / "jobs"
         for key in sorted(p.name for p in jobs.iterdir()) if jobs.is_dir() else []:
             node_runner.cancel(str(folder), key, grace_s=0.0)
