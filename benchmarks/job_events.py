@@ -39,7 +39,9 @@ async def _bench(address: str, cluster: str, jobs: int, idle_s: float) -> dict[s
     from skyhop.contract import (
         CancelRequest,
         CancelResult,
+        ClusterQuery,
         ClusterRecord,
+        ClusterUpdate,
         JobRecord,
         JobStatus,
         JobSubmission,
@@ -51,7 +53,9 @@ async def _bench(address: str, cluster: str, jobs: int, idle_s: float) -> dict[s
     handle = client.get_workflow_handle(cluster_workflow_id(cluster))
 
     async def record() -> ClusterRecord:
-        result: ClusterRecord = await asked_again(lambda: handle.query("status", result_type=ClusterRecord))
+        result: ClusterRecord = await asked_again(
+            lambda: handle.query(ClusterQuery.STATUS, result_type=ClusterRecord)
+        )
         return result
 
     async def events() -> int:
@@ -63,7 +67,7 @@ async def _bench(address: str, cluster: str, jobs: int, idle_s: float) -> dict[s
     task = Task(run="sleep 3600", resources=Resources(cpus=f"{cpus:.3f}"))
     for i in range(jobs):
         submission = JobSubmission(request_id=f"bench-{i}", task=task, user="bench")
-        await handle.execute_update("submit_job", submission, result_type=JobRecord)
+        await handle.execute_update(ClusterUpdate.SUBMIT_JOB, submission, result_type=JobRecord)
     while not all(job.status == JobStatus.RUNNING for job in (await record()).jobs):
         await asyncio.sleep(0.2)
     await asyncio.sleep(3)  # let the watcher re-arm after the last start
@@ -73,7 +77,7 @@ async def _bench(address: str, cluster: str, jobs: int, idle_s: float) -> dict[s
     await asyncio.sleep(idle_s)
     idle_events = await events() - before
     before = await events()
-    await handle.execute_update("cancel", CancelRequest(all=True), result_type=CancelResult)
+    await handle.execute_update(ClusterUpdate.CANCEL, CancelRequest(all=True), result_type=CancelResult)
     while (await handle.describe()).raw_description.pending_activities:
         await asyncio.sleep(0.2)
     end_events = await events() - before
