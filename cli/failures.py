@@ -74,8 +74,10 @@ async def while_busy(send: Callable[[], Awaitable[T]]) -> T:
 
     The server takes at most a few updates in flight per workflow (10 by default): a burst of
     ``exec`` while no worker runs (one was just killed, say) exceeds it. A worker crash can also
-    abort an admitted update (UNAVAILABLE, "update was aborted"). Sending again is safe: an update
-    carries its id, so one the workflow already took returns its first result.
+    abort an admitted update (UNAVAILABLE, "update was aborted"), and a workflow task that failed
+    while it carried the update refuses it (FAILED_PRECONDITION, the next task will run it).
+    Sending again is safe: an update carries its id, so one the workflow already took returns its
+    first result.
     """
     from temporalio.service import RPCError, RPCStatusCode
 
@@ -86,7 +88,10 @@ async def while_busy(send: Callable[[], Awaitable[T]]) -> T:
             return await send()
         except RPCError as exc:
             aborted = exc.status == RPCStatusCode.UNAVAILABLE and "update was aborted" in exc.message
-            refused = exc.status == RPCStatusCode.RESOURCE_EXHAUSTED or aborted
+            task_failed = (
+                exc.status == RPCStatusCode.FAILED_PRECONDITION and "workflow task failure" in exc.message
+            )
+            refused = exc.status == RPCStatusCode.RESOURCE_EXHAUSTED or aborted or task_failed
             if not refused or time.monotonic() + delay > deadline:
                 raise
         await asyncio.sleep(delay)

@@ -13,10 +13,12 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
+from skyhop.cli.failures import while_busy
 from skyhop.contract import (
     WORKFLOW_QUEUE,
     ClusterInput,
     ClusterRecord,
+    ClusterUpdate,
     JobRecord,
     JobStatus,
     JobSubmission,
@@ -89,7 +91,11 @@ def test_real_jobs_run_once_across_continue_as_new(
         task = task.model_copy(update={"resources": task.resources.model_copy(update={"cpus": HALF})})
         for i in range(6):
             submission = JobSubmission(request_id=f"job-{i}", task=task)
-            await handle.execute_update("submit_job", submission, result_type=JobRecord)
+            await while_busy(
+                lambda s=submission: handle.execute_update(
+                    ClusterUpdate.SUBMIT_JOB, s, id=s.request_id, result_type=JobRecord
+                )
+            )
         for _ in range(600):
             record = await current(client, name)
             if all(job.status.done for job in record.jobs):

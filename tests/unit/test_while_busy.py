@@ -1,0 +1,47 @@
+"""``while_busy`` sends an update again only where Temporal refused it for a reason that passes."""
+
+from __future__ import annotations
+
+import pytest
+from temporalio.service import RPCError, RPCStatusCode
+
+from skyhop.cli import failures
+from skyhop.cli.failures import while_busy
+from tests.conftest import run
+
+
+def _sender(errors: list[RPCError]) -> tuple[list[int], object]:
+    calls: list[int] = []
+
+    async def send() -> str:
+        calls.append(1)
+        if errors:
+            raise errors.pop(0)
+        return "taken"
+
+    return calls, send
+
+
+@pytest.mark.parametrize(
+    ("status", "message"),
+    [
+        (RPCStatusCode.RESOURCE_EXHAUSTED, "too many outstanding updates"),
+        (RPCStatusCode.UNAVAILABLE, "update was aborted"),
+        (
+            RPCStatusCode.FAILED_PRECONDITION,
+            "Unable to perform workflow execution update due to unexpected workflow task failure.",
+        ),
+    ],
+)
+def test_a_refusal_that_passes_is_sent_again(status: RPCStatusCode, message: str) -> None:
+    calls, send = _sender([RPCError(message, status, b"")])
+    assert run(while_busy(send)) == "taken"  # type: ignore[arg-type]
+    assert len(calls) == 2
+
+
+def test_any_other_refusal_is_raised_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(failures, "_BUSY_RETRY_S", 60.0)
+    calls, send = _sender([RPCError("no such workflow", RPCStatusCode.NOT_FOUND, b"")])
+    with pytest.raises(RPCError):
+        run(while_busy(send))  # type: ignore[arg-type]
+    assert len(calls) == 1
