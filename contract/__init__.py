@@ -91,6 +91,8 @@ class WorkflowType(StrEnum):
     LAUNCH = "LaunchWorkflow"
     CLUSTER = "ClusterWorkflow"
     LOCK_LEASE = "LockLeaseWorkflow"
+    MANAGED_JOB = "ManagedJobWorkflow"
+    MANAGED_JOB_IDS = "ManagedJobIdsWorkflow"
 
 
 LAUNCH_WORKFLOW = WorkflowType.LAUNCH
@@ -137,7 +139,9 @@ class SearchAttribute(StrEnum):
     """A ``WorkflowKind``."""
     CLUSTER = "SkyhopCluster"
     STATUS = "SkyhopStatus"
-    """A cluster's ``ClusterStatus``."""
+    """A cluster's ``ClusterStatus``; a managed job's ``ManagedJobStatus``."""
+    NAME = "SkyhopName"
+    """A managed job's name (``jobs cancel -n NAME``)."""
     STAGE = "SkyhopStage"
     """A launch's ``LaunchStage``."""
     USER = "SkyhopUser"
@@ -152,6 +156,7 @@ class WorkflowKind(StrEnum):
 
     CLUSTER = "cluster"
     LAUNCH = "launch"
+    MANAGED_JOB = "managed-job"
 
 
 CLUSTER_NAME_PATTERN = r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$"

@@ -4,13 +4,14 @@ from skyhop.spec.dag import Dag, DagTask
 from skyhop.spec.errors import SpecError
 from skyhop.spec.loader import TaskOverrides, load_dag, load_task, looks_like_yaml_path, task_from_dict
 from skyhop.spec.quantity import Quantity, parse_memory, parse_quantity
-from skyhop.spec.resources import KNOWN_INFRA, Resources, parse_accelerators
+from skyhop.spec.resources import KNOWN_INFRA, JobRecovery, Resources, parse_accelerators
 from skyhop.spec.task import Task
 
 __all__ = [
     "KNOWN_INFRA",
     "Dag",
     "DagTask",
+    "JobRecovery",
     "Quantity",
     "Resources",
     "SpecError",

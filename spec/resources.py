@@ -13,7 +13,7 @@ a JSON round trip, where "which fields were set" is lost).
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -21,7 +21,14 @@ from skyhop.providers.registry import PLANNED_PROVIDERS, all_provider_names, reg
 from skyhop.spec.limits import MAX_ALTERNATIVES
 from skyhop.spec.quantity import Quantity, parse_memory, parse_quantity
 
-__all__ = ["Autostop", "KNOWN_INFRA", "Resources", "parse_accelerator_choices", "parse_accelerators"]
+__all__ = [
+    "Autostop",
+    "JobRecovery",
+    "KNOWN_INFRA",
+    "Resources",
+    "parse_accelerator_choices",
+    "parse_accelerators",
+]
 
 KNOWN_INFRA = tuple(all_provider_names())
 """Infrastructure names ``infra``/``cloud`` accept: the providers this installation has."""
@@ -149,6 +156,34 @@ class Autostop(BaseModel):
         return data
 
 
+class JobRecovery(BaseModel):
+    """SkyPilot's ``resources.job_recovery``: how a managed job recovers (a strategy name, or this)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    strategy: Literal["EAGER_NEXT_REGION", "FAILOVER"] = "EAGER_NEXT_REGION"
+    """After a preemption: ``EAGER_NEXT_REGION`` relaunches with the preempted region blocked
+    (unless the task pins one); ``FAILOVER`` tries the same region first."""
+    max_restarts_on_errors: int = Field(default=0, ge=0, strict=True)
+    """How many times a job that failed on nodes that are still up is restarted."""
+    recover_on_exit_codes: list[int] = []
+    """Exit codes that are recovered like a preemption, without counting as a restart."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _short_form(cls, data: Any) -> Any:
+        if isinstance(data, str):
+            data = {"strategy": data}
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        if isinstance(data.get("strategy"), str):
+            data["strategy"] = data["strategy"].upper()
+        if isinstance(data.get("recover_on_exit_codes"), int):
+            data["recover_on_exit_codes"] = [data["recover_on_exit_codes"]]
+        return data
+
+
 class Resources(BaseModel):
     """Per-node requirements and placement constraints of a task."""
 
@@ -171,6 +206,9 @@ class Resources(BaseModel):
     autostop: Autostop | None = None
     """Stop (or tear down) the cluster after this long idle: ``true`` (5 min), minutes, ``"10h"``,
     or ``{idle_minutes, down}``. Default: never."""
+    job_recovery: JobRecovery | None = None
+    """How a managed job recovers from preemptions and failures. Default: ``EAGER_NEXT_REGION``,
+    no restarts on errors."""
     any_of: list[Resources] | None = None
     """Alternatives, each complete (outer fields merged in); the cheapest feasible one wins."""
     ordered: list[Resources] | None = None

@@ -1,0 +1,234 @@
+"""The managed-job part of the contract: ``ManagedJobWorkflow``, its input, its states and its query.
+
+A managed job is one workflow, id ``managed-job:<id>`` on ``skyhop-workflows``, started with a
+``ManagedJobRequest`` as JSON. Its ``state`` query answers a ``ManagedJobState``; the same summary
+a listing needs is in its memo (``MEMO_KEY``, a ``ManagedJobSummary``) and its status in the
+``SkyhopStatus`` search attribute, so ``jobs queue`` reads one visibility page per thousand jobs
+and queries none. Cancel it with Temporal's cancel: it ends CANCELLED once its clusters are gone.
+Every end, cancel included, completes the workflow with the final ``ManagedJobState`` as result.
+
+Job ids are short and sequential: ``ManagedJobIdsWorkflow`` (id ``managed-job-ids``) hands them
+out through its ``allocate`` update, once per ``request_id``.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from skyhop.spec import Task
+
+__all__ = [
+    "MANAGED_JOB_IDS_ID",
+    "MEMO_KEY",
+    "AllocateIds",
+    "AllocatedIds",
+    "EndReason",
+    "JobEnd",
+    "ManagedJobIdsQuery",
+    "ManagedJobIdsUpdate",
+    "ManagedJobQuery",
+    "ManagedJobRequest",
+    "ManagedJobState",
+    "ManagedJobStatus",
+    "ManagedJobSummary",
+    "ManagedTaskState",
+    "TaskAttempt",
+    "managed_cluster_name",
+    "managed_job_workflow_id",
+    "managed_task_id",
+]
+
+MANAGED_JOB_IDS_ID = "managed-job-ids"
+"""The id of the workflow that hands out job ids."""
+MEMO_KEY = "skyhop-managed-job"
+"""The memo field holding the job's ``ManagedJobSummary``."""
+
+
+class ManagedJobStatus(StrEnum):
+    """SkyPilot's managed-job statuses, without FAILED_CONTROLLER: a dead worker only delays a job."""
+
+    PENDING = "PENDING"
+    """Submitted, or waiting (durably) for capacity before its first start."""
+    STARTING = "STARTING"
+    """Provisioning its cluster, syncing, running setup."""
+    RUNNING = "RUNNING"
+    RECOVERING = "RECOVERING"
+    """Preempted (or restarting after a failure): bringing a cluster up again."""
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    """The run exited non-zero and no restart was left."""
+    FAILED_SETUP = "FAILED_SETUP"
+    FAILED_PRECHECKS = "FAILED_PRECHECKS"
+    """No offering can ever fit the task (wrong infra, resources no catalog has)."""
+    FAILED_NO_RESOURCE = "FAILED_NO_RESOURCE"
+    """Every candidate failed for the number of searches the job was allowed."""
+    CANCELLING = "CANCELLING"
+    CANCELLED = "CANCELLED"
+
+    @property
+    def done(self) -> bool:
+        return self in _DONE
+
+
+_DONE = frozenset(
+    {
+        ManagedJobStatus.SUCCEEDED,
+        ManagedJobStatus.FAILED,
+        ManagedJobStatus.FAILED_SETUP,
+        ManagedJobStatus.FAILED_PRECHECKS,
+        ManagedJobStatus.FAILED_NO_RESOURCE,
+        ManagedJobStatus.CANCELLED,
+    }
+)
+
+
+class EndReason(StrEnum):
+    """Why a task (and so its job) ended, for programs; ``JobEnd.message`` says it for people."""
+
+    SUCCEEDED = "succeeded"
+    EXIT_CODE = "exit_code"
+    """The run exited non-zero on nodes that were still up, with no restart left."""
+    SETUP = "setup"
+    PRECHECKS = "prechecks"
+    NO_RESOURCE = "no_resource"
+    CANCELLED = "cancelled"
+    EARLIER_TASK = "earlier_task"
+    """A task before it in the pipeline (or beside it in a parallel group) failed."""
+
+
+class JobEnd(BaseModel):
+    """How a task or job ended: a status, a typed reason, and a sentence a user can act on."""
+
+    status: ManagedJobStatus
+    reason: EndReason
+    message: str
+    exit_code: int | None = None
+
+
+class ManagedJobRequest(BaseModel):
+    """``ManagedJobWorkflow``'s input."""
+
+    job_id: int = Field(ge=1)
+    name: str
+    tasks: list[Task] = Field(min_length=1)
+    """A pipeline: run in order, each on its own cluster; a failure stops the rest."""
+    parallel: bool = False
+    """Run every task at once as one group (a header document with ``execution: parallel``)."""
+    user: str = "unknown"
+    minimize: Literal["cost", "time"] = "cost"
+    max_searches: int | None = Field(default=None, ge=1)
+    """Full searches over every candidate before the job is FAILED_NO_RESOURCE; None: no limit
+    (it waits, with backoff, until capacity comes)."""
+    submitted_at: float | None = None
+    """When the user submitted it (the CLI's clock); None: when the workflow started."""
+    history_limit: int | None = None
+    """Continue as new once the history has this many events (tests force a small one)."""
+
+
+class TaskAttempt(BaseModel):
+    """One cluster (or one run on it) of a task, and how it ended."""
+
+    number: int
+    """1, 2, ...: ``jobs logs`` prints a marker line before each after the first."""
+    cluster_name: str
+    location: str | None = None
+    """Where its nodes were, ``provider/region/zone``."""
+    started_at: float
+    ended_at: float | None = None
+    outcome: str | None = None
+    """``succeeded``, ``preempted``, ``failed (exit 3)``, ``cancelled``..."""
+
+
+class ManagedTaskState(BaseModel):
+    """One task of a managed job."""
+
+    index: int
+    name: str | None = None
+    status: ManagedJobStatus = ManagedJobStatus.PENDING
+    cluster_name: str
+    task_id: str
+    """``SKYHOP_TASK_ID``/``SKYPILOT_TASK_ID`` of its runs, the same across recoveries."""
+    recoveries: int = 0
+    restarts: int = 0
+    """Restarts after user failures (``max_restarts_on_errors``)."""
+    attempts: list[TaskAttempt] = []
+    waiting: str | None = None
+    """Why it is not running now, when it waits (no capacity: what failed, and until when)."""
+    retry_at: float | None = None
+    running_since: float | None = None
+    job_seconds: float = 0.0
+    """Time spent RUNNING by earlier attempts (``running_since`` adds the current one's)."""
+    end: JobEnd | None = None
+
+
+class ManagedJobState(BaseModel):
+    """The ``state`` query's answer, and the workflow's result."""
+
+    job_id: int
+    name: str
+    user: str
+    status: ManagedJobStatus
+    submitted_at: float
+    ended_at: float | None = None
+    resources: str
+    """The tasks' resources, as ``Resources.describe`` says them."""
+    tasks: list[ManagedTaskState]
+    end: JobEnd | None = None
+
+
+class ManagedJobSummary(BaseModel):
+    """What ``jobs queue`` lists, from the memo (kept current as the job changes status)."""
+
+    job_id: int
+    name: str
+    resources: str
+    status: ManagedJobStatus
+    submitted_at: float
+    ended_at: float | None = None
+    recoveries: int = 0
+    job_seconds: float = 0.0
+    running_since: float | None = None
+    message: str | None = None
+
+
+class ManagedJobQuery(StrEnum):
+    STATE = "state"
+    """The ``ManagedJobState``."""
+
+
+class ManagedJobIdsUpdate(StrEnum):
+    ALLOCATE = "allocate"
+    """``AllocateIds`` -> ``AllocatedIds``."""
+
+
+class ManagedJobIdsQuery(StrEnum):
+    LAST = "last"
+    """The last id handed out (an int)."""
+
+
+class AllocateIds(BaseModel):
+    request_id: str
+    """The same request id gets the same ids again (a retried submit)."""
+    count: int = Field(default=1, ge=1, le=10_000)
+
+
+class AllocatedIds(BaseModel):
+    first: int
+    count: int
+
+
+def managed_job_workflow_id(job_id: int) -> str:
+    return f"managed-job:{job_id}"
+
+
+def managed_cluster_name(job_id: int, task_index: int, num_tasks: int) -> str:
+    """The cluster a task of a managed job runs on (``job-7``, or ``job-7-2`` in a pipeline)."""
+    return f"job-{job_id}" if num_tasks == 1 else f"job-{job_id}-{task_index}"
+
+
+def managed_task_id(submitted_at: float, name: str, job_id: int, task_index: int) -> str:
+    """``SKYHOP_TASK_ID`` of a managed task, stable across its recoveries (SkyPilot's layout)."""
+    return f"sky-managed-{int(submitted_at)}_{name}_{job_id}-{task_index}"
