@@ -24,7 +24,8 @@ from tests.providers.sim_support import enabled_sim
 
 pytestmark = pytest.mark.integration
 
-ROUNDS = 7
+ROUNDS = 6
+"""One round per kill point: after 1, 3, 5, 7, 9 and 11 of the ``EXECS`` submissions."""
 EXECS = 12
 
 
@@ -59,7 +60,7 @@ def test_parallel_execs_survive_a_worker_kill(
                 )  # fmt: skip
                 for i in range(EXECS)
             ]
-            # Kill at a different point each round: after 1, 3, 5, ... jobs were queued.
+            # Kill at a different point each round (``ROUNDS``).
             kill_after = 1 + (2 * round_) % EXECS
             wait_for(lambda n=name, k=kill_after: _submitted(address, n) >= k, 60, "submissions")  # type: ignore[misc]
             live_worker.kill9()
