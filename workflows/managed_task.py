@@ -123,11 +123,12 @@ class ManagedTask:
         try:
             end = await self._run()
         except asyncio.CancelledError:
-            cancelled_here = workflow.cancellation_reason() is None
-            if not self.state.status.done:
-                self._set(ManagedJobStatus.CANCELLING)
+            by_sibling = workflow.cancellation_reason() is None
+            self._stop_clock()
+            self._close_attempt("cancelled")
+            self._set(ManagedJobStatus.CANCELLING)
             await self._remove()
-            if not cancelled_here:
+            if not by_sibling:
                 raise
             # A sibling of a parallel group failed: this task is cancelled for it, the job goes on.
             end = JobEnd(
