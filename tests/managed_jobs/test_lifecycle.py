@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import base64
+import json
+import subprocess
 from pathlib import Path
 
 import pytest
 
+from skyhop.cli.embedded import temporal_binary
 from skyhop.contract import WorkflowKind
 from skyhop.contract.managed_jobs import (
     MEMO_KEY,
@@ -13,13 +17,14 @@ from skyhop.contract.managed_jobs import (
     ManagedJobState,
     ManagedJobStatus,
     ManagedJobSummary,
+    managed_job_workflow_id,
 )
 from skyhop.contract.search import KIND, NAME, STATUS, USER
 from skyhop.spec import Resources, Task
 from tests.conftest import run
 from tests.helpers import DevServer, WorkerProcess
-from tests.integration.support import client_for
-from tests.managed_jobs.support import alive, gate, job_log, start_job, state_of, until_state
+from tests.integration.support import client_for, payload_mac
+from tests.managed_jobs.support import alive, gate, job_log, next_job_id, start_job, state_of, until_state
 from tests.providers.sim_support import write_plan
 
 pytestmark = pytest.mark.integration
@@ -183,3 +188,29 @@ def test_a_failure_in_a_parallel_group_cancels_the_others(
         assert all(alive(t.cluster_name) == [] for t in final.tasks)
 
     run(scenario())
+
+
+def test_the_temporal_cli_starts_a_managed_job_with_signed_json(
+    temporal_server: DevServer, live_worker: WorkerProcess, sim_catalog: Path
+) -> None:
+    """The README's contract: any Temporal client that holds the key starts a managed job with JSON."""
+    job_id = next_job_id()
+    request = {
+        "job_id": job_id,
+        "name": "from-json",
+        "tasks": [{"run": "echo json", "resources": {"infra": "sim"}}],
+    }
+    data = json.dumps(request)
+    out = subprocess.run(
+        [
+            temporal_binary(), "workflow", "execute", "--address", temporal_server.address,
+            "--type", "ManagedJobWorkflow", "--task-queue", "skyhop-workflows",
+            "--workflow-id", managed_job_workflow_id(job_id), "--input", data, "-o", "json",
+            "--input-meta", f"skyhop-mac={payload_mac(data)}",
+        ],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    result = json.loads(base64.b64decode(json.loads(out.stdout)["result"]["data"]))
+    assert (result["status"], result["end"]["reason"]) == ("SUCCEEDED", "succeeded")
+    assert job_log(job_id, 0, 1) == "json\n"
