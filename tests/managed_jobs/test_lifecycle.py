@@ -24,7 +24,17 @@ from skyhop.spec import Resources, Task
 from tests.conftest import run
 from tests.helpers import DevServer, WorkerProcess
 from tests.integration.support import client_for, payload_mac
-from tests.managed_jobs.support import alive, gate, job_log, next_job_id, start_job, state_of, until_state
+from tests.managed_jobs.support import (
+    alive,
+    gate,
+    job_log,
+    next_job_id,
+    open_gate,
+    start_job,
+    state_of,
+    until_log,
+    until_state,
+)
 from tests.providers.sim_support import write_plan
 
 pytestmark = pytest.mark.integration
@@ -214,3 +224,25 @@ def test_the_temporal_cli_starts_a_managed_job_with_signed_json(
     result = json.loads(base64.b64decode(json.loads(out.stdout)["result"]["data"]))
     assert (result["status"], result["end"]["reason"]) == ("SUCCEEDED", "succeeded")
     assert job_log(job_id, 0, 1) == "json\n"
+
+
+def test_a_running_job_writes_nothing_to_its_history(
+    temporal_server: DevServer, live_worker: WorkerProcess, sim_catalog: Path, tmp_path: Path
+) -> None:
+    """No timer, no activity but the cluster's watcher: a job's history stands still while it runs."""
+    task = Task(run=f"echo a; {gate(tmp_path, 'b')}; echo b; {gate(tmp_path)}", resources=SIM)
+
+    async def scenario() -> None:
+        client = await client_for(temporal_server.address)
+        handle = await start_job(client, [task])
+        state = await until_state(handle, lambda s: s.status == ManagedJobStatus.RUNNING, "the run")
+        until_log(state.job_id, 0, 1, "a\n")
+        before = (await handle.describe()).raw_description.workflow_execution_info.history_length
+        open_gate(tmp_path, "b")
+        until_log(state.job_id, 0, 1, "b\n")  # the watcher polled on, and shipped the new output
+        after = (await handle.describe()).raw_description.workflow_execution_info.history_length
+        assert after == before
+        open_gate(tmp_path)
+        assert (await handle.result()).status == ManagedJobStatus.SUCCEEDED
+
+    run(scenario())
