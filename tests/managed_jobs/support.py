@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from temporalio.client import Client, WorkflowHandle
+from temporalio.worker import Replayer
 
 from skyhop.cli.failures import asked_again
 from skyhop.contract import WORKFLOW_QUEUE, WorkflowType
@@ -22,7 +23,17 @@ from skyhop.providers.sim import SimCloud
 from skyhop.spec import Task
 from tests.helpers import wait_for
 
-__all__ = ["alive", "gate", "job_log", "next_job_id", "open_gate", "start_job", "state_of", "until_state"]
+__all__ = [
+    "alive",
+    "assert_replays",
+    "gate",
+    "job_log",
+    "next_job_id",
+    "open_gate",
+    "start_job",
+    "state_of",
+    "until_state",
+]
 
 _IDS = itertools.count(os.getpid() * 1000)
 """Job ids unique in the session (the allocator is another workflow's business)."""
@@ -101,3 +112,13 @@ def until_log(job_id: int, task_index: int, attempt: int, text: str, timeout: fl
     wait_for(
         lambda: text in job_log(job_id, task_index, attempt), timeout, f"{text!r} in attempt {attempt}'s log"
     )
+
+
+async def assert_replays(client: Client, handle: WorkflowHandle[object, ManagedJobState]) -> None:
+    """Every run of the job replays from its history with today's code: the workflow is deterministic."""
+    from skyhop.workflows.managed_job import ManagedJobWorkflow
+
+    replayer = Replayer(workflows=[ManagedJobWorkflow], data_converter=client.data_converter)
+    async for execution in client.list_workflows(f"WorkflowId = '{handle.id}'"):
+        history = await client.get_workflow_handle(handle.id, run_id=execution.run_id).fetch_history()
+        await replayer.replay_workflow(history)

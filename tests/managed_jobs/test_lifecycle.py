@@ -26,6 +26,7 @@ from tests.helpers import DevServer, WorkerProcess
 from tests.integration.support import client_for, payload_mac
 from tests.managed_jobs.support import (
     alive,
+    assert_replays,
     gate,
     job_log,
     next_job_id,
@@ -82,6 +83,7 @@ def test_cancel_leaves_no_instance(
         assert final.end.reason == EndReason.CANCELLED
         assert final.tasks[0].attempts[-1].outcome == "cancelled"
         assert alive(cluster) == []
+        await assert_replays(client, handle)
 
     run(scenario())
 
@@ -170,11 +172,13 @@ def test_a_parallel_group_runs_at_once_and_each_task_knows_the_others(
 
     async def scenario() -> None:
         client = await client_for(temporal_server.address)
-        final = await (await start_job(client, tasks, parallel=True)).result()
+        handle = await start_job(client, tasks, parallel=True)
+        final = await handle.result()
         assert final.status == ManagedJobStatus.SUCCEEDED, final
         assert job_log(final.job_id, 0, 1) == "head sees 127.0.0.1\n"
         assert job_log(final.job_id, 1, 1) == "worker sees 127.0.0.1\n"
         assert all(alive(t.cluster_name) == [] for t in final.tasks)
+        await assert_replays(client, handle)
 
     run(scenario())
 
@@ -189,13 +193,15 @@ def test_a_failure_in_a_parallel_group_cancels_the_others(
 
     async def scenario() -> None:
         client = await client_for(temporal_server.address)
-        final = await (await start_job(client, tasks, parallel=True)).result()
+        handle = await start_job(client, tasks, parallel=True)
+        final = await handle.result()
         assert final.status == ManagedJobStatus.FAILED and final.end is not None
         assert final.end.exit_code == 9
         waits = final.tasks[1]
         assert waits.status == ManagedJobStatus.CANCELLED and waits.end is not None
         assert waits.end.reason == EndReason.EARLIER_TASK
         assert all(alive(t.cluster_name) == [] for t in final.tasks)
+        await assert_replays(client, handle)
 
     run(scenario())
 
@@ -244,5 +250,22 @@ def test_a_running_job_writes_nothing_to_its_history(
         assert after == before
         open_gate(tmp_path)
         assert (await handle.result()).status == ManagedJobStatus.SUCCEEDED
+
+    run(scenario())
+
+
+def test_a_setup_that_fails_ends_the_job_failed_setup(
+    temporal_server: DevServer, live_worker: WorkerProcess, sim_catalog: Path, tmp_path: Path
+) -> None:
+    ran = tmp_path / "ran"
+    task = Task(setup="echo broken; exit 4", run=f"touch {ran}", resources=SIM)
+
+    async def scenario() -> None:
+        client = await client_for(temporal_server.address)
+        final = await (await start_job(client, [task])).result()
+        assert final.status == ManagedJobStatus.FAILED_SETUP and final.end is not None
+        assert final.end.reason == EndReason.SETUP and "exit code 4" in final.end.message
+        assert final.tasks[0].attempts[0].outcome == "setup failed" and not ran.exists()
+        assert alive(final.tasks[0].cluster_name) == []
 
     run(scenario())

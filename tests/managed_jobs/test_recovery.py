@@ -14,6 +14,7 @@ from tests.helpers import DevServer, WorkerProcess
 from tests.integration.support import client_for
 from tests.managed_jobs.support import (
     alive,
+    assert_replays,
     gate,
     job_log,
     open_gate,
@@ -46,9 +47,11 @@ def test_preempted_twice_then_succeeds_with_every_attempt_logged(
 
     async def scenario() -> None:
         client = await client_for(temporal_server.address)
-        handle = await start_job(client, [task])
+        # A short history: the job continues as new between its clusters, carrying its attempts.
+        handle = await start_job(client, [task], history_limit=30)
         state = await state_of(handle)
         job_id, cluster = state.job_id, state.tasks[0].cluster_name
+        first_run = (await handle.describe()).run_id
         most_alive = 0
 
         def watch() -> None:
@@ -75,6 +78,8 @@ def test_preempted_twice_then_succeeds_with_every_attempt_logged(
         logs = [job_log(job_id, 0, n) for n in (1, 2, 3)]
         assert logs[:2] == [f"attempt of {task_id}\n"] * 2
         assert logs[2] == f"attempt of {task_id}\nfinished\n"
+        assert (await handle.describe()).run_id != first_run
+        await assert_replays(client, handle)
 
     run(scenario())
 
