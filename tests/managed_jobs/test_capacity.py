@@ -109,3 +109,24 @@ def test_a_long_wait_continues_as_new_carrying_the_job(sim_catalog: Path) -> Non
             assert alive(final.tasks[0].cluster_name) == []
 
     run(scenario())
+
+
+def test_cancel_while_waiting_for_capacity_leaves_nothing(sim_catalog: Path) -> None:
+    write_plan(sim_catalog, [{"zone": zone, "error": "capacity"} for zone in ZONES])
+
+    async def scenario() -> None:
+        async with skipping_with_workers() as (env, client):
+            with env.auto_time_skipping_disabled():
+                handle = await start_job(client, [TASK])
+                await until_state(
+                    handle,
+                    lambda s: s.status == ManagedJobStatus.PENDING and s.tasks[0].retry_at is not None,
+                    "the wait",
+                )
+                await handle.cancel()
+                final = await handle.result()
+            assert final.status == ManagedJobStatus.CANCELLED and final.end is not None
+            assert final.end.reason == EndReason.CANCELLED
+            assert alive(final.tasks[0].cluster_name) == []
+
+    run(scenario())
