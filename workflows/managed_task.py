@@ -21,7 +21,7 @@ from datetime import UTC, datetime, timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 
 with workflow.unsafe.imports_passed_through():
     from skyhop.activities import cluster_ops, jobs
@@ -115,7 +115,6 @@ class ManagedTask:
         self._continue_as_new = continue_as_new
         self.handle: ClusterHandle | None = None
         """The cluster this task holds now, if any."""
-        self.provisioner: Provisioner | None = None
         self._watcher = JobWatcher()
 
     async def run(self) -> JobEnd:
@@ -160,14 +159,14 @@ class ManagedTask:
     async def _bring_up(self, searches: list[Search]) -> ClusterHandle:
         """A new cluster for the task: each search in turn; the last one waits for capacity."""
         state = self.state
-        recovering = bool(state.attempts)
+        recovering = any(attempt.ended_at is not None for attempt in state.attempts)
         attempt = self._open_attempt()
         self._set(ManagedJobStatus.RECOVERING if recovering else ManagedJobStatus.STARTING)
         resumed, self._resume_provision = self._resume_provision, None
-        if resumed is not None:
-            searches = searches[-1:]
         for number, search in enumerate(searches, 1):
             final = number == len(searches)
+            if resumed is not None and not final:
+                continue  # a run that continued as new while the last search waited resumes that one
             spec = ProvisionSpec(
                 cluster_name=state.cluster_name,
                 task=self.task,
@@ -178,17 +177,17 @@ class ManagedTask:
                 max_searches=self.request.max_searches if final else None,
                 attempt_scope=f"{workflow.info().workflow_id}/task-{state.index}/attempt-{attempt.number}/search-{number}",
             )
-            self.provisioner = Provisioner(
+            provisioner = Provisioner(
                 spec,
                 resumed,
                 enter=self._searching,
                 waiting=self._waiting,
                 between_searches=self._between_searches,
             )
-            resumed = None
             try:
-                provisioned = await self.provisioner.provision()
+                provisioned = await provisioner.provision()
             except (ActivityError, ApplicationError) as exc:
+                _raise_if_cancelled_by(exc)
                 end = self._no_cluster(exc, final=final, ever_up=recovering)
                 if end is None:
                     continue
@@ -259,6 +258,7 @@ class ManagedTask:
             await prepare_nodes(handle, self.task, setup_key(key), timeout=_LONG_TIMEOUT)
             raise_if_cancelled()
         except ActivityError as exc:
+            _raise_if_cancelled_by(exc)
             cause = exc.cause
             setup_failed = isinstance(cause, ApplicationError) and cause.type == ErrorType.SETUP_FAILED
             if not setup_failed and await self._preempted(handle, answered=False):
@@ -284,7 +284,7 @@ class ManagedTask:
             if decision == Verdict.FAILED:
                 allowed = self.policy.max_restarts_on_errors
                 restarts = (
-                    f"after {allowed} restarts (max_restarts_on_errors)"
+                    f"after {allowed} restart(s) (max_restarts_on_errors: {allowed})"
                     if allowed
                     else "with no restart allowed (max_restarts_on_errors: 0)"
                 )
@@ -332,6 +332,7 @@ class ManagedTask:
             )
             raise_if_cancelled()
         except ActivityError as exc:
+            _raise_if_cancelled_by(exc)
             self._watcher.forget(job.job_id)
             return JobOutcome(status=NodeJobStatus.FAILED, error=innermost_message(exc))
         self.state.running_since = workflow.now().timestamp()
@@ -340,6 +341,7 @@ class ManagedTask:
         try:
             outcome = await self._watcher.end_of(job.job_id)
         except ActivityError as exc:
+            _raise_if_cancelled_by(exc)
             outcome = JobOutcome(status=NodeJobStatus.FAILED, error=innermost_message(exc))
         # Not in a ``finally``: a workflow evicted from the worker closes this coroutine, which must
         # not touch workflow state then.
@@ -364,13 +366,12 @@ class ManagedTask:
                     retry_policy=_PROBE_RETRY,
                     summary="are the nodes still there?",
                 )
-                if probe.statuses is not None:
+                if probe.statuses is not None or answered:
                     state.waiting = state.retry_at = None
-                    return nodes_lost(probe.statuses)
-                if answered:
-                    return False
+                    return probe.statuses is not None and nodes_lost(probe.statuses)
                 reason = f"{provider} cannot tell whether the nodes are up"
             except ActivityError as exc:
+                _raise_if_cancelled_by(exc)
                 reason = f"could not ask {provider} whether the nodes are up ({innermost_message(exc)})"
             failures += 1
             delay = min(_PROBE_FIRST * 2 ** (failures - 1), _PROBE_MAX)
@@ -454,6 +455,13 @@ def _failure(outcome: JobOutcome) -> str:
     if outcome.status == NodeJobStatus.CANCELLED:
         return "was stopped on its node"
     return f"failed ({outcome.error})" if outcome.error else "failed"
+
+
+def _raise_if_cancelled_by(exc: ActivityError | ApplicationError) -> None:
+    """An activity that failed because this task was cancelled (the job's cancel, or a parallel
+    sibling's failure) arrives as an ``ActivityError``: go on as the cancellation it is."""
+    if isinstance(exc.cause, CancelledError) or workflow.cancellation_reason() is not None:
+        raise asyncio.CancelledError("the task was cancelled") from exc
 
 
 def _when(timestamp: float | None) -> str:
