@@ -259,9 +259,9 @@ class ManagedTask:
             raise_if_cancelled()
         except ActivityError as exc:
             _raise_if_cancelled_by(exc)
-            cause = exc.cause
-            setup_failed = isinstance(cause, ApplicationError) and cause.type == ErrorType.SETUP_FAILED
-            if not setup_failed and await self._preempted(handle, answered=False):
+            # A setup fails too when its node is taken (its record vanishes): ask the provider,
+            # unless the nodes themselves reported the setup's exit code.
+            if await self._preempted(handle, answered=_setup_exit_code(exc) is not None):
                 await self._recover(PREEMPTED)
             end = self._end_attempt_with(
                 ManagedJobStatus.FAILED_SETUP, EndReason.SETUP, innermost_message(exc), "setup failed"
@@ -455,6 +455,15 @@ def _failure(outcome: JobOutcome) -> str:
     if outcome.status == NodeJobStatus.CANCELLED:
         return "was stopped on its node"
     return f"failed ({outcome.error})" if outcome.error else "failed"
+
+
+def _setup_exit_code(exc: ActivityError) -> int | None:
+    """The exit code a failed setup reported from its node; None: not a setup failure, or no exit there."""
+    cause = exc.cause
+    if not isinstance(cause, ApplicationError) or cause.type != ErrorType.SETUP_FAILED or not cause.details:
+        return None
+    outcome = JobOutcome.model_validate(cause.details[0])
+    return outcome.exit_code if outcome.lost_rank is None else None
 
 
 def _raise_if_cancelled_by(exc: ActivityError | ApplicationError) -> None:

@@ -175,3 +175,28 @@ def test_a_status_api_that_fails_is_never_taken_for_a_preemption(
         assert alive(cluster) == []
 
     run(scenario())
+
+
+def test_preempted_during_setup_recovers_rather_than_failing_setup(
+    temporal_server: DevServer, live_worker: WorkerProcess, sim_catalog: Path, tmp_path: Path
+) -> None:
+    write_plan(sim_catalog, [{"preempt_after_s": PREEMPT_AFTER_S}])
+    marker = tmp_path / "first-setup"
+    # The first cluster's setup waits until its node is taken; the next one's goes through.
+    setup = f"if [ ! -e {marker} ]; then touch {marker}; {gate(tmp_path)}; fi"
+    task = _task("echo ran", setup=setup)
+
+    async def scenario() -> None:
+        client = await client_for(temporal_server.address)
+        handle = await start_job(client, [task])
+        cluster = (await state_of(handle)).tasks[0].cluster_name
+        await until_state(handle, lambda s: marker.exists(), "the first setup")
+        write_plan(sim_catalog, [])  # the next cluster is not preempted
+        final = await until_state(
+            handle, lambda s: s.status.done, "the job's end", each=lambda: alive(cluster)
+        )
+        assert final.status == ManagedJobStatus.SUCCEEDED, final.end
+        assert [a.outcome for a in final.tasks[0].attempts] == ["preempted", "succeeded"]
+        assert final.tasks[0].recoveries == 1 and job_log(final.job_id, 0, 2) == "ran\n"
+
+    run(scenario())
