@@ -70,6 +70,10 @@ def test_cancel_leaves_no_instance(
         handle = await start_job(client, [task])
         cluster = (await state_of(handle)).tasks[0].cluster_name
 
+        if phase == ManagedJobStatus.RECOVERING:
+            await until_state(handle, lambda s: marker.exists(), "the first setup")
+            write_plan(sim_catalog, [])  # the first node keeps its preemption; the next one has none
+
         def in_phase(state: ManagedJobState) -> bool:
             # RECOVERING: once the second cluster is up (its setup waits), so the cancel must remove it.
             second_up = len(state.tasks[0].attempts) == 2 and state.tasks[0].attempts[1].location is not None

@@ -84,6 +84,31 @@ def test_preempted_twice_then_succeeds_with_every_attempt_logged(
     run(scenario())
 
 
+def test_failover_relaunches_in_the_preempted_region_first(
+    temporal_server: DevServer, live_worker: WorkerProcess, sim_catalog: Path, tmp_path: Path
+) -> None:
+    write_plan(sim_catalog, [{"preempt_after_s": PREEMPT_AFTER_S}])
+    task = _task(f"echo up; {gate(tmp_path)}", strategy="FAILOVER")
+
+    async def scenario() -> None:
+        client = await client_for(temporal_server.address)
+        handle = await start_job(client, [task])
+        state = await state_of(handle)
+        cluster = state.tasks[0].cluster_name
+        until_log(state.job_id, 0, 1, "up")
+        write_plan(sim_catalog, [])  # the first node keeps its preemption; the next one has none
+        await until_state(
+            handle, lambda s: s.tasks[0].recoveries == 1, "the preemption", each=lambda: alive(cluster)
+        )
+        until_log(state.job_id, 0, 2, "up")
+        open_gate(tmp_path)
+        final = await handle.result()
+        assert final.status == ManagedJobStatus.SUCCEEDED
+        assert [a.region for a in final.tasks[0].attempts] == ["us-east-1", "us-east-1"]
+
+    run(scenario())
+
+
 @pytest.mark.parametrize("restarts", [0, 1])
 def test_a_user_failure_restarts_on_the_same_cluster_while_the_policy_allows(
     temporal_server: DevServer, live_worker: WorkerProcess, sim_catalog: Path, tmp_path: Path, restarts: int
