@@ -273,3 +273,33 @@ def test_a_setup_that_fails_ends_the_job_failed_setup(
         assert alive(final.tasks[0].cluster_name) == []
 
     run(scenario())
+
+
+def test_a_preempted_task_of_a_parallel_group_recovers_alone(
+    temporal_server: DevServer, live_worker: WorkerProcess, sim_catalog: Path, tmp_path: Path
+) -> None:
+    write_plan(sim_catalog, [{"region": "us-east-1", "preempt_after_s": 3.0}])
+    tasks = [
+        Task(name="spot", run=f"echo peer $SKYHOP_JOBGROUP_STEADY_IPS; {gate(tmp_path)}", resources=SIM),
+        Task(name="steady", run=gate(tmp_path), resources=Resources(infra="sim/us-west-2")),
+    ]
+
+    async def scenario() -> None:
+        client = await client_for(temporal_server.address)
+        handle = await start_job(client, tasks, parallel=True)
+        state = await state_of(handle)
+        clusters = [t.cluster_name for t in state.tasks]
+        until_log(state.job_id, 0, 1, "peer 127.0.0.1")
+        write_plan(sim_catalog, [])  # the first node keeps its preemption; the next one has none
+        await until_state(
+            handle, lambda s: s.tasks[0].recoveries == 1, "the preemption", each=lambda: alive(clusters[0])
+        )
+        until_log(state.job_id, 0, 2, "peer 127.0.0.1")
+        open_gate(tmp_path)
+        final = await handle.result()
+        assert final.status == ManagedJobStatus.SUCCEEDED, final.end
+        assert [t.recoveries for t in final.tasks] == [1, 0]
+        assert [len(t.attempts) for t in final.tasks] == [2, 1]
+        assert all(alive(cluster) == [] for cluster in clusters)
+
+    run(scenario())
