@@ -82,3 +82,44 @@ def test_worker_kill9_while_provisioning_or_running(
             assert alive(cluster) == [], f"round {round_}"
 
     run(scenario())
+
+
+RECOVERY_ROUNDS = 5
+
+
+def test_worker_kill9_while_recovering(
+    temporal_server: DevServer, live_worker: WorkerProcess, sim_catalog: Path, tmp_path: Path
+) -> None:
+    async def scenario() -> None:
+        client = await client_for(temporal_server.address)
+        for round_ in range(RECOVERY_ROUNDS):
+            write_plan(sim_catalog, [{"preempt_after_s": 3.0}], latency_s=0.2)
+            folder = tmp_path / f"round-{round_}"
+            folder.mkdir()
+            task = Task(run=f"echo before; {gate(folder)}; echo after", resources=Resources(infra="sim"))
+            handle = await start_job(client, [task])
+            state = await state_of(handle)
+            cluster, job_id = state.tasks[0].cluster_name, state.job_id
+            until_log(job_id, 0, 1, "before")
+            write_plan(sim_catalog, [], latency_s=0.2)  # the first node keeps its preemption
+            await until_state(
+                handle,
+                lambda s: s.status == ManagedJobStatus.RECOVERING,
+                f"round {round_}: recovering",
+                each=lambda c=cluster: alive(c),
+            )
+            live_worker.kill9()
+            live_worker.start()
+            until_log(job_id, 0, 2, "before")
+            open_gate(folder)
+            try:
+                final = await asyncio.wait_for(handle.result(), 120)
+            except TimeoutError:
+                raise AssertionError(f"round {round_}: {await state_of(handle)}") from None
+            assert final.status == ManagedJobStatus.SUCCEEDED, f"round {round_}: {final}"
+            outcomes = [a.outcome for a in final.tasks[0].attempts]
+            assert outcomes == ["preempted", "succeeded"], f"round {round_}: {outcomes}"
+            assert job_log(job_id, 0, 1) == "before\n" and job_log(job_id, 0, 2) == "before\nafter\n"
+            assert alive(cluster) == [], f"round {round_}"
+
+    run(scenario())
