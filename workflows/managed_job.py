@@ -123,7 +123,8 @@ class ManagedJobWorkflow:
                     if end.status != ManagedJobStatus.SUCCEEDED:
                         for other in pending:
                             other.cancel()  # each ends CANCELLED (EARLIER_TASK) once its cluster is gone
-        except asyncio.CancelledError:
+        except BaseException:
+            # Cancelled, or a task failed unexpectedly: no other task may keep its cluster.
             for run in pending:
                 run.cancel()
             await asyncio.gather(*pending, return_exceptions=True)

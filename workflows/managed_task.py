@@ -267,6 +267,10 @@ class ManagedTask:
                 ManagedJobStatus.FAILED_SETUP, EndReason.SETUP, innermost_message(exc), "setup failed"
             )
             raise _Ended(end) from exc
+        if self.task.run is None:
+            return self._end_attempt_with(
+                ManagedJobStatus.SUCCEEDED, EndReason.SUCCEEDED, "set up; the task has no run", "succeeded", 0
+            )
         await self._group_ready(handle)
         while True:
             outcome = await self._run_once(handle, self.state.attempts[-1])

@@ -303,3 +303,17 @@ def test_a_preempted_task_of_a_parallel_group_recovers_alone(
         assert all(alive(cluster) == [] for cluster in clusters)
 
     run(scenario())
+
+
+def test_a_task_without_run_succeeds_once_set_up(
+    temporal_server: DevServer, live_worker: WorkerProcess, sim_catalog: Path, tmp_path: Path
+) -> None:
+    async def scenario() -> None:
+        client = await client_for(temporal_server.address)
+        final = await (
+            await start_job(client, [Task(setup=f"touch {tmp_path}/set-up", resources=SIM)])
+        ).result()
+        assert final.status == ManagedJobStatus.SUCCEEDED and (tmp_path / "set-up").exists()
+        assert alive(final.tasks[0].cluster_name) == []
+
+    run(scenario())
