@@ -42,6 +42,9 @@ from skyhop.providers.runtime.jobs import JobOutcome, JobsQuery, JobsReport
 
 __all__ = ["watch_jobs"]
 
+_SHIP_PER_POLL = 8 << 20
+"""Most bytes of one job's output a poll copies to the log store."""
+
 
 @activity.defn
 async def watch_jobs(request: WatchJobsInput) -> WatchJobsResult:
@@ -125,6 +128,7 @@ class _Watch:
                     provider.runtime(request.handle.nodes[job.nodes[0]]),
                     self.trackers[job.job_id].key,
                     job.log,
+                    None if job.job_id in result.ended else _SHIP_PER_POLL,
                 )
                 for job in request.jobs
                 if job.log is not None
@@ -143,15 +147,25 @@ class _Watch:
         raise report
 
 
-async def _ship_log(runtime: NodeRuntime, key: str, log: AttemptLog) -> None:
+async def _ship_log(runtime: NodeRuntime, key: str, log: AttemptLog, limit: int | None) -> None:
     """Append what the node's log has beyond the store file's end; a node that does not answer
-    (gone, say) is skipped: what was shipped before stays, and the job's end is not held up."""
+    (gone, say) is skipped: what was shipped before stays, and the job's end is not held up.
+
+    A running job's output is copied ``limit`` bytes at most a poll, so one that writes faster than
+    this reads cannot hold its end back; an ended job's, to its end. It heartbeats as it copies.
+    """
     path = attempt_log(log.job_id, log.task_index, log.attempt)
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "ab") as out, contextlib.suppress(NodeUnreachableError, TimeoutError, OSError):
-        while chunk := await asyncio.wait_for(runtime.read_log(key, out.tell()), CALL_TIMEOUT_S):
+        shipped = 0
+        while limit is None or shipped < limit:
+            chunk = await asyncio.wait_for(runtime.read_log(key, out.tell()), CALL_TIMEOUT_S)
+            if not chunk:
+                break
             out.write(chunk)
             out.flush()
+            shipped += len(chunk)
+            activity.heartbeat()
 
 
 def _tracker(handle: ClusterHandle, job: WatchedJob) -> JobTracker:

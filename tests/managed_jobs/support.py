@@ -48,7 +48,7 @@ async def start_job(
 ) -> WorkflowHandle[object, ManagedJobState]:
     request = ManagedJobRequest(
         job_id=job_id or next_job_id(), name=name, tasks=tasks, user="tester", **fields
-    )  # type: ignore[arg-type]
+    )
     handle: WorkflowHandle[object, ManagedJobState] = await client.start_workflow(
         WorkflowType.MANAGED_JOB,
         request,

@@ -84,7 +84,7 @@ def test_max_searches_ends_the_job_failed_no_resource(sim_catalog: Path) -> None
 
 
 def test_a_task_no_offering_fits_ends_failed_prechecks(sim_catalog: Path) -> None:
-    task = Task(run="true", resources=Resources(infra="sim", accelerators="H100:64"))  # type: ignore[arg-type]
+    task = Task(run="true", resources=Resources(infra="sim", accelerators="H100:64"))
 
     async def scenario() -> None:
         async with skipping_with_workers() as (_, client):

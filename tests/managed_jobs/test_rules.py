@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from temporalio.testing import ActivityEnvironment
 
 from skyhop.activities.job_watch import _ship_log
 from skyhop.activities.log_store import attempt_log
@@ -70,6 +71,11 @@ def test_jobgroup_names() -> None:
     assert jobgroup_env_name(None, 2) == "TASK2"
 
 
+def _ship(node: _Node, log: AttemptLog, limit: int | None) -> None:
+    """One poll's shipping, inside an activity (it heartbeats)."""
+    run(ActivityEnvironment().run(_ship_log, node, "job-1", log, limit))  # type: ignore[arg-type]
+
+
 class _Node:
     """A node runtime whose job log is ``text``."""
 
@@ -82,13 +88,23 @@ class _Node:
         return self.text[offset : offset + 4]
 
 
+def test_a_running_jobs_output_is_shipped_a_bounded_amount_a_poll(tmp_path: Path) -> None:
+    log = AttemptLog(job_id=99_999_002, task_index=0, attempt=1)
+    node = _Node()
+    node.text = b"x" * 10
+    _ship(node, log, 6)
+    assert attempt_log(99_999_002, 0, 1).read_bytes() == b"x" * 8  # two chunks of four
+    _ship(node, log, None)
+    assert attempt_log(99_999_002, 0, 1).read_bytes() == b"x" * 10
+
+
 def test_the_watcher_ships_only_what_the_store_lacks(tmp_path: Path) -> None:
     log = AttemptLog(job_id=99_999_001, task_index=0, attempt=1)
     node = _Node()
     node.text = b"hello world\n"
-    run(_ship_log(node, "job-1", log))  # type: ignore[arg-type]
-    run(_ship_log(node, "job-1", log))  # type: ignore[arg-type]  # a retried watcher
+    _ship(node, log, None)
+    _ship(node, log, None)  # a retried watcher
     node.text += b"more\n"
-    run(_ship_log(node, "job-1", log))  # type: ignore[arg-type]
+    _ship(node, log, None)
     assert attempt_log(99_999_001, 0, 1).read_bytes() == b"hello world\nmore\n"
     assert node.reads[-3:] == [12, 16, 17]
