@@ -13,6 +13,7 @@ from skyhop.providers.runtime.jobs import JobOutcome
 from skyhop.spec import Task
 
 __all__ = [
+    "AttemptLog",
     "FileMountsInput",
     "LaunchRunningInput",
     "OpenClusterInput",
@@ -66,6 +67,14 @@ class WaitJobInput(BaseModel):
     job: JobRecord
 
 
+class AttemptLog(BaseModel):
+    """One managed-job attempt's file in the log store (``activities.log_store.attempt_log``)."""
+
+    job_id: int
+    task_index: int
+    attempt: int
+
+
 class WatchedJob(BaseModel):
     """A started job, as the cluster's watcher follows it (small: the watcher is re-armed often)."""
 
@@ -74,6 +83,8 @@ class WatchedJob(BaseModel):
     """The cluster nodes the job runs on, in job-rank order."""
     running: bool
     """False while it is being started: a node without its record yet has not lost it."""
+    log: AttemptLog | None = None
+    """Where to keep rank 0's output as it runs (a managed job's: its nodes may vanish); None: nowhere."""
 
 
 class WatchJobsInput(BaseModel):

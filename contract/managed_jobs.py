@@ -7,6 +7,11 @@ a listing needs is in its memo (``MEMO_KEY``, a ``ManagedJobSummary``) and its s
 and queries none. Cancel it with Temporal's cancel: it ends CANCELLED once its clusters are gone.
 Every end, cancel included, completes the workflow with the final ``ManagedJobState`` as result.
 
+A parallel group's runs see, besides the usual variables, ``SKYHOP_JOBGROUP_<NAME>_IPS`` (and
+``SKYPILOT_JOBGROUP_<NAME>_IPS``) for every task of the group: its nodes' addresses, newline-separated
+in rank order, ``<NAME>`` being the task's name upper-cased with other characters than letters and
+digits as ``_`` (``TASK<index>`` for a task without a name); ``jobgroup_env_name`` spells it.
+
 Job ids are short and sequential: ``ManagedJobIdsWorkflow`` (id ``managed-job-ids``) hands them
 out through its ``allocate`` update, once per ``request_id``.
 """
@@ -18,6 +23,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from skyhop.contract import ProvisionState
 from skyhop.spec import Task
 
 __all__ = [
@@ -31,11 +37,13 @@ __all__ = [
     "ManagedJobIdsUpdate",
     "ManagedJobQuery",
     "ManagedJobRequest",
+    "ManagedJobResume",
     "ManagedJobState",
     "ManagedJobStatus",
     "ManagedJobSummary",
     "ManagedTaskState",
     "TaskAttempt",
+    "jobgroup_env_name",
     "managed_cluster_name",
     "managed_job_workflow_id",
     "managed_task_id",
@@ -126,6 +134,8 @@ class ManagedJobRequest(BaseModel):
     """When the user submitted it (the CLI's clock); None: when the workflow started."""
     history_limit: int | None = None
     """Continue as new once the history has this many events (tests force a small one)."""
+    resume: ManagedJobResume | None = None
+    """Set by the workflow itself when it continues as new: where the job stands."""
 
 
 class TaskAttempt(BaseModel):
@@ -136,6 +146,9 @@ class TaskAttempt(BaseModel):
     cluster_name: str
     location: str | None = None
     """Where its nodes were, ``provider/region/zone``."""
+    provider: str | None = None
+    region: str | None = None
+    """The provider and region of ``location``, which a relaunch after a preemption avoids or prefers."""
     started_at: float
     ended_at: float | None = None
     outcome: str | None = None
@@ -177,6 +190,14 @@ class ManagedJobState(BaseModel):
     """The tasks' resources, as ``Resources.describe`` says them."""
     tasks: list[ManagedTaskState]
     end: JobEnd | None = None
+
+
+class ManagedJobResume(BaseModel):
+    """What a managed job carries into its next run (continue-as-new, between its clusters)."""
+
+    state: ManagedJobState
+    provision: ProvisionState | None = None
+    """The search of the current task that was waiting for capacity, when it continued then."""
 
 
 class ManagedJobSummary(BaseModel):
@@ -232,3 +253,10 @@ def managed_cluster_name(job_id: int, task_index: int, num_tasks: int) -> str:
 def managed_task_id(submitted_at: float, name: str, job_id: int, task_index: int) -> str:
     """``SKYHOP_TASK_ID`` of a managed task, stable across its recoveries (SkyPilot's layout)."""
     return f"sky-managed-{int(submitted_at)}_{name}_{job_id}-{task_index}"
+
+
+def jobgroup_env_name(task_name: str | None, task_index: int) -> str:
+    """``<NAME>`` of a parallel group task's ``SKYHOP_JOBGROUP_<NAME>_IPS`` (see the module docstring)."""
+    if not task_name:
+        return f"TASK{task_index}"
+    return "".join(c if c.isalnum() else "_" for c in task_name.upper())

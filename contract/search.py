@@ -9,6 +9,7 @@ from skyhop.contract import ClusterStatus, LaunchStage, SearchAttribute, Workflo
 __all__ = [
     "CLUSTER",
     "KIND",
+    "NAME",
     "STAGE",
     "STATUS",
     "USER",
@@ -24,6 +25,8 @@ STATUS = SearchAttributeKey.for_keyword(SearchAttribute.STATUS)
 STAGE = SearchAttributeKey.for_keyword(SearchAttribute.STAGE)
 """A launch's current stage."""
 USER = SearchAttributeKey.for_keyword(SearchAttribute.USER)
+NAME = SearchAttributeKey.for_keyword(SearchAttribute.NAME)
+"""A managed job's name."""
 
 
 def cluster_search_attributes(name: str, user: str) -> TypedSearchAttributes:

@@ -27,7 +27,7 @@ from temporalio.exceptions import ActivityError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     from skyhop.activities import job_watch
-    from skyhop.activities.models import WatchedJob, WatchJobsInput, WatchJobsResult
+    from skyhop.activities.models import AttemptLog, WatchedJob, WatchJobsInput, WatchJobsResult
     from skyhop.contract import JOB_ENDED_SIGNAL, LONG_QUEUE, JobEnded, JobRecord, JobStatus
     from skyhop.providers.base import ClusterHandle
     from skyhop.providers.runtime.jobs import JobOutcome
@@ -52,13 +52,17 @@ class JobWatcher:
         self._handle: ClusterHandle | None = None
         self._loop: asyncio.Task[None] | None = None
 
-    def follow(self, job: JobRecord, handle: ClusterHandle) -> None:
-        """Follow a placed job from now on (idempotent); arm a watcher if none is armed."""
+    def follow(self, job: JobRecord, handle: ClusterHandle, log: AttemptLog | None = None) -> None:
+        """Follow a placed job from now on (idempotent); arm a watcher if none is armed.
+
+        With ``log``, the watcher keeps rank 0's output in the log store as the job runs.
+        """
         if job.job_id not in self._jobs:
             self._jobs[job.job_id] = WatchedJob(
                 job_id=job.job_id,
                 nodes=[a.node for a in job.placement] or list(range(job.num_nodes)),
                 running=job.status == JobStatus.RUNNING,
+                log=log,
             )
             self._ends[job.job_id] = asyncio.get_running_loop().create_future()
         self._newest = max(self._newest, job.job_id)

@@ -19,8 +19,9 @@ It is a helper class that runs inside its caller's workflow, not a child workflo
 - the caller continues as new with its own input between searches (``between_searches``),
   carrying ``state``: one history to bound and to replay, not two.
 
-A managed job recovering from a preemption will use it with the preempted zone in ``blocklist``
-and, to stay in its region, a ``pin``.
+A managed job (``workflows.managed_task``) recovering from a preemption uses it with the preempted
+region in ``blocklist`` or, to stay in its region, a ``pin``, and bounds its searches with
+``max_searches``.
 """
 
 from __future__ import annotations
@@ -75,6 +76,12 @@ class ProvisionSpec(BaseModel):
     """A failed attempt leaves the nodes it found (they were up before: a stopped cluster's)."""
     retry_until_up: bool = False
     """When every candidate failed, wait and search again, until one is up."""
+    max_searches: int | None = None
+    """With ``retry_until_up``: give up (ResourcesUnavailable) after this many failed searches; None:
+    never (a managed job's ``max_searches``)."""
+    attempt_scope: str | None = None
+    """What attempt ids start with; None: the workflow id. A workflow that provisions several
+    clusters (a managed job's tasks and recoveries) names each, so no two share a cloud token."""
 
 
 class Provisioned(BaseModel):
@@ -94,14 +101,18 @@ class Provisioner:
         *,
         enter: Callable[[LaunchStage], None] = lambda stage: None,
         between_searches: Callable[[ProvisionState], None] = lambda state: None,
+        waiting: Callable[[ProvisionState], None] = lambda state: None,
     ) -> None:
-        """``enter`` hears each stage (optimize, provision) as it begins; ``between_searches`` is
-        called before a search that follows a failed one, and may continue the caller as new."""
+        """``enter`` hears each stage (optimize, provision) as it begins; ``waiting`` hears that
+        every candidate failed and the backoff timer starts (``state.retry_at``);
+        ``between_searches`` is called before a search that follows a failed one, and may continue
+        the caller as new."""
         self.spec = spec
         self.state = state or ProvisionState()
         """Attempts, searches and where the current attempt is: the caller shows and carries it."""
         self._enter = enter
         self._between_searches = between_searches
+        self._waiting = waiting
         self._stage: str | None = None
 
     async def provision(self) -> Provisioned:
@@ -111,11 +122,13 @@ class Provisioner:
             if provisioned is not None:
                 return provisioned
             self.state.searches += 1
-            if not self.spec.retry_until_up:
+            limit = self.spec.max_searches
+            if not self.spec.retry_until_up or (limit is not None and self.state.searches >= limit):
                 raise self._exhausted()
             delay = retry_delay(self.state.searches, workflow.random().random())
             self.state.retry_at = workflow.now().timestamp() + delay.total_seconds()
             workflow.set_current_details(f"every candidate failed; searching again in {delay}")
+            self._waiting(self.state)
             await workflow.sleep(delay)
             self.state.retry_at = None
             self._between_searches(self.state)
@@ -179,7 +192,7 @@ class Provisioner:
     def _attempt_id(self) -> str:
         """Same for every retry of one attempt, different across attempts (and runs): a cloud's token."""
         self.state.attempts_started += 1
-        return f"{workflow.info().workflow_id}/{self.state.attempts_started}"
+        return f"{self.spec.attempt_scope or workflow.info().workflow_id}/{self.state.attempts_started}"
 
     def _begin(self, stage: LaunchStage) -> None:
         if stage != self._stage:

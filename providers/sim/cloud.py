@@ -103,6 +103,7 @@ class SimCloud:
                     (i, r)
                     for i, r in enumerate(plan.faults)
                     if r.error is not None
+                    and r.call == "run_instances"
                     and r.matches(region, zone, instance_type)
                     and (r.attempts is None or state["counters"].get(str(i), 0) < r.attempts)
                 ),
@@ -151,8 +152,23 @@ class SimCloud:
             return created
 
     def describe(self, cluster: str | None = None, region: str | None = None) -> list[dict[str, Any]]:
-        """Instances that are not terminated, optionally of one cluster and region."""
-        with self._call() as (_, state):
+        """Instances that are not terminated, optionally of one cluster and region.
+
+        A ``call: describe`` rule matching the region fails the call instead (the API is down).
+        """
+        with self._call() as (plan, state):
+            for index, rule in enumerate(plan.faults):
+                counter = str(index)
+                if (
+                    rule.error is not None
+                    and rule.call == "describe"
+                    and rule.region in (None, region)
+                    and (rule.attempts is None or state["counters"].get(counter, 0) < rule.attempts)
+                ):
+                    state["counters"][counter] = state["counters"].get(counter, 0) + 1
+                    raise rule.fault(
+                        f"describing instances in {region or 'every region'}: simulated {rule.error} failure"
+                    )
             return [
                 dict(i)
                 for i in state["instances"].values()

@@ -12,6 +12,9 @@
         after_nodes: 1              # create this many nodes of the call first (a partial failure)
       - region: us-west-2
         preempt_after_s: 30         # instances here are preempted 30 s after they start
+      - region: us-east-1
+        call: describe              # the rule's error fails listing instances (status checks) instead
+        error: transient
 
 The first rule that matches a call and still has attempts left decides it, so the cloud's
 behaviour depends only on the plan and the sequence of calls.
@@ -39,6 +42,7 @@ from skyhop.providers.errors import (
 __all__ = ["ERRORS", "FaultPlan", "FaultRule", "PlanError", "load_plan"]
 
 ErrorName = Literal["capacity", "quota", "credentials", "not_supported", "invalid", "transient"]
+CallName = Literal["run_instances", "describe"]
 
 ERRORS: dict[str, type[ProviderError]] = {
     "capacity": CapacityError,
@@ -71,6 +75,9 @@ class FaultRule(BaseModel):
     zone: str | None = None
     instance_type: str | None = None
     error: ErrorName | None = None
+    call: CallName = "run_instances"
+    """The API call whose matching requests fail with ``error``: creating instances, or listing
+    them (what status checks and provisioning's wait ask; only ``region`` matches it)."""
     code: str | None = None
     """The cloud error code reported (default: AWS's code for that kind of error)."""
     attempts: int | None = Field(default=None, ge=1)

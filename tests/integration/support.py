@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hmac
 import uuid
 from collections.abc import AsyncIterator, Iterator
 
@@ -12,6 +13,7 @@ from temporalio.client import Client
 from skyhop.cli.client import connect
 from skyhop.cli.config import TemporalConfig
 from skyhop.cli.failures import asked_again
+from skyhop.cli.payload_key import load_payload_key
 from skyhop.contract import (
     LAUNCH_WORKFLOW,
     WORKFLOW_QUEUE,
@@ -31,10 +33,19 @@ __all__ = [
     "down",
     "launch",
     "launched",
+    "payload_mac",
     "record",
     "unique_cluster",
     "until_job_done",
 ]
+
+
+def payload_mac(data: str) -> str:
+    """``skyhop-mac`` of a JSON input, as the README tells any client to sign it (the user's key)."""
+    key = load_payload_key(TemporalConfig())
+    return hmac.new(
+        key, b"skyhop-payload-v1" + b"\0\0\0\x0a" + b"json/plain" + data.encode(), "sha256"
+    ).hexdigest()
 
 
 async def client_for(address: str) -> Client:

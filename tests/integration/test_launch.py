@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import hmac
 import json
 import subprocess
 import uuid
@@ -12,15 +11,21 @@ from pathlib import Path
 
 import pytest
 
-from skyhop.cli.config import TemporalConfig
 from skyhop.cli.embedded import temporal_binary
-from skyhop.cli.payload_key import load_payload_key
 from skyhop.contract import ClusterStatus, JobStatus
 from skyhop.providers.home import skyhop_home
 from skyhop.spec import Resources, Task
 from tests.conftest import run
 from tests.helpers import DevServer, WorkerProcess, wait_for
-from tests.integration.support import client_for, down, launch, record, unique_cluster, until_job_done
+from tests.integration.support import (
+    client_for,
+    down,
+    launch,
+    payload_mac,
+    record,
+    unique_cluster,
+    until_job_done,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -134,14 +139,12 @@ def test_temporal_cli_starts_a_launch_with_signed_json_input(
     cluster = unique_cluster()
     request = {"cluster_name": cluster, "task": {"run": "echo from-json", "resources": {"cpus": "1+"}}}
     data = json.dumps(request)
-    key = load_payload_key(TemporalConfig())
-    mac = hmac.new(key, b"skyhop-payload-v1" + b"\0\0\0\x0a" + b"json/plain" + data.encode(), "sha256")
     out = subprocess.run(
         [
             temporal_binary(), "workflow", "execute", "--address", temporal_server.address,
             "--type", "LaunchWorkflow", "--task-queue", "skyhop-workflows",
             "--workflow-id", f"launch:{cluster}:json", "--input", data, "-o", "json",
-            "--input-meta", f"skyhop-mac={mac.hexdigest()}",
+            "--input-meta", f"skyhop-mac={payload_mac(data)}",
         ],
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip

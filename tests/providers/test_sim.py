@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from skyhop.providers.base import ClusterHandle, NodeStatus, ProvisionRequest
-from skyhop.providers.errors import CapacityError, InvalidRequestError, QuotaError
+from skyhop.providers.errors import CapacityError, InvalidRequestError, QuotaError, TransientError
 from skyhop.providers.runtime.jobs import JobSpec
 from skyhop.providers.sim import PlanError, SimCloud, SimProvider, load_plan
 from tests.conftest import run
@@ -92,6 +92,19 @@ def test_partial_multi_node_failure_leaves_nodes_for_compensation(catalog: Path)
     assert _count(cloud) == 1
     run(provider.terminate(ClusterHandle(cluster_name="c1", offering=request.offering, nodes=[])))
     assert _count(cloud) == 0
+
+
+def test_a_describe_fault_fails_listing_instances_in_its_region(catalog: Path) -> None:
+    cloud = write_plan(catalog, [])
+    provider = SimProvider(cloud)
+    handle = run(provider.launch(_request(provider, 0, num_nodes=1)))
+    write_plan(catalog, [{"region": ZONES[0][0], "call": "describe", "error": "transient", "attempts": 2}])
+    for _ in range(2):
+        with pytest.raises(TransientError) as failed:
+            run(provider.node_statuses(handle))
+        assert failed.value.code == "RequestLimitExceeded"
+    assert run(provider.node_statuses(handle)) == [NodeStatus.UP]
+    run(provider.terminate(handle))
 
 
 @pytest.mark.parametrize(("spot", "seen"), [(True, NodeStatus.PREEMPTED), (False, NodeStatus.TERMINATED)])

@@ -1,0 +1,124 @@
+"""Driving managed jobs from a test: start one, wait on its state, watch the sim cloud's instances."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from temporalio.client import Client, WorkflowHandle
+from temporalio.worker import Replayer
+
+from skyhop.cli.failures import asked_again
+from skyhop.contract import WORKFLOW_QUEUE, WorkflowType
+from skyhop.contract.managed_jobs import (
+    ManagedJobQuery,
+    ManagedJobRequest,
+    ManagedJobState,
+    managed_job_workflow_id,
+)
+from skyhop.providers.sim import SimCloud
+from skyhop.spec import Task
+from tests.helpers import wait_for
+
+__all__ = [
+    "alive",
+    "assert_replays",
+    "gate",
+    "job_log",
+    "next_job_id",
+    "open_gate",
+    "start_job",
+    "state_of",
+    "until_state",
+]
+
+_IDS = itertools.count(os.getpid() * 1000)
+"""Job ids unique in the session (the allocator is another workflow's business)."""
+
+
+def next_job_id() -> int:
+    return next(_IDS)
+
+
+async def start_job(
+    client: Client, tasks: list[Task], *, name: str = "mj", job_id: int | None = None, **fields: object
+) -> WorkflowHandle[object, ManagedJobState]:
+    request = ManagedJobRequest(
+        job_id=job_id or next_job_id(), name=name, tasks=tasks, user="tester", **fields
+    )
+    handle: WorkflowHandle[object, ManagedJobState] = await client.start_workflow(
+        WorkflowType.MANAGED_JOB,
+        request,
+        id=managed_job_workflow_id(request.job_id),
+        task_queue=WORKFLOW_QUEUE,
+        result_type=ManagedJobState,
+    )
+    return handle
+
+
+async def state_of(handle: WorkflowHandle[object, ManagedJobState]) -> ManagedJobState:
+    result: ManagedJobState = await asked_again(
+        lambda: handle.query(ManagedJobQuery.STATE, result_type=ManagedJobState)
+    )
+    return result
+
+
+async def until_state(
+    handle: WorkflowHandle[object, ManagedJobState],
+    predicate: Callable[[ManagedJobState], bool],
+    what: str,
+    timeout: float = 60,
+    *,
+    each: Callable[[], object] = lambda: None,
+) -> ManagedJobState:
+    """Poll the job's state until ``predicate`` holds; ``each`` runs on every poll (to watch the cloud)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        each()
+        state = await state_of(handle)
+        if predicate(state):
+            return state
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}; state: {state}")
+        await asyncio.sleep(0.1)
+
+
+def alive(cluster: str) -> list[dict[str, object]]:
+    """The cluster's instances that are not terminated, as the sim cloud's API lists them."""
+    return SimCloud().describe(cluster)
+
+
+def gate(folder: Path, name: str = "go") -> str:
+    """A shell loop a job waits in until the test opens the gate (``open_gate``): no timing involved."""
+    return f"while [ ! -e {folder / name} ]; do sleep 0.05; done"
+
+
+def open_gate(folder: Path, name: str = "go") -> None:
+    (folder / name).touch()
+
+
+def job_log(job_id: int, task_index: int, attempt: int) -> str:
+    from skyhop.activities.log_store import attempt_log
+
+    path = attempt_log(job_id, task_index, attempt)
+    return path.read_text() if path.exists() else ""
+
+
+def until_log(job_id: int, task_index: int, attempt: int, text: str, timeout: float = 60) -> None:
+    wait_for(
+        lambda: text in job_log(job_id, task_index, attempt), timeout, f"{text!r} in attempt {attempt}'s log"
+    )
+
+
+async def assert_replays(client: Client, handle: WorkflowHandle[object, ManagedJobState]) -> None:
+    """Every run of the job replays from its history with today's code: the workflow is deterministic."""
+    from skyhop.workflows.managed_job import ManagedJobWorkflow
+
+    replayer = Replayer(workflows=[ManagedJobWorkflow], data_converter=client.data_converter)
+    async for execution in client.list_workflows(f"WorkflowId = '{handle.id}'"):
+        history = await client.get_workflow_handle(handle.id, run_id=execution.run_id).fetch_history()
+        await replayer.replay_workflow(history)

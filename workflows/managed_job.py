@@ -1,0 +1,238 @@
+"""``ManagedJobWorkflow``: a managed job, run to its end through preemptions and failures.
+
+One workflow per job (id ``managed-job:<id>``), no controller process: each task is a
+``workflows.managed_task.ManagedTask`` on a dedicated cluster it brings up and removes itself.
+A pipeline runs its tasks in order (a failure ends the rest CANCELLED, reason EARLIER_TASK); a
+parallel group runs them at once (every cluster up before any run starts, each run told the
+others' addresses) and a failure of one cancels the others.
+
+The job's status is the ``state`` query (``ManagedJobState``), the ``SkyhopStatus`` search
+attribute and the memo's ``ManagedJobSummary``; the last two are written on a status change only,
+so a running job writes nothing to its history. Cancelled (Temporal's cancel), every task removes
+its cluster, and the workflow completes CANCELLED with the final state, as every end does. Between
+clusters (or while it waits for capacity) a job whose history is long continues as new, carrying
+its state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from skyhop.contract import ProvisionState, WorkflowKind, WorkflowType
+    from skyhop.contract.managed_jobs import (
+        MEMO_KEY,
+        EndReason,
+        JobEnd,
+        ManagedJobQuery,
+        ManagedJobRequest,
+        ManagedJobResume,
+        ManagedJobState,
+        ManagedJobStatus,
+        ManagedJobSummary,
+        ManagedTaskState,
+        managed_cluster_name,
+        managed_task_id,
+    )
+    from skyhop.contract.search import KIND, NAME, STATUS, USER
+    from skyhop.workflows.managed_task import Group, ManagedTask
+    from skyhop.workflows.stages import history_is_long
+
+__all__ = ["ManagedJobWorkflow"]
+
+_LIVE_ORDER = (
+    ManagedJobStatus.CANCELLING,
+    ManagedJobStatus.RECOVERING,
+    ManagedJobStatus.STARTING,
+    ManagedJobStatus.RUNNING,
+)
+"""A job whose tasks are in several of these states shows the first (then PENDING)."""
+
+
+@workflow.defn(name=WorkflowType.MANAGED_JOB)
+class ManagedJobWorkflow:
+    @workflow.init
+    def __init__(self, request: ManagedJobRequest) -> None:
+        self.request = request
+        self._state = request.resume.state if request.resume is not None else _first_state(request)
+        self._published: ManagedJobStatus | None = None
+
+    @workflow.query(name=ManagedJobQuery.STATE)
+    def state(self) -> ManagedJobState:
+        """Where the job stands: each task's status, attempts, recoveries and why it waits."""
+        return self._state
+
+    @workflow.run
+    async def run(self, request: ManagedJobRequest) -> ManagedJobState:
+        self._publish(identify=True)
+        try:
+            if request.parallel:
+                await self._run_group()
+            else:
+                await self._run_pipeline()
+        except asyncio.CancelledError:
+            # Every task removed its cluster before the cancellation reached here.
+            for task in self._state.tasks:
+                if not task.status.done:
+                    self._end_task(
+                        task,
+                        JobEnd(
+                            status=ManagedJobStatus.CANCELLED,
+                            reason=EndReason.CANCELLED,
+                            message="cancelled by the user; its cluster was removed",
+                        ),
+                    )
+        self._finish()
+        return self._state
+
+    async def _run_pipeline(self) -> None:
+        resume = self.request.resume
+        provision = resume.provision if resume is not None else None
+        for task in self._state.tasks:
+            if task.status.done:
+                continue
+            runner = ManagedTask(
+                self.request,
+                task,
+                self._publish,
+                provision=provision,
+                continue_as_new=self._continue_if_long,
+            )
+            provision = None
+            end = await runner.run()
+            self._end_task(task, end)
+            if end.status != ManagedJobStatus.SUCCEEDED:
+                self._end_rest(task)
+                return
+
+    async def _run_group(self) -> None:
+        group = Group(len(self._state.tasks))
+        runs = {
+            asyncio.create_task(ManagedTask(self.request, task, self._publish, group=group).run()): task
+            for task in self._state.tasks
+        }
+        pending = list(runs)  # a list: cancelling in a set's order would not replay deterministically
+        try:
+            while pending:
+                done, pending = await workflow.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                for run in done:
+                    end = run.result()
+                    self._end_task(runs[run], end)
+                    if end.status != ManagedJobStatus.SUCCEEDED:
+                        for other in pending:
+                            other.cancel()  # each ends CANCELLED (EARLIER_TASK) once its cluster is gone
+        except BaseException:
+            # Cancelled, or a task failed unexpectedly: no other task may keep its cluster.
+            for run in pending:
+                run.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+            raise
+
+    def _end_task(self, task: ManagedTaskState, end: JobEnd) -> None:
+        task.end, task.waiting, task.retry_at = end, None, None
+        task.status = end.status
+        self._publish()
+
+    def _end_rest(self, failed: ManagedTaskState) -> None:
+        """A pipeline task failed: the ones after it never run."""
+        name = f" ({failed.name})" if failed.name else ""
+        for task in self._state.tasks[failed.index + 1 :]:
+            self._end_task(
+                task,
+                JobEnd(
+                    status=ManagedJobStatus.CANCELLED,
+                    reason=EndReason.EARLIER_TASK,
+                    message=f"not run: task {failed.index}{name} before it ended {failed.status}",
+                ),
+            )
+
+    def _finish(self) -> None:
+        state = self._state
+        state.end = _job_end(state.tasks)
+        state.status = state.end.status
+        state.ended_at = workflow.now().timestamp()
+        self._publish()
+
+    def _continue_if_long(self, provision: ProvisionState | None) -> None:
+        """At a point where no cluster is held: continue as new once the history is long."""
+        if history_is_long(self.request.history_limit):
+            resume = ManagedJobResume(state=self._state, provision=provision)
+            workflow.continue_as_new(self.request.model_copy(update={"resume": resume}))
+
+    def _publish(self, *, identify: bool = False) -> None:
+        """Write the status to the search attribute and the memo, when it changed (and at a run's start)."""
+        state = self._state
+        if not state.status.done:
+            live = [task.status for task in state.tasks]
+            if all(status.done for status in live) and not identify:
+                return  # ``_finish`` publishes the job's end
+            state.status = next((s for s in _LIVE_ORDER if s in live), ManagedJobStatus.PENDING)
+        if state.status == self._published and not identify:
+            return
+        self._published = state.status
+        updates = [STATUS.value_set(state.status.value)]
+        if identify:
+            attributes = workflow.info().typed_search_attributes
+            if attributes.get(KIND) != WorkflowKind.MANAGED_JOB:
+                updates.append(KIND.value_set(WorkflowKind.MANAGED_JOB.value))
+            if attributes.get(NAME) is None:
+                updates.append(NAME.value_set(self.request.name))
+            if attributes.get(USER) is None:
+                updates.append(USER.value_set(self.request.user))
+        workflow.upsert_search_attributes(updates)
+        workflow.upsert_memo({MEMO_KEY: _summary(state)})
+        workflow.set_current_details(f"status: {state.status}")
+
+
+def _first_state(request: ManagedJobRequest) -> ManagedJobState:
+    submitted_at = request.submitted_at or workflow.now().timestamp()
+    count = len(request.tasks)
+    return ManagedJobState(
+        job_id=request.job_id,
+        name=request.name,
+        user=request.user,
+        status=ManagedJobStatus.PENDING,
+        submitted_at=submitted_at,
+        resources="; ".join(task.resources.describe() or "-" for task in request.tasks),
+        tasks=[
+            ManagedTaskState(
+                index=index,
+                name=task.name,
+                cluster_name=managed_cluster_name(request.job_id, index, count),
+                task_id=managed_task_id(submitted_at, request.name, request.job_id, index),
+            )
+            for index, task in enumerate(request.tasks)
+        ],
+    )
+
+
+def _job_end(tasks: list[ManagedTaskState]) -> JobEnd:
+    """The job's end from its tasks': a cancel, else the first failure, else success."""
+    ends = [task.end for task in tasks if task.end is not None]
+    for end in ends:
+        if end.reason == EndReason.CANCELLED:
+            return end
+    for end in ends:
+        if end.status != ManagedJobStatus.SUCCEEDED and end.reason != EndReason.EARLIER_TASK:
+            return end
+    count = len(tasks)
+    message = "succeeded" if count == 1 else f"all {count} tasks succeeded"
+    return JobEnd(status=ManagedJobStatus.SUCCEEDED, reason=EndReason.SUCCEEDED, message=message, exit_code=0)
+
+
+def _summary(state: ManagedJobState) -> ManagedJobSummary:
+    running = [task.running_since for task in state.tasks if task.running_since is not None]
+    return ManagedJobSummary(
+        job_id=state.job_id,
+        name=state.name,
+        resources=state.resources,
+        status=state.status,
+        submitted_at=state.submitted_at,
+        ended_at=state.ended_at,
+        recoveries=sum(task.recoveries for task in state.tasks),
+        job_seconds=sum(task.job_seconds for task in state.tasks),
+        running_since=min(running) if running else None,
+        message=state.end.message if state.end is not None else None,
+    )

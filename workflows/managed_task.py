@@ -1,0 +1,481 @@
+"""One task of a managed job, inside its ``ManagedJobWorkflow``: cluster up, setup, run, recover.
+
+``ManagedTask.run`` brings the task's dedicated cluster up (``Provisioner``, with the searches
+``workflows.recovery`` gives), readies it (``prepare_nodes``), starts the run (``start_job``, a job
+whose id is the attempt number and whose ``task_id`` is the task's, the same across recoveries)
+and learns its end as an event from the cluster's one watcher (``JobWatcher``), which keeps rank
+0's output in the log store as it runs. A run that did not succeed makes it ask the provider
+whether the nodes are still there (``probe_cluster``); ``workflows.recovery.verdict`` decides.
+A provider that does not answer is asked again on a durable backoff timer, never taken for a
+preemption. Whatever ends the task (its end, the job's cancel, a sibling's failure), its cluster
+is removed first.
+
+Nothing runs while the run runs: no timer, no activity but the watcher, no history event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
+
+with workflow.unsafe.imports_passed_through():
+    from skyhop.activities import cluster_ops, jobs
+    from skyhop.activities.cluster_ops import ProbeResult
+    from skyhop.activities.models import AttemptLog, RunJobInput
+    from skyhop.cli.failures import innermost_message
+    from skyhop.contract import (
+        SHORT_QUEUE,
+        ErrorType,
+        JobRecord,
+        JobStatus,
+        LaunchStage,
+        ProvisionState,
+        setup_key,
+    )
+    from skyhop.contract.managed_jobs import (
+        EndReason,
+        JobEnd,
+        ManagedJobRequest,
+        ManagedJobStatus,
+        ManagedTaskState,
+        TaskAttempt,
+        jobgroup_env_name,
+    )
+    from skyhop.providers.base import ClusterHandle
+    from skyhop.providers.runtime.jobs import JobOutcome, NodeJobStatus
+    from skyhop.spec import JobRecovery, Task
+    from skyhop.workflows.failover import history_table
+    from skyhop.workflows.job_watch import JobWatcher
+    from skyhop.workflows.provisioner import Provisioner, ProvisionSpec, remove_nodes
+    from skyhop.workflows.recovery import PREEMPTED, Search, Verdict, nodes_lost, searches_for, verdict
+    from skyhop.workflows.stages import prepare_nodes, raise_if_cancelled, run_long
+
+__all__ = ["Group", "ManagedTask"]
+
+_LONG_TIMEOUT = timedelta(hours=24)
+_PROBE_FIRST = timedelta(seconds=1)
+_PROBE_MAX = timedelta(minutes=5)
+_PROBE_RETRY = RetryPolicy(maximum_attempts=1)
+"""The workflow retries a probe itself, on a timer it shows (``waiting``)."""
+
+
+class Group:
+    """The clusters of a parallel group: each run starts once all are up, knowing the others' nodes."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.handles: dict[int, tuple[str | None, ClusterHandle]] = {}
+        self.started = False
+
+    def env(self) -> dict[str, str]:
+        """``SKYHOP_JOBGROUP_<NAME>_IPS`` of every task (see ``contract.managed_jobs``)."""
+        env = {}
+        for index, (name, handle) in sorted(self.handles.items()):
+            ips = "\n".join(node.ip for node in handle.nodes)
+            for prefix in ("SKYHOP", "SKYPILOT"):
+                env[f"{prefix}_JOBGROUP_{jobgroup_env_name(name, index)}_IPS"] = ips
+        return env
+
+
+class _Ended(Exception):
+    """The task ended before a run could start (prechecks, no resource, setup)."""
+
+    def __init__(self, end: JobEnd) -> None:
+        super().__init__(end.message)
+        self.end = end
+
+
+class ManagedTask:
+    """Task ``state.index`` of ``request``; ``changed`` publishes the job after a status change."""
+
+    def __init__(
+        self,
+        request: ManagedJobRequest,
+        state: ManagedTaskState,
+        changed: Callable[[], None],
+        *,
+        group: Group | None = None,
+        provision: ProvisionState | None = None,
+        continue_as_new: Callable[[ProvisionState | None], None] = lambda state: None,
+    ) -> None:
+        """``provision`` resumes a search that was waiting for capacity; ``continue_as_new`` may
+        continue the job as new at a point where this task holds no cluster."""
+        self.request = request
+        self.state = state
+        self.task: Task = request.tasks[state.index]
+        self.policy = self.task.resources.job_recovery or JobRecovery()
+        self._changed = changed
+        self._group = group
+        self._resume_provision = provision
+        self._continue_as_new = continue_as_new
+        self.handle: ClusterHandle | None = None
+        """The cluster this task holds now, if any."""
+        self._watcher = JobWatcher()
+
+    async def run(self) -> JobEnd:
+        """Run the task to its end; its cluster is gone by then, whatever ends it."""
+        try:
+            end = await self._run()
+        except asyncio.CancelledError:
+            by_sibling = workflow.cancellation_reason() is None
+            self._stop_clock()
+            self._close_attempt("cancelled")
+            self._set(ManagedJobStatus.CANCELLING)
+            await self._remove()
+            if not by_sibling:
+                raise
+            # A sibling of a parallel group failed: this task is cancelled for it, the job goes on.
+            end = JobEnd(
+                status=ManagedJobStatus.CANCELLED,
+                reason=EndReason.EARLIER_TASK,
+                message="cancelled: another task of its parallel group failed",
+            )
+        except BaseException:
+            await self._remove()
+            raise
+        await self._remove()
+        return end
+
+    async def _run(self) -> JobEnd:
+        while True:
+            last = self.state.attempts[-1] if self.state.attempts else None
+            if not self.request.parallel:
+                self._continue_as_new(None)  # a safe point: the task holds no cluster
+            try:
+                handle = await self._bring_up(searches_for(last, self.policy, self.task.resources))
+                return await self._use(handle)
+            except _Ended as ended:
+                return ended.end
+            except _Recover:
+                continue
+
+    # -- bringing a cluster up -------------------------------------------------------------------
+
+    async def _bring_up(self, searches: list[Search]) -> ClusterHandle:
+        """A new cluster for the task: each search in turn; the last one waits for capacity."""
+        state = self.state
+        recovering = any(attempt.ended_at is not None for attempt in state.attempts)
+        attempt = self._open_attempt()
+        self._set(ManagedJobStatus.RECOVERING if recovering else ManagedJobStatus.STARTING)
+        resumed, self._resume_provision = self._resume_provision, None
+        for number, search in enumerate(searches, 1):
+            final = number == len(searches)
+            if resumed is not None and not final:
+                continue  # a run that continued as new while the last search waited resumes that one
+            spec = ProvisionSpec(
+                cluster_name=state.cluster_name,
+                task=self.task,
+                minimize=self.request.minimize,
+                blocklist=search.blocklist,
+                pin=search.pin,
+                retry_until_up=final,
+                max_searches=self.request.max_searches if final else None,
+                attempt_scope=f"{workflow.info().workflow_id}/task-{state.index}/attempt-{attempt.number}/search-{number}",
+            )
+            provisioner = Provisioner(
+                spec,
+                resumed,
+                enter=self._searching,
+                waiting=self._waiting,
+                between_searches=self._between_searches,
+            )
+            try:
+                provisioned = await provisioner.provision()
+            except (ActivityError, ApplicationError) as exc:
+                _raise_if_cancelled_by(exc)
+                end = self._no_cluster(exc, final=final, ever_up=recovering)
+                if end is None:
+                    continue
+                raise _Ended(end) from exc
+            finally:
+                state.waiting = state.retry_at = None
+            self.handle = handle = provisioned.handle
+            attempt.location = handle.offering.location
+            attempt.provider, attempt.region = handle.offering.provider, handle.offering.region
+            return handle
+        raise AssertionError("the last search either brings a cluster up or ends the task")
+
+    def _no_cluster(
+        self, exc: ActivityError | ApplicationError, *, final: bool, ever_up: bool
+    ) -> JobEnd | None:
+        """How a search that found no cluster ends the task; None: go on to the next search."""
+        cause = exc.cause if isinstance(exc, ActivityError) else exc
+        if not isinstance(cause, ApplicationError):
+            raise exc
+        if cause.type == ErrorType.NO_FEASIBLE_OFFERING and (final or not ever_up):
+            # A relaunch that its blocklist leaves no candidate searches everywhere next.
+            return self._end_attempt_with(
+                ManagedJobStatus.FAILED_PRECHECKS, EndReason.PRECHECKS, cause.message, "no feasible offering"
+            )
+        if cause.type == ErrorType.PROVISION_FAILED:
+            return self._end_attempt_with(
+                ManagedJobStatus.FAILED_PRECHECKS, EndReason.PRECHECKS, cause.message, "request refused"
+            )
+        if cause.type == ErrorType.NO_FEASIBLE_OFFERING or not final:
+            return None
+        if cause.type == ErrorType.RESOURCES_UNAVAILABLE:
+            searches = self.request.max_searches
+            message = f"no cluster could be brought up in {searches} searches (max_searches): {cause.message}"
+            return self._end_attempt_with(
+                ManagedJobStatus.FAILED_NO_RESOURCE, EndReason.NO_RESOURCE, message, "no capacity"
+            )
+        raise exc
+
+    def _searching(self, stage: LaunchStage) -> None:
+        """A search begins (again, after a wait): the task is starting, no longer waiting."""
+        raise_if_cancelled()
+        if stage == LaunchStage.OPTIMIZE and self.state.status == ManagedJobStatus.PENDING:
+            self._set(ManagedJobStatus.STARTING)
+
+    def _waiting(self, provision: ProvisionState) -> None:
+        """Every candidate failed: wait for capacity, saying what failed and until when."""
+        state = self.state
+        tried = provision.earlier_attempts + len(provision.attempts)
+        state.retry_at = provision.retry_at
+        state.waiting = (
+            f"no capacity: {tried} attempts failed in {provision.searches} searches; searching again at "
+            f"{_when(provision.retry_at)}:\n{history_table(provision.attempts[-5:])}"
+        )
+        if state.status == ManagedJobStatus.STARTING:
+            self._set(ManagedJobStatus.PENDING)
+
+    def _between_searches(self, provision: ProvisionState) -> None:
+        if not self.request.parallel:
+            self._continue_as_new(provision)
+
+    # -- using a cluster -------------------------------------------------------------------------
+
+    async def _use(self, handle: ClusterHandle) -> JobEnd:
+        """Setup, then runs on this cluster until the task ends or must recover elsewhere."""
+        attempt = self.state.attempts[-1]
+        key = f"{workflow.info().workflow_id}-{self.state.index}-{attempt.number}"
+        try:
+            await prepare_nodes(handle, self.task, setup_key(key), timeout=_LONG_TIMEOUT)
+            raise_if_cancelled()
+        except ActivityError as exc:
+            _raise_if_cancelled_by(exc)
+            # A setup fails too when its node is taken (its record vanishes): ask the provider,
+            # unless the nodes themselves reported the setup's exit code.
+            if await self._preempted(handle, answered=_setup_exit_code(exc) is not None):
+                await self._recover(PREEMPTED)
+            end = self._end_attempt_with(
+                ManagedJobStatus.FAILED_SETUP, EndReason.SETUP, innermost_message(exc), "setup failed"
+            )
+            raise _Ended(end) from exc
+        if self.task.run is None:
+            return self._end_attempt_with(
+                ManagedJobStatus.SUCCEEDED, EndReason.SUCCEEDED, "set up; the task has no run", "succeeded", 0
+            )
+        await self._group_ready(handle)
+        while True:
+            outcome = await self._run_once(handle, self.state.attempts[-1])
+            succeeded = outcome.status == NodeJobStatus.SUCCEEDED
+            answered = outcome.exit_code is not None and outcome.lost_rank is None
+            preempted = not succeeded and await self._preempted(handle, answered=answered)
+            decision = verdict(succeeded, preempted, outcome.exit_code, self.policy, self.state.restarts)
+            if decision == Verdict.SUCCEEDED:
+                return self._end_attempt_with(
+                    ManagedJobStatus.SUCCEEDED, EndReason.SUCCEEDED, "succeeded", "succeeded", 0
+                )
+            failure = _failure(outcome)
+            if decision == Verdict.RECOVER:
+                await self._recover(PREEMPTED if preempted else f"{failure}, recovering on a new cluster")
+            if decision == Verdict.FAILED:
+                allowed = self.policy.max_restarts_on_errors
+                restarts = (
+                    f"after {allowed} restart(s) (max_restarts_on_errors: {allowed})"
+                    if allowed
+                    else "with no restart allowed (max_restarts_on_errors: 0)"
+                )
+                message = f"the run {failure} {restarts}"
+                return self._end_attempt_with(
+                    ManagedJobStatus.FAILED, EndReason.EXIT_CODE, message, failure, outcome.exit_code
+                )
+            self.state.restarts += 1
+            self._close_attempt(f"{failure}, restarted")
+            self._open_attempt(location=attempt)
+            self._set(ManagedJobStatus.RECOVERING)
+
+    async def _group_ready(self, handle: ClusterHandle) -> None:
+        """In a parallel group, the first runs start only once every cluster of the group is up."""
+        group = self._group
+        if group is None:
+            return
+        group.handles[self.state.index] = (self.task.name, handle)
+        await workflow.wait_condition(lambda: group.started or len(group.handles) == group.size)
+        group.started = True
+
+    async def _run_once(self, handle: ClusterHandle, attempt: TaskAttempt) -> JobOutcome:
+        """Start the attempt's run and wait for its end (an event from the cluster's watcher)."""
+        task = self.task
+        if self._group is not None:
+            task = task.model_copy(update={"envs": {**task.envs, **self._group.env()}})
+        job = JobRecord(
+            job_id=attempt.number,
+            name=task.name,
+            user=self.request.user,
+            request_id=f"{workflow.info().workflow_id}/{self.state.index}/{attempt.number}",
+            submitted_at=workflow.now().timestamp(),
+            status=JobStatus.SETTING_UP,
+            num_nodes=task.num_nodes,
+            task_id=self.state.task_id,
+        )
+        log = AttemptLog(job_id=self.request.job_id, task_index=self.state.index, attempt=attempt.number)
+        self._watcher.follow(job, handle, log)
+        try:
+            await run_long(
+                jobs.start_job,
+                RunJobInput(handle=handle, job=job, task=task),
+                timeout=_LONG_TIMEOUT,
+                summary=f"start attempt {attempt.number}",
+            )
+            raise_if_cancelled()
+        except ActivityError as exc:
+            _raise_if_cancelled_by(exc)
+            self._watcher.forget(job.job_id)
+            return JobOutcome(status=NodeJobStatus.FAILED, error=innermost_message(exc))
+        self.state.running_since = workflow.now().timestamp()
+        self._set(ManagedJobStatus.RUNNING)
+        self._watcher.started(job.job_id)
+        try:
+            outcome = await self._watcher.end_of(job.job_id)
+        except ActivityError as exc:
+            _raise_if_cancelled_by(exc)
+            outcome = JobOutcome(status=NodeJobStatus.FAILED, error=innermost_message(exc))
+        # Not in a ``finally``: a workflow evicted from the worker closes this coroutine, which must
+        # not touch workflow state then.
+        self._stop_clock()
+        return outcome
+
+    async def _preempted(self, handle: ClusterHandle, *, answered: bool) -> bool:
+        """Whether the provider says the nodes are gone; asked until it answers, on a backoff timer.
+
+        ``answered``: the nodes themselves reported the run's end, so a provider that cannot tell
+        its nodes' state at all (an SSH pool) is not waited for: they were up.
+        """
+        state, provider = self.state, handle.offering.provider
+        failures = 0
+        while True:
+            try:
+                probe: ProbeResult = await workflow.execute_activity(
+                    cluster_ops.probe_cluster,
+                    handle,
+                    task_queue=SHORT_QUEUE,
+                    start_to_close_timeout=timedelta(seconds=60),
+                    retry_policy=_PROBE_RETRY,
+                    summary="are the nodes still there?",
+                )
+                if probe.statuses is not None or answered:
+                    state.waiting = state.retry_at = None
+                    return probe.statuses is not None and nodes_lost(probe.statuses)
+                reason = f"{provider} cannot tell whether the nodes are up"
+            except ActivityError as exc:
+                _raise_if_cancelled_by(exc)
+                reason = f"could not ask {provider} whether the nodes are up ({innermost_message(exc)})"
+            failures += 1
+            delay = min(_PROBE_FIRST * 2 ** (failures - 1), _PROBE_MAX)
+            state.retry_at = workflow.now().timestamp() + delay.total_seconds()
+            state.waiting = f"the run ended; {reason}: asking again at {_when(state.retry_at)}"
+            await workflow.sleep(delay)
+
+    async def _recover(self, outcome: str) -> None:
+        """Leave this cluster for a new one: the caller searches again."""
+        self.state.recoveries += 1
+        self._close_attempt(outcome)
+        self._set(ManagedJobStatus.RECOVERING)
+        await self._remove()
+        raise _Recover()
+
+    async def _remove(self) -> None:
+        """Remove the task's cluster, if it holds one (a cancellation waits for the removal)."""
+        handle, self.handle = self.handle, None
+        if handle is not None:
+            await remove_nodes(handle, f"tear down {handle.offering.location}")
+
+    # -- bookkeeping -----------------------------------------------------------------------------
+
+    def _open_attempt(self, location: TaskAttempt | None = None) -> TaskAttempt:
+        """The attempt under way: the open one a resumed run left, else a new one (on ``location``'s
+        cluster, for a restart)."""
+        attempts = self.state.attempts
+        if attempts and attempts[-1].ended_at is None:
+            return attempts[-1]
+        attempt = TaskAttempt(
+            number=attempts[-1].number + 1 if attempts else 1,
+            cluster_name=self.state.cluster_name,
+            started_at=workflow.now().timestamp(),
+        )
+        if location is not None:
+            attempt = attempt.model_copy(
+                update=location.model_dump(include={"location", "provider", "region"})
+            )
+        attempts.append(attempt)
+        return attempt
+
+    def _close_attempt(self, outcome: str) -> None:
+        attempts = self.state.attempts
+        if attempts and attempts[-1].ended_at is None:
+            attempts[-1].ended_at = workflow.now().timestamp()
+            attempts[-1].outcome = outcome
+
+    def _end_attempt_with(
+        self,
+        status: ManagedJobStatus,
+        reason: EndReason,
+        message: str,
+        outcome: str,
+        exit_code: int | None = None,
+    ) -> JobEnd:
+        """The task's end; its attempt's ``outcome`` says it in a few words."""
+        self._close_attempt(outcome)
+        return JobEnd(status=status, reason=reason, message=message, exit_code=exit_code)
+
+    def _stop_clock(self) -> None:
+        state = self.state
+        if state.running_since is not None:
+            state.job_seconds += workflow.now().timestamp() - state.running_since
+            state.running_since = None
+
+    def _set(self, status: ManagedJobStatus) -> None:
+        if self.state.status != status:
+            self.state.status = status
+            self._changed()
+
+
+class _Recover(Exception):
+    """The task left its cluster for a new one."""
+
+
+def _failure(outcome: JobOutcome) -> str:
+    """``exited with code 3 on node 1``, ``was cancelled``, or the error, for messages and outcomes."""
+    if outcome.exit_code is not None:
+        where = f" on node {outcome.failed_rank}" if outcome.failed_rank else ""
+        return f"exited with code {outcome.exit_code}{where}"
+    if outcome.status == NodeJobStatus.CANCELLED:
+        return "was stopped on its node"
+    return f"failed ({outcome.error})" if outcome.error else "failed"
+
+
+def _setup_exit_code(exc: ActivityError) -> int | None:
+    """The exit code a failed setup reported from its node; None: not a setup failure, or no exit there."""
+    cause = exc.cause
+    if not isinstance(cause, ApplicationError) or cause.type != ErrorType.SETUP_FAILED or not cause.details:
+        return None
+    outcome = JobOutcome.model_validate(cause.details[0])
+    return outcome.exit_code if outcome.lost_rank is None else None
+
+
+def _raise_if_cancelled_by(exc: ActivityError | ApplicationError) -> None:
+    """An activity that failed because this task was cancelled (the job's cancel, or a parallel
+    sibling's failure) arrives as an ``ActivityError``: go on as the cancellation it is."""
+    if isinstance(exc.cause, CancelledError) or workflow.cancellation_reason() is not None:
+        raise asyncio.CancelledError("the task was cancelled") from exc
+
+
+def _when(timestamp: float | None) -> str:
+    return datetime.fromtimestamp(timestamp or 0, UTC).isoformat(timespec="seconds")
