@@ -27,6 +27,7 @@ from skyhop.contract import LONG_QUEUE, SEARCH_ATTRIBUTES, SHORT_QUEUE, WORKFLOW
 from skyhop.workflows.cluster import ClusterWorkflow
 from skyhop.workflows.launch import LaunchWorkflow
 from skyhop.workflows.lock_lease import LockLeaseWorkflow
+from skyhop.workflows.managed_job_ids import ManagedJobIdsWorkflow
 from skyhop.workflows.runner import TaskBoundRunner
 
 __all__ = ["build_workers", "ensure_search_attributes", "serve"]
@@ -56,7 +57,7 @@ def build_workers(client: Client, *, long_slots: int = 200, short_slots: int = 5
         Worker(
             client,
             task_queue=WORKFLOW_QUEUE,
-            workflows=[LaunchWorkflow, ClusterWorkflow, LockLeaseWorkflow],
+            workflows=[LaunchWorkflow, ClusterWorkflow, LockLeaseWorkflow, ManagedJobIdsWorkflow],
             # Failover re-optimizes between attempts as a local activity: no task queue round trip.
             activities=[planning.optimize],
             max_concurrent_workflow_tasks=100,

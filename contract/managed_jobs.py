@@ -25,6 +25,8 @@ __all__ = [
     "MEMO_KEY",
     "AllocateIds",
     "AllocatedIds",
+    "MANAGED_CLUSTER_PATTERN",
+    "ManagedJobIdsInput",
     "EndReason",
     "JobEnd",
     "ManagedJobIdsQuery",
@@ -220,8 +222,24 @@ class AllocatedIds(BaseModel):
     count: int
 
 
+class ManagedJobIdsInput(BaseModel):
+    """``ManagedJobIdsWorkflow``'s input: empty to begin with, then what a continue-as-new carries."""
+
+    last: int = Field(default=0, ge=0)
+    """The last id handed out."""
+    recent: dict[str, AllocatedIds] = {}
+    """The latest requests' ids by ``request_id``, oldest first (bounded), so a retried submit gets
+    the same ids back."""
+    history_limit: int | None = None
+    """Continue as new once the history has this many events (tests force a small one)."""
+
+
 def managed_job_workflow_id(job_id: int) -> str:
     return f"managed-job:{job_id}"
+
+
+MANAGED_CLUSTER_PATTERN = r"^job-[0-9]+(-[0-9]+)?$"
+"""The cluster names ``managed_cluster_name`` gives: reserved, ``skyhop launch -c`` refuses them."""
 
 
 def managed_cluster_name(job_id: int, task_index: int, num_tasks: int) -> str:

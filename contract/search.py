@@ -5,15 +5,18 @@ from __future__ import annotations
 from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
 
 from skyhop.contract import ClusterStatus, LaunchStage, SearchAttribute, WorkflowKind
+from skyhop.contract.managed_jobs import ManagedJobStatus
 
 __all__ = [
     "CLUSTER",
     "KIND",
+    "NAME",
     "STAGE",
     "STATUS",
     "USER",
     "cluster_search_attributes",
     "launch_search_attributes",
+    "managed_job_search_attributes",
 ]
 
 KIND = SearchAttributeKey.for_keyword(SearchAttribute.KIND)
@@ -24,6 +27,8 @@ STATUS = SearchAttributeKey.for_keyword(SearchAttribute.STATUS)
 STAGE = SearchAttributeKey.for_keyword(SearchAttribute.STAGE)
 """A launch's current stage."""
 USER = SearchAttributeKey.for_keyword(SearchAttribute.USER)
+NAME = SearchAttributeKey.for_keyword(SearchAttribute.NAME)
+"""A managed job's name."""
 
 
 def cluster_search_attributes(name: str, user: str) -> TypedSearchAttributes:
@@ -46,5 +51,17 @@ def launch_search_attributes(cluster_name: str, user: str) -> TypedSearchAttribu
             SearchAttributePair(CLUSTER, cluster_name),
             SearchAttributePair(STAGE, LaunchStage.LOCK.value),
             SearchAttributePair(USER, user),
+        ]
+    )
+
+
+def managed_job_search_attributes(name: str, user: str) -> TypedSearchAttributes:
+    """What a managed job starts with: ``jobs queue`` and ``jobs cancel -n`` find it at once."""
+    return TypedSearchAttributes(
+        [
+            SearchAttributePair(KIND, WorkflowKind.MANAGED_JOB.value),
+            SearchAttributePair(STATUS, ManagedJobStatus.PENDING.value),
+            SearchAttributePair(USER, user),
+            SearchAttributePair(NAME, name),
         ]
     )
