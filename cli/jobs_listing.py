@@ -213,6 +213,9 @@ class _Cancelled(StrEnum):
 
 
 async def _cancel(client: Client, job_id: int) -> _Cancelled:
+    """Cancel one job's workflow, if it still runs: Temporal takes a cancel of an ended workflow
+    without a word, so whether it had ended is asked first."""
+    from temporalio.client import WorkflowExecutionStatus
     from temporalio.service import RPCError
 
     from skyhop.cli.failures import is_not_found, while_busy
@@ -220,9 +223,12 @@ async def _cancel(client: Client, job_id: int) -> _Cancelled:
 
     handle = client.get_workflow_handle(managed_job_workflow_id(job_id))
     try:
+        description = await while_busy(handle.describe)
+        if description.status != WorkflowExecutionStatus.RUNNING:
+            return _Cancelled.ENDED
         await while_busy(handle.cancel)
     except RPCError as exc:
         if not is_not_found(exc):
             raise
-        return _Cancelled.ENDED if "already completed" in exc.message else _Cancelled.UNKNOWN
+        return _Cancelled.UNKNOWN
     return _Cancelled.YES

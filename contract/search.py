@@ -55,12 +55,14 @@ def launch_search_attributes(cluster_name: str, user: str) -> TypedSearchAttribu
     )
 
 
-def managed_job_search_attributes(name: str, user: str) -> TypedSearchAttributes:
+def managed_job_search_attributes(
+    name: str, user: str, status: ManagedJobStatus = ManagedJobStatus.PENDING
+) -> TypedSearchAttributes:
     """What a managed job starts with: ``jobs queue`` and ``jobs cancel -n`` find it at once."""
     return TypedSearchAttributes(
         [
             SearchAttributePair(KIND, WorkflowKind.MANAGED_JOB.value),
-            SearchAttributePair(STATUS, ManagedJobStatus.PENDING.value),
+            SearchAttributePair(STATUS, status.value),
             SearchAttributePair(USER, user),
             SearchAttributePair(NAME, name),
         ]

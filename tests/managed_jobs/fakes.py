@@ -26,7 +26,7 @@ from skyhop.contract.managed_jobs import (
     ManagedJobSummary,
     managed_job_workflow_id,
 )
-from skyhop.contract.search import STATUS, managed_job_search_attributes
+from skyhop.contract.search import managed_job_search_attributes
 
 __all__ = ["SET_STATE", "ScriptedJob", "fake_job_id", "start_listed", "user_env"]
 
@@ -64,8 +64,7 @@ async def start_listed(
     client: Client, state: ManagedJobState, task_queue: str | None = None
 ) -> WorkflowHandle[Any, Any]:
     """A job as visibility lists it; on ``task_queue`` (default: one nobody polls) as ``ScriptedJob``."""
-    attributes = managed_job_search_attributes(state.name, state.user)
-    attributes = attributes.updated(STATUS.value_set(state.status.value))
+    attributes = managed_job_search_attributes(state.name, state.user, state.status)
     return await client.start_workflow(
         WorkflowType.MANAGED_JOB,
         state,
@@ -99,5 +98,3 @@ class ScriptedJob:
     @workflow.signal(name=SET_STATE)
     def set_state(self, state: ManagedJobState) -> None:
         self.current = state
-
-

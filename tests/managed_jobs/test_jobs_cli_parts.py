@@ -37,7 +37,9 @@ def test_a_pipeline_gets_the_overrides_on_every_task_and_the_header_name(tmp_pat
     request, dag = load_job(entry, task_overrides(cpus="2+", use_spot=True, envs=["K=V"]))
     assert request.name == "pipe" and not request.parallel and len(dag.tasks) == 2
     assert [t.name for t in request.tasks] == ["a", "b"]
-    assert all(t.resources.cpus == "2+" and t.resources.use_spot and t.envs == {"K": "V"} for t in request.tasks)
+    assert all(
+        t.resources.cpus == "2+" and t.resources.use_spot and t.envs == {"K": "V"} for t in request.tasks
+    )
     assert job_resources(request) == "1x[2+ CPU]; 2x[2+ CPU]"
 
 
@@ -54,7 +56,9 @@ def test_a_parallel_group_and_the_name_flag(tmp_path: Path) -> None:
 def test_listing_query_scopes_by_kind_user_name_and_status() -> None:
     query = listing_query("al'ice", active_only=True)
     assert query.startswith("SkyhopKind = 'managed-job' AND SkyhopUser = 'al\\'ice' AND SkyhopStatus IN (")
-    assert "'RUNNING'" in query and "'SUCCEEDED'" not in query and "ExecutionStatus != 'ContinuedAsNew'" in query
+    assert (
+        "'RUNNING'" in query and "'SUCCEEDED'" not in query and "ExecutionStatus != 'ContinuedAsNew'" in query
+    )
     assert listing_query(None, name="n", running_only=True) == (
         "SkyhopKind = 'managed-job' AND SkyhopName = 'n' AND ExecutionStatus = 'Running'"
     )
@@ -74,11 +78,15 @@ def test_queue_row_durations_and_the_status_of_a_workflow_that_ended_unannounced
     )
     row = queue_row(summary, ManagedJobStatus.RUNNING, now)
     assert row == ["7", "train", "1x[A100:1]", "1h 1m ago", "1h 1m", "1m 30s", "2", "RUNNING"]
-    pending = summary.model_copy(update={"status": ManagedJobStatus.PENDING, "job_seconds": 0, "running_since": None})
+    pending = summary.model_copy(
+        update={"status": ManagedJobStatus.PENDING, "job_seconds": 0, "running_since": None}
+    )
     assert queue_row(pending, ManagedJobStatus.PENDING, now)[5] == "-"
     assert shown_status(summary, workflow_running=True, workflow_cancelled=False) == ManagedJobStatus.RUNNING
     assert shown_status(summary, workflow_running=False, workflow_cancelled=False) == ManagedJobStatus.FAILED
-    assert shown_status(summary, workflow_running=False, workflow_cancelled=True) == ManagedJobStatus.CANCELLED
+    assert (
+        shown_status(summary, workflow_running=False, workflow_cancelled=True) == ManagedJobStatus.CANCELLED
+    )
     done = summary.model_copy(update={"status": ManagedJobStatus.SUCCEEDED})
     assert shown_status(done, workflow_running=False, workflow_cancelled=True) == ManagedJobStatus.SUCCEEDED
 
@@ -96,7 +104,13 @@ def test_logs_list_every_attempt_in_order_with_a_marker_before_each_recovery() -
     write_attempt(job, 0, 3, "three\n")
     state = job_state(
         job,
-        [[attempt(1, outcome="preempted"), attempt(2, location="sim/r2/r2a", outcome="preempted"), attempt(3)]],
+        [
+            [
+                attempt(1, outcome="preempted"),
+                attempt(2, location="sim/r2/r2a", outcome="preempted"),
+                attempt(3),
+            ]
+        ],
         ManagedJobStatus.SUCCEEDED,
     )
     out = io.BytesIO()
@@ -126,7 +140,10 @@ def test_following_waits_on_the_current_attempt_and_never_prints_a_line_twice() 
     write_attempt(job, 1, 1, "c1\n")
     finished = job_state(
         job,
-        [[attempt(1, outcome="preempted"), attempt(2, outcome="succeeded")], [attempt(1, outcome="succeeded")]],
+        [
+            [attempt(1, outcome="preempted"), attempt(2, outcome="succeeded")],
+            [attempt(1, outcome="succeeded")],
+        ],
         ManagedJobStatus.SUCCEEDED,
     )
     logs.pump(finished)
@@ -165,8 +182,14 @@ def test_the_status_printer_says_each_change_once(capsys: pytest.CaptureFixture[
     ("argv", "message"),
     [
         (["jobs", "cancel"], "name the jobs to cancel: job ids, -n NAME or --all (one of them)"),
-        (["jobs", "cancel", "3", "--all"], "name the jobs to cancel: job ids, -n NAME or --all (one of them)"),
-        (["jobs", "cancel", "-n", "x", "--all"], "name the jobs to cancel: job ids, -n NAME or --all (one of them)"),
+        (
+            ["jobs", "cancel", "3", "--all"],
+            "name the jobs to cancel: job ids, -n NAME or --all (one of them)",
+        ),
+        (
+            ["jobs", "cancel", "-n", "x", "--all"],
+            "name the jobs to cancel: job ids, -n NAME or --all (one of them)",
+        ),
         (
             ["launch", "-c", "job-3", "-y", "echo hi"],
             "cluster name 'job-3' is reserved for managed jobs (job-<n>, job-<n>-<k>); pick another name",
@@ -175,7 +198,10 @@ def test_the_status_printer_says_each_change_once(capsys: pytest.CaptureFixture[
             ["launch", "-c", "job-3-1", "-y", "echo hi"],
             "cluster name 'job-3-1' is reserved for managed jobs (job-<n>, job-<n>-<k>); pick another name",
         ),
-        (["jobs", "launch", "-y", "--cpus", "many", "echo hi"], "resources.cpus: cpus must be a positive number"),
+        (
+            ["jobs", "launch", "-y", "--cpus", "many", "echo hi"],
+            "resources.cpus: cpus must be a positive number",
+        ),
         (["jobs", "launch", "-y", "--infra", "awz", "echo hi"], "resources.infra: unknown infra 'awz'"),
         (["jobs", "launch", "-y", "-n", "x" * 300, "echo hi"], "name: String should have at most"),
     ],
