@@ -7,6 +7,7 @@ memo, and log-store files the test writes, so these hold whatever ``ManagedJobWo
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 import uuid
@@ -15,6 +16,7 @@ from contextlib import asynccontextmanager
 
 import pytest
 from temporalio.client import Client, WorkflowHandle
+from temporalio.service import RPCError
 from temporalio.worker import Worker
 
 from skyhop.contract.managed_jobs import ManagedJobState, ManagedJobStatus
@@ -34,10 +36,8 @@ def _state(user: str, name: str, status: ManagedJobStatus, age_s: float = 0) -> 
 
 async def _terminate(handles: list[WorkflowHandle[object, object]]) -> None:
     for handle in handles:
-        try:
+        with contextlib.suppress(RPCError):  # already ended
             await handle.terminate("test over")
-        except Exception:  # noqa: BLE001 - already ended
-            pass
 
 
 async def _until_listed(client: Client, query: str, count: int) -> None:
