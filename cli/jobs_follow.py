@@ -162,6 +162,8 @@ class StatusPrinter:
 async def print_logs(client: Client, job_id: int, out: BinaryIO | None = None) -> ManagedJobState:
     """``jobs logs ID``: every attempt's output so far, in order, with its recovery markers."""
     state = await job_state(client, job_id)
+    if not any(task.attempts for task in state.tasks):
+        info(f"Managed job {job_id} is {state.status.value}: it has not run yet, so it has no output.")
     AttemptLogs(job_id, out or sys.stdout.buffer).pump(state, to_end=True)
     return state
 
