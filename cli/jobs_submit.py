@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from skyhop.contract.managed_jobs import ManagedJobRequest
     from skyhop.spec import Dag, TaskOverrides
 
-__all__ = ["job_resources", "load_job", "run_jobs_launch"]
+__all__ = ["load_job", "run_jobs_launch"]
 
 
 def load_job(
@@ -58,11 +58,6 @@ def load_job(
     return request, dag
 
 
-def job_resources(request: ManagedJobRequest) -> str:
-    """What ``jobs queue`` shows under RESOURCES: ``2x[4+ CPU, A100:1]``, tasks joined by ``; ``."""
-    return "; ".join(f"{t.num_nodes}x[{t.resources.describe()}]" for t in request.tasks)
-
-
 async def run_jobs_launch(request: ManagedJobRequest, *, detach: bool) -> int:
     """Take an id, start the job's workflow, and unless ``detach`` follow it to its end."""
     from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
@@ -75,6 +70,7 @@ async def run_jobs_launch(request: ManagedJobRequest, *, detach: bool) -> int:
         MEMO_KEY,
         ManagedJobStatus,
         ManagedJobSummary,
+        job_resources,
         managed_job_workflow_id,
     )
     from skyhop.contract.search import managed_job_search_attributes
@@ -85,7 +81,7 @@ async def run_jobs_launch(request: ManagedJobRequest, *, detach: bool) -> int:
     summary = ManagedJobSummary(
         job_id=job_id,
         name=request.name,
-        resources=job_resources(request),
+        resources=job_resources(request.tasks),
         status=ManagedJobStatus.PENDING,
         submitted_at=request.submitted_at or time.time(),
     )

@@ -38,6 +38,7 @@ __all__ = [
     "ManagedJobSummary",
     "ManagedTaskState",
     "TaskAttempt",
+    "job_resources",
     "managed_cluster_name",
     "managed_job_workflow_id",
     "managed_task_id",
@@ -232,6 +233,12 @@ class ManagedJobIdsInput(BaseModel):
     the same ids back."""
     history_limit: int | None = None
     """Continue as new once the history has this many events (tests force a small one)."""
+
+
+def job_resources(tasks: list[Task]) -> str:
+    """A job's RESOURCES in ``jobs queue`` (``ManagedJobSummary.resources``): ``2x[4+ CPU, A100:1]``
+    per task, as ``Resources.describe`` says them, joined by ``; ``."""
+    return "; ".join(f"{task.num_nodes}x[{task.resources.describe()}]" for task in tasks)
 
 
 def managed_job_workflow_id(job_id: int) -> str:

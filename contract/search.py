@@ -20,10 +20,10 @@ __all__ = [
 ]
 
 KIND = SearchAttributeKey.for_keyword(SearchAttribute.KIND)
-"""``cluster`` or ``launch``."""
+"""A ``WorkflowKind``: ``cluster``, ``launch`` or ``managed-job``."""
 CLUSTER = SearchAttributeKey.for_keyword(SearchAttribute.CLUSTER)
 STATUS = SearchAttributeKey.for_keyword(SearchAttribute.STATUS)
-"""A cluster's status (INIT, UP, STOPPED, TERMINATED)."""
+"""A cluster's status (INIT, UP, STOPPED, TERMINATED); a managed job's ``ManagedJobStatus``."""
 STAGE = SearchAttributeKey.for_keyword(SearchAttribute.STAGE)
 """A launch's current stage."""
 USER = SearchAttributeKey.for_keyword(SearchAttribute.USER)

@@ -13,9 +13,9 @@ from typer.testing import CliRunner
 from skyhop.cli.app import app
 from skyhop.cli.jobs_follow import AttemptLogs, StatusPrinter
 from skyhop.cli.jobs_listing import id_ranges, listing_query, queue_row, shown_status
-from skyhop.cli.jobs_submit import job_resources, load_job
+from skyhop.cli.jobs_submit import load_job
 from skyhop.cli.options import task_overrides
-from skyhop.contract.managed_jobs import ManagedJobStatus, ManagedJobSummary
+from skyhop.contract.managed_jobs import ManagedJobStatus, ManagedJobSummary, job_resources
 from tests.managed_jobs.support import attempt, job_state, write_attempt
 
 _ids = itertools.count(900_000)
@@ -40,7 +40,7 @@ def test_a_pipeline_gets_the_overrides_on_every_task_and_the_header_name(tmp_pat
     assert all(
         t.resources.cpus == "2+" and t.resources.use_spot and t.envs == {"K": "V"} for t in request.tasks
     )
-    assert job_resources(request) == "1x[2+ CPU]; 2x[2+ CPU]"
+    assert job_resources(request.tasks) == "1x[2+ CPU]; 2x[2+ CPU]"
 
 
 def test_a_parallel_group_and_the_name_flag(tmp_path: Path) -> None:
