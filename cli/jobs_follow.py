@@ -59,53 +59,54 @@ class AttemptLogs:
     """Writes every attempt's output in order (task, then attempt), each once, as it grows.
 
     A cursor stays on one attempt until that attempt has ended and the next one is known (with
-    where it runs, for its marker line); its file may not exist yet (nothing written so far).
+    where it runs, for its marker line); its file may not exist yet (nothing written so far). The
+    cursor names its attempt (task index, attempt number), not a position: in a parallel group an
+    earlier task can gain an attempt while a later one is being read (following shows the tasks one
+    after the other; such an attempt is in the next ``jobs logs``).
     """
 
     def __init__(self, job_id: int, out: BinaryIO) -> None:
         self.job_id = job_id
         self.out = out
-        self.at: int | None = None
-        """Position of the current attempt in ``_attempts(state)``."""
+        self.at: tuple[int, int] | None = None
+        """The current attempt: its task's index and its number."""
         self.offset = 0
+        self.line_open = False
+        """Whether the output so far ends inside a line (a marker then starts a new one)."""
 
     def pump(self, state: ManagedJobState, *, to_end: bool = False) -> bool:
         """Write what is new; at the job's end (or ``to_end``), everything left. True if anything was."""
         to_end = to_end or state.status.done
         attempts = _attempts(state)
+        keys = [(task.index, attempt.number) for task, attempt in attempts]
         wrote = False
         while attempts:
             if self.at is None:
-                self._enter(state, attempts, 0)
+                self._enter(state, *attempts[0])
             assert self.at is not None
-            wrote = self._copy(*attempts[self.at][:2]) or wrote
-            following = self.at + 1
-            if following >= len(attempts) or not (to_end or self._may_leave(attempts, following)):
+            position = keys.index(self.at)
+            wrote = self._copy(*attempts[position]) or wrote
+            following = position + 1
+            if following >= len(attempts) or not (
+                to_end or _may_leave(attempts[position][1], attempts[following][1])
+            ):
                 break
-            self._enter(state, attempts, following)
+            self._enter(state, *attempts[following])
         self.out.flush()
         return wrote
 
-    def _may_leave(self, attempts: list[tuple[ManagedTaskState, TaskAttempt]], following: int) -> bool:
-        current, upcoming = attempts[self.at or 0][1], attempts[following][1]
-        return current.ended_at is not None and (
-            upcoming.location is not None or upcoming.ended_at is not None
-        )
-
-    def _enter(
-        self, state: ManagedJobState, attempts: list[tuple[ManagedTaskState, TaskAttempt]], position: int
-    ) -> None:
-        task, attempt = attempts[position]
-        if attempt.number == task.attempts[0].number and len(state.tasks) > 1:
-            order = state.tasks.index(task) + 1
-            self._line(f"--- task {order} of {len(state.tasks)}{f': {task.name}' if task.name else ''} ---")
-        elif attempt.number != task.attempts[0].number:
-            previous = next(a for a in task.attempts if a.number == attempt.number - 1)
-            self._line(recovery_marker(attempt, previous))
-        self.at, self.offset = position, 0
+    def _enter(self, state: ManagedJobState, task: ManagedTaskState, attempt: TaskAttempt) -> None:
+        order = task.attempts.index(attempt)
+        if order == 0 and len(state.tasks) > 1:
+            number = state.tasks.index(task) + 1
+            self._line(f"--- task {number} of {len(state.tasks)}{f': {task.name}' if task.name else ''} ---")
+        elif order > 0:
+            self._line(recovery_marker(attempt, task.attempts[order - 1]))
+        self.at, self.offset = (task.index, attempt.number), 0
 
     def _line(self, text: str) -> None:
-        self.out.write(text.encode() + b"\n")
+        self.out.write((b"\n" if self.line_open else b"") + text.encode() + b"\n")
+        self.line_open = False
 
     def _copy(self, task: ManagedTaskState, attempt: TaskAttempt) -> bool:
         from skyhop.activities.log_store import attempt_log
@@ -117,10 +118,17 @@ class AttemptLogs:
                 while chunk := log.read(_CHUNK):
                     self.out.write(chunk)
                     self.offset += len(chunk)
+                    self.line_open = not chunk.endswith(b"\n")
                     wrote = True
                 return wrote
         except FileNotFoundError:
             return False
+
+
+def _may_leave(current: TaskAttempt, upcoming: TaskAttempt) -> bool:
+    """Whether a follower may go on to the next attempt: this one has ended, and the next one's
+    place is known (or it ended before it had one)."""
+    return current.ended_at is not None and (upcoming.location is not None or upcoming.ended_at is not None)
 
 
 def _attempts(state: ManagedJobState) -> list[tuple[ManagedTaskState, TaskAttempt]]:
@@ -142,9 +150,8 @@ class StatusPrinter:
         for task in state.tasks:
             label = f"task {task.index}: " if len(state.tasks) > 1 else ""
             shown = self.attempts.get(task.index, 1)
-            for attempt in task.attempts:
+            for previous, attempt in zip(task.attempts, task.attempts[1:], strict=False):
                 if attempt.number > shown:
-                    previous = next(a for a in task.attempts if a.number == attempt.number - 1)
                     info(f"  {label}recovering: {previous.outcome or 'ended'}; attempt {attempt.number}")
                     shown = attempt.number
             self.attempts[task.index] = shown

@@ -159,6 +159,39 @@ def test_following_waits_on_the_current_attempt_and_never_prints_a_line_twice() 
     ]
 
 
+def test_a_marker_starts_a_line_of_its_own_after_output_with_no_final_newline() -> None:
+    job = _job_id()
+    write_attempt(job, 0, 1, "progress 50%")
+    write_attempt(job, 0, 2, "again\n")
+    state = job_state(job, [[attempt(1, outcome="preempted"), attempt(2)]], ManagedJobStatus.SUCCEEDED)
+    out = io.BytesIO()
+    AttemptLogs(job, out).pump(state)
+    assert out.getvalue().decode().splitlines() == [
+        "progress 50%",
+        "--- recovery 1: attempt 2 on sim/r1/r1a (previous attempt: preempted) ---",
+        "again",
+    ]
+
+
+def test_in_a_parallel_group_an_earlier_task_gaining_an_attempt_does_not_move_the_cursor() -> None:
+    job = _job_id()
+    write_attempt(job, 0, 1, "a-first\n")
+    write_attempt(job, 1, 1, "b-line-1\n")
+    out = io.BytesIO()
+    logs = AttemptLogs(job, out)
+    logs.pump(job_state(job, [[attempt(1, outcome="preempted")], [attempt(1)]]))
+    write_attempt(job, 0, 2, "a-second\n")
+    write_attempt(job, 1, 1, "b-line-2\n")
+    logs.pump(job_state(job, [[attempt(1, outcome="preempted"), attempt(2)], [attempt(1)]]))
+    assert out.getvalue().decode().splitlines() == [
+        "--- task 1 of 2: t0 ---",
+        "a-first",
+        "--- task 2 of 2: t1 ---",
+        "b-line-1",
+        "b-line-2",
+    ]
+
+
 def test_the_status_printer_says_each_change_once(capsys: pytest.CaptureFixture[str]) -> None:
     printer = StatusPrinter()
     state = job_state(3, [[attempt(1)]])
