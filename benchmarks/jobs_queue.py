@@ -27,11 +27,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-_STARTS_IN_FLIGHT = 50
+_STARTS_IN_FLIGHT = 20
 
 
 async def _list_jobs(address: str, jobs: int, cancel: int) -> float:
     """Start ``jobs`` listed jobs (the first ``cancel`` of them for user ``bench-cancel``); seconds taken."""
+    from temporalio.exceptions import WorkflowAlreadyStartedError
+    from temporalio.service import RPCError, RPCStatusCode
+
     from skyhop.cli.client import connect
     from skyhop.cli.config import TemporalConfig
     from skyhop.contract.managed_jobs import ManagedJobStatus
@@ -47,7 +50,17 @@ async def _list_jobs(address: str, jobs: int, cancel: int) -> float:
         state = job_state(job_id, [[attempt(1)]], statuses[job_id % len(statuses)])
         user = "bench-cancel" if job_id <= cancel else "bench"
         async with gate:
-            await start_listed(client, state.model_copy(update={"user": user, "name": f"train-{job_id}"}))
+            while True:  # a start that timed out on a busy server may have happened: its id says so
+                try:
+                    await start_listed(
+                        client, state.model_copy(update={"user": user, "name": f"train-{job_id}"})
+                    )
+                    return
+                except WorkflowAlreadyStartedError:
+                    return
+                except RPCError as exc:
+                    if exc.status != RPCStatusCode.DEADLINE_EXCEEDED:
+                        raise
 
     await asyncio.gather(*(one(job_id) for job_id in range(1, jobs + 1)))
     while (await client.count_workflows("SkyhopKind = 'managed-job'")).count < jobs:
