@@ -59,9 +59,11 @@ def test_queue_lists_from_visibility_newest_first_for_the_user_or_everyone(
             _state(user, "mid", ManagedJobStatus.RECOVERING, age_s=300),
             _state(user, "new", ManagedJobStatus.PENDING),
             _state("someone-else-" + user, "theirs", ManagedJobStatus.RUNNING),
+            _state(user, "killed", ManagedJobStatus.RUNNING, age_s=900),
         ]
         handles = [await start_listed(client, state) for state in states]
-        await _until_listed(client, f"SkyhopUser = '{user}'", 3)
+        await handles[-1].terminate("an operator terminated it: its memo still says RUNNING")
+        await _until_listed(client, f"SkyhopUser = '{user}'", 4)
         return handles
 
     handles = run(start())
@@ -70,8 +72,15 @@ def test_queue_lists_from_visibility_newest_first_for_the_user_or_everyone(
         assert queue.returncode == 0, queue.stderr
         header, *rows = queue.stdout.splitlines()
         assert header.split("  ")[0] == "ID" and "TOTAL DURATION" in header and "#RECOVERIES" in header
-        assert [row.split()[1] for row in rows] == ["new", "mid", "old"]
-        assert rows[1].split()[-1] == "RECOVERING" and "1x[any]" in rows[1]
+        by_name = {row.split()[1]: row.split()[-1] for row in rows}
+        assert [row.split()[1] for row in rows] == [
+            "killed",
+            "new",
+            "mid",
+            "old",
+        ]  # newest (highest id) first
+        assert by_name == {"killed": "FAILED", "new": "PENDING", "mid": "RECOVERING", "old": "SUCCEEDED"}
+        assert "1x[any]" in rows[2]
 
         active = skyhop("jobs", "queue", "--skip-finished", "--json", env=env)
         assert active.returncode == 0, active.stderr
