@@ -12,12 +12,12 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Literal
 
-from skyhop.cli.output import EXIT_DETACHED, info
+from skyhop.cli.output import EXIT_DETACHED, fail, info
 
 if TYPE_CHECKING:
     from temporalio.client import Client
 
-    from skyhop.contract.managed_jobs import ManagedJobRequest
+    from skyhop.contract.managed_jobs import ManagedJobRequest, ManagedJobSummary
     from skyhop.spec import Dag, TaskOverrides
 
 __all__ = ["load_job", "run_jobs_launch"]
@@ -60,20 +60,17 @@ def load_job(
 
 async def run_jobs_launch(request: ManagedJobRequest, *, detach: bool) -> int:
     """Take an id, start the job's workflow, and unless ``detach`` follow it to its end."""
-    from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+    from temporalio.exceptions import WorkflowAlreadyStartedError
 
     from skyhop.cli.failures import while_busy
     from skyhop.cli.job_ids import allocate_job_id
     from skyhop.cli.session import open_client
-    from skyhop.contract import WORKFLOW_QUEUE, WorkflowType
     from skyhop.contract.managed_jobs import (
-        MEMO_KEY,
+        MANAGED_JOB_IDS_ID,
         ManagedJobStatus,
         ManagedJobSummary,
         job_resources,
-        managed_job_workflow_id,
     )
-    from skyhop.contract.search import managed_job_search_attributes
 
     client = await open_client()
     job_id = await allocate_job_id(client, f"submit:{uuid.uuid4().hex}")
@@ -85,24 +82,39 @@ async def run_jobs_launch(request: ManagedJobRequest, *, detach: bool) -> int:
         status=ManagedJobStatus.PENDING,
         submitted_at=request.submitted_at or time.time(),
     )
-    await while_busy(
-        lambda: client.start_workflow(
-            WorkflowType.MANAGED_JOB,
-            request,
-            id=managed_job_workflow_id(job_id),
-            task_queue=WORKFLOW_QUEUE,
-            search_attributes=managed_job_search_attributes(request.name, request.user),
-            memo={MEMO_KEY: summary},
-            # A resent start (the server was busy) finds its own workflow; an id that ran is never reused.
-            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-            id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+    try:
+        await while_busy(lambda: _start(client, request, summary))
+    except WorkflowAlreadyStartedError:
+        fail(
+            f"job id {job_id} belongs to an earlier job: the id allocator ({MANAGED_JOB_IDS_ID}) was "
+            "reset; a new one must start above the highest id in: skyhop jobs queue -a"
         )
-    )
     info(f"Managed job {job_id} ({request.name}) submitted.")
     if detach:
         info(f"Follow it with: skyhop jobs logs {job_id} --follow")
         return 0
     return await _follow(client, job_id)
+
+
+async def _start(client: Client, request: ManagedJobRequest, summary: ManagedJobSummary) -> None:
+    """Start the job's workflow with what listings find it by: search attributes and its summary."""
+    from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+
+    from skyhop.contract import WORKFLOW_QUEUE, WorkflowType
+    from skyhop.contract.managed_jobs import MEMO_KEY, managed_job_workflow_id
+    from skyhop.contract.search import managed_job_search_attributes
+
+    await client.start_workflow(
+        WorkflowType.MANAGED_JOB,
+        request,
+        id=managed_job_workflow_id(request.job_id),
+        task_queue=WORKFLOW_QUEUE,
+        search_attributes=managed_job_search_attributes(request.name, request.user),
+        memo={MEMO_KEY: summary},
+        # A resent start (the server was busy) finds its own workflow; an id that ran is never reused.
+        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+        id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+    )
 
 
 async def _follow(client: Client, job_id: int) -> int:

@@ -12,6 +12,7 @@ import json
 import re
 import signal
 import subprocess
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -19,12 +20,19 @@ import pytest
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.service import RPCError
 
-from skyhop.contract.managed_jobs import MEMO_KEY, ManagedJobSummary, managed_job_workflow_id
+from skyhop.cli.job_ids import allocate_job_id
+from skyhop.contract.managed_jobs import (
+    MEMO_KEY,
+    ManagedJobStatus,
+    ManagedJobSummary,
+    managed_job_workflow_id,
+)
 from tests.conftest import REPO, run, skyhop
 from tests.e2e.test_cli_embedded import _ctrl_c_interrupts
 from tests.helpers import SKYHOP_CLI, DevServer, WorkerProcess, wait_for
 from tests.integration.support import client_for
-from tests.managed_jobs.fakes import user_env
+from tests.managed_jobs.fakes import start_listed, user_env
+from tests.managed_jobs.support import attempt, job_state
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 
@@ -110,6 +118,29 @@ def test_bad_input_starts_nothing(
     )
     queue = skyhop("jobs", "queue", "--json", env=env)
     assert queue.returncode == 0 and json.loads(queue.stdout)["items"] == []
+
+
+def test_an_id_an_earlier_job_had_is_never_reused(
+    temporal_server: DevServer, live_worker: WorkerProcess, cli_env: dict[str, str]
+) -> None:
+    """As after the allocator was reset: the next id it hands out belongs to a job that ended."""
+    env, user = user_env(cli_env)
+
+    async def taken() -> int:
+        client = await client_for(temporal_server.address)
+        last = await allocate_job_id(client, f"probe-{uuid.uuid4().hex}")
+        state = job_state(last + 1, [[attempt(1)]], ManagedJobStatus.SUCCEEDED)
+        handle = await start_listed(client, state.model_copy(update={"user": user}))
+        await handle.terminate("an earlier job, ended")
+        return last + 1
+
+    job_id = run(taken())
+    launched = skyhop("jobs", "launch", "-y", "-d", "--infra", "local", "echo x", env=env)
+    assert launched.returncode == 1, launched.stderr
+    assert launched.stderr.strip() == (
+        f"Error: job id {job_id} belongs to an earlier job: the id allocator (managed-job-ids) was reset; "
+        "a new one must start above the highest id in: skyhop jobs queue -a"
+    )
 
 
 @needs_managed_job_workflow
