@@ -33,6 +33,8 @@ __all__ = ["SET_STATE", "ScriptedJob", "fake_job_id", "start_listed", "user_env"
 SET_STATE = "test_set_state"
 """The scripted job's signal: its new ``ManagedJobState`` (it completes once the state is done)."""
 
+NOBODY_POLLS = "managed-jobs-nobody-polls"
+"""The task queue of listed jobs: one for them all (each task queue costs the server a manager)."""
 _ids = itertools.count(int(time.time()) % 1_000_000 * 1_000 + 10_000_000)
 
 
@@ -69,7 +71,7 @@ async def start_listed(
         WorkflowType.MANAGED_JOB,
         state,
         id=managed_job_workflow_id(state.job_id),
-        task_queue=task_queue or f"nobody-{uuid.uuid4().hex[:8]}",
+        task_queue=task_queue or NOBODY_POLLS,
         search_attributes=attributes,
         memo={MEMO_KEY: _summary(state)},
     )
