@@ -197,9 +197,11 @@ async def run_jobs_cancel(job_ids: list[int], *, name: str | None, all_jobs: boo
             return 0
     gate = asyncio.Semaphore(_CANCELS_IN_FLIGHT)
 
+    listed_running = name is not None or all_jobs
+
     async def one(job_id: int) -> _Cancelled:
         async with gate:
-            return await _cancel(client, job_id)
+            return await _cancel(client, job_id, listed_running=listed_running)
 
     outcomes = await asyncio.gather(*(one(job_id) for job_id in job_ids))
     by_outcome: dict[_Cancelled, list[int]] = {}
@@ -226,9 +228,10 @@ class _Cancelled(StrEnum):
     UNKNOWN = "unknown"
 
 
-async def _cancel(client: Client, job_id: int) -> _Cancelled:
+async def _cancel(client: Client, job_id: int, *, listed_running: bool) -> _Cancelled:
     """Cancel one job's workflow, if it still runs: Temporal takes a cancel of an ended workflow
-    without a word, so whether it had ended is asked first."""
+    without a word, so whether it had ended is asked first, unless a listing of running jobs just
+    named it (``-n``, ``--all``: one call per job instead of two)."""
     from temporalio.client import WorkflowExecutionStatus
     from temporalio.service import RPCError
 
@@ -237,9 +240,10 @@ async def _cancel(client: Client, job_id: int) -> _Cancelled:
 
     handle = client.get_workflow_handle(managed_job_workflow_id(job_id))
     try:
-        description = await while_busy(handle.describe)
-        if description.status != WorkflowExecutionStatus.RUNNING:
-            return _Cancelled.ENDED
+        if not listed_running:
+            description = await while_busy(handle.describe)
+            if description.status != WorkflowExecutionStatus.RUNNING:
+                return _Cancelled.ENDED
         await while_busy(handle.cancel)
     except RPCError as exc:
         if not is_not_found(exc):
