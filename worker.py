@@ -28,6 +28,7 @@ from skyhop.workflows.cluster import ClusterWorkflow
 from skyhop.workflows.launch import LaunchWorkflow
 from skyhop.workflows.lock_lease import LockLeaseWorkflow
 from skyhop.workflows.managed_job import ManagedJobWorkflow
+from skyhop.workflows.managed_job_ids import ManagedJobIdsWorkflow
 from skyhop.workflows.runner import TaskBoundRunner
 
 __all__ = ["build_workers", "ensure_search_attributes", "serve"]
@@ -57,7 +58,13 @@ def build_workers(client: Client, *, long_slots: int = 200, short_slots: int = 5
         Worker(
             client,
             task_queue=WORKFLOW_QUEUE,
-            workflows=[LaunchWorkflow, ClusterWorkflow, LockLeaseWorkflow, ManagedJobWorkflow],
+            workflows=[
+                LaunchWorkflow,
+                ClusterWorkflow,
+                LockLeaseWorkflow,
+                ManagedJobWorkflow,
+                ManagedJobIdsWorkflow,
+            ],
             # Failover re-optimizes between attempts as a local activity: no task queue round trip.
             activities=[planning.optimize],
             max_concurrent_workflow_tasks=100,

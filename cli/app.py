@@ -10,6 +10,21 @@ from typing import Annotated, Any
 import typer
 
 from skyhop.cli.catalog_commands import check_minimize, register_catalog_commands
+from skyhop.cli.jobs_commands import jobs_app
+from skyhop.cli.options import (
+    Cpus,
+    Detach,
+    Entrypoint,
+    Envs,
+    Gpus,
+    Infra,
+    Memory,
+    Name,
+    NumNodes,
+    Workdir,
+    Yes,
+    task_overrides,
+)
 from skyhop.cli.output import EXIT_DETACHED, EXIT_USAGE, exit_now, fail, info
 from skyhop.cli.queue_commands import register_queue_commands
 from skyhop.cli.running import run_command
@@ -34,21 +49,10 @@ server_app = typer.Typer(
 )
 app.add_typer(server_app, name="server")
 app.add_typer(ssh_app, name="ssh")
+app.add_typer(jobs_app, name="jobs")
 register_catalog_commands(app)
 
-Entrypoint = Annotated[
-    list[str],
-    typer.Argument(help="A task YAML file, or a shell command to run (quote it).", show_default=False),
-]
 ClusterOpt = Annotated[str | None, typer.Option("--cluster", "-c", help="Cluster name (default: generated).")]
-Cpus = Annotated[str | None, typer.Option(help="vCPUs per node: 4 (exactly) or 4+ (at least).")]
-Memory = Annotated[str | None, typer.Option(help="Memory per node in GiB: 16, 16+, or x4 (per vCPU).")]
-Gpus = Annotated[str | None, typer.Option(help="Accelerators per node, e.g. A100:8.")]
-NumNodes = Annotated[int | None, typer.Option("--num-nodes", help="Number of nodes.", min=1)]
-Envs = Annotated[list[str] | None, typer.Option("--env", help="K=V (or K to copy it from here); repeatable.")]
-Workdir = Annotated[str | None, typer.Option(help="Local folder to sync to every node.")]
-Name = Annotated[str | None, typer.Option("--name", "-n", help="Task name.")]
-Detach = Annotated[bool, typer.Option("--detach", "-d", help="Return once the job is submitted.")]
 
 
 def _check_cluster_name(name: str) -> str:
@@ -63,6 +67,18 @@ def _check_cluster_name(name: str) -> str:
     return name
 
 
+def _not_managed(name: str) -> str:
+    """A launch must not take a managed job's cluster name: the job would tear its cluster down."""
+    from skyhop.contract.managed_jobs import MANAGED_CLUSTER_PATTERN
+
+    if re.fullmatch(MANAGED_CLUSTER_PATTERN, name):
+        fail(
+            f"cluster name {name!r} is reserved for managed jobs (job-<n>, job-<n>-<k>); pick another name",
+            EXIT_USAGE,
+        )
+    return name
+
+
 def _task(entrypoint: list[str], **overrides: Any) -> Any:
     from skyhop.cli.planning import placeable
     from skyhop.spec import SpecError, load_task
@@ -70,16 +86,9 @@ def _task(entrypoint: list[str], **overrides: Any) -> Any:
     if not entrypoint:
         fail("give a task YAML file or a command to run", EXIT_USAGE)
     try:
-        return placeable(_overrides(**overrides).apply(load_task(" ".join(entrypoint))))
+        return placeable(task_overrides(**overrides).apply(load_task(" ".join(entrypoint))))
     except SpecError as exc:
         fail(str(exc), EXIT_USAGE)
-
-
-def _overrides(**flags: Any) -> Any:
-    """The task-field flags as ``TaskOverrides`` (repeatable ``--env`` defaults to none)."""
-    from skyhop.spec import TaskOverrides
-
-    return TaskOverrides(**{**flags, "envs": flags.get("envs") or []})
 
 
 def _default_cluster_name() -> str:
@@ -93,7 +102,7 @@ def _default_cluster_name() -> str:
 def launch(
     entrypoint: Entrypoint,
     cluster: ClusterOpt = None,
-    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    yes: Yes = False,
     detach: Detach = False,
     dryrun: Annotated[bool, typer.Option("--dryrun", help="Only optimize and print the plan.")] = False,
     name: Name = None,
@@ -102,9 +111,7 @@ def launch(
     cpus: Cpus = None,
     memory: Memory = None,
     gpus: Gpus = None,
-    infra: Annotated[
-        str | None, typer.Option("--infra", "--cloud", help="cloud[/region[/zone]], e.g. local.")
-    ] = None,
+    infra: Infra = None,
     env: Envs = None,
     idle_minutes: Annotated[
         int | None, typer.Option("--idle-minutes", "-i", help="Autostop after this many idle minutes.", min=0)
@@ -140,11 +147,16 @@ def launch(
         from skyhop.cli.planning import dryrun as plan_only
 
         plan = plan_only(
-            " ".join(entrypoint), _overrides(**flags), as_json=json_output, minimize=check_minimize(minimize)
+            " ".join(entrypoint),
+            task_overrides(**flags),
+            as_json=json_output,
+            minimize=check_minimize(minimize),
         )
         raise typer.Exit(plan)
     task = _task(entrypoint, **flags)
-    cluster_name = _check_cluster_name(cluster) if cluster is not None else _default_cluster_name()
+    cluster_name = (
+        _not_managed(_check_cluster_name(cluster)) if cluster is not None else _default_cluster_name()
+    )
     if not yes:
         from skyhop.cli.planning import print_plan
 

@@ -16,14 +16,18 @@ if TYPE_CHECKING:
     from skyhop.optimizer import Candidate, DagPlan, Minimize, Plan
     from skyhop.spec import Dag, TaskOverrides
 
-__all__ = ["dryrun", "placeable", "plan_document", "print_plan"]
+__all__ = ["dryrun", "placeable", "plan_document", "print_dag_plan", "print_plan"]
 
 
 def print_plan(task: Task, minimize: Minimize = "cost") -> int:
     """Optimize in-process (no server needed) and print the plan table."""
     from skyhop.spec import Dag
 
-    dag = Dag.chain([task])
+    return print_dag_plan(Dag.chain([task]), minimize)
+
+
+def print_dag_plan(dag: Dag, minimize: Minimize = "cost") -> int:
+    """``print_plan`` for every task of a pipeline or group (``jobs launch``)."""
     _show(_place(dag, minimize), dag)
     return 0
 

@@ -31,6 +31,8 @@ __all__ = [
     "MEMO_KEY",
     "AllocateIds",
     "AllocatedIds",
+    "MANAGED_CLUSTER_PATTERN",
+    "ManagedJobIdsInput",
     "EndReason",
     "JobEnd",
     "ManagedJobIdsQuery",
@@ -44,6 +46,7 @@ __all__ = [
     "ManagedTaskState",
     "TaskAttempt",
     "jobgroup_env_name",
+    "job_resources",
     "managed_cluster_name",
     "managed_job_workflow_id",
     "managed_task_id",
@@ -241,8 +244,30 @@ class AllocatedIds(BaseModel):
     count: int
 
 
+class ManagedJobIdsInput(BaseModel):
+    """``ManagedJobIdsWorkflow``'s input: empty to begin with, then what a continue-as-new carries."""
+
+    last: int = Field(default=0, ge=0)
+    """The last id handed out."""
+    recent: dict[str, AllocatedIds] = {}
+    """The latest requests' ids by ``request_id``, oldest first (bounded), so a retried submit gets
+    the same ids back."""
+    history_limit: int | None = None
+    """Continue as new once the history has this many events (tests force a small one)."""
+
+
+def job_resources(tasks: list[Task]) -> str:
+    """A job's RESOURCES in ``jobs queue`` (``ManagedJobSummary.resources``): ``2x[4+ CPU, A100:1]``
+    per task, as ``Resources.describe`` says them, joined by ``; ``."""
+    return "; ".join(f"{task.num_nodes}x[{task.resources.describe()}]" for task in tasks)
+
+
 def managed_job_workflow_id(job_id: int) -> str:
     return f"managed-job:{job_id}"
+
+
+MANAGED_CLUSTER_PATTERN = r"^job-[0-9]+(-[0-9]+)?$"
+"""The cluster names ``managed_cluster_name`` gives: reserved, ``skyhop launch -c`` refuses them."""
 
 
 def managed_cluster_name(job_id: int, task_index: int, num_tasks: int) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
 
 from skyhop.contract import ClusterStatus, LaunchStage, SearchAttribute, WorkflowKind
+from skyhop.contract.managed_jobs import ManagedJobStatus
 
 __all__ = [
     "CLUSTER",
@@ -15,13 +16,14 @@ __all__ = [
     "USER",
     "cluster_search_attributes",
     "launch_search_attributes",
+    "managed_job_search_attributes",
 ]
 
 KIND = SearchAttributeKey.for_keyword(SearchAttribute.KIND)
-"""``cluster`` or ``launch``."""
+"""A ``WorkflowKind``: ``cluster``, ``launch`` or ``managed-job``."""
 CLUSTER = SearchAttributeKey.for_keyword(SearchAttribute.CLUSTER)
 STATUS = SearchAttributeKey.for_keyword(SearchAttribute.STATUS)
-"""A cluster's status (INIT, UP, STOPPED, TERMINATED)."""
+"""A cluster's status (INIT, UP, STOPPED, TERMINATED); a managed job's ``ManagedJobStatus``."""
 STAGE = SearchAttributeKey.for_keyword(SearchAttribute.STAGE)
 """A launch's current stage."""
 USER = SearchAttributeKey.for_keyword(SearchAttribute.USER)
@@ -49,5 +51,19 @@ def launch_search_attributes(cluster_name: str, user: str) -> TypedSearchAttribu
             SearchAttributePair(CLUSTER, cluster_name),
             SearchAttributePair(STAGE, LaunchStage.LOCK.value),
             SearchAttributePair(USER, user),
+        ]
+    )
+
+
+def managed_job_search_attributes(
+    name: str, user: str, status: ManagedJobStatus = ManagedJobStatus.PENDING
+) -> TypedSearchAttributes:
+    """What a managed job starts with: ``jobs queue`` and ``jobs cancel -n`` find it at once."""
+    return TypedSearchAttributes(
+        [
+            SearchAttributePair(KIND, WorkflowKind.MANAGED_JOB.value),
+            SearchAttributePair(STATUS, status.value),
+            SearchAttributePair(USER, user),
+            SearchAttributePair(NAME, name),
         ]
     )

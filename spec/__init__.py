@@ -1,6 +1,6 @@
 """The declarative IR: ``Task`` and ``Resources`` in SkyPilot's YAML format, validated with field paths."""
 
-from skyhop.spec.dag import Dag, DagTask
+from skyhop.spec.dag import Dag, DagTask, Execution
 from skyhop.spec.errors import SpecError
 from skyhop.spec.loader import TaskOverrides, load_dag, load_task, looks_like_yaml_path, task_from_dict
 from skyhop.spec.quantity import Quantity, parse_memory, parse_quantity
@@ -11,6 +11,7 @@ __all__ = [
     "KNOWN_INFRA",
     "Dag",
     "DagTask",
+    "Execution",
     "JobRecovery",
     "Quantity",
     "Resources",

@@ -1,8 +1,10 @@
 """``Dag``: tasks that hand data to each other, placed jointly so the data moves cheaply.
 
 A YAML file with several documents separated by ``---`` is a chain: an optional header document
-holding only ``name``, then one task per document, each feeding the next. Per task, two fields
-beside SkyPilot's task fields feed the optimizer:
+holding ``name`` and ``execution``, then one task per document, each feeding the next. A header
+with ``execution: parallel`` makes them a group instead (SkyPilot's job groups): a managed job runs
+them at once, and no data flows between them. Per task, two fields beside SkyPilot's task fields
+feed the optimizer:
 
 * ``outputs``: what the task hands to the next one, ``{path: GB}`` (SkyPilot's form) or a number
   of GB; moving it between clouds or regions costs egress.
@@ -13,19 +15,29 @@ beside SkyPilot's task fields feed the optimizer:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from skyhop.spec.errors import SpecError
-from skyhop.spec.limits import MAX_CHAIN_TASKS
+from skyhop.spec.limits import MAX_CHAIN_TASKS, MAX_NAME_CHARS
 from skyhop.spec.task import Task
 
-__all__ = ["DEFAULT_RUNTIME_HOURS", "Dag", "DagTask", "dag_from_documents"]
+__all__ = ["DEFAULT_RUNTIME_HOURS", "Dag", "DagTask", "Execution", "dag_from_documents"]
 
 DEFAULT_RUNTIME_HOURS = 1.0
 """Runtime assumed when a task gives no estimate (SkyPilot's default too)."""
+
+
+class Execution(StrEnum):
+    """How a multi-task file's tasks run: the header document's ``execution``."""
+
+    SERIAL = "serial"
+    """In order, each feeding the next (a chain); the default."""
+    PARALLEL = "parallel"
+    """All at once, as one group."""
 
 
 class DagTask(BaseModel):
@@ -79,6 +91,7 @@ class Dag(BaseModel):
     name: str | None = None
     tasks: list[DagTask]
     edges: list[tuple[int, int]] = []
+    execution: Execution = Execution.SERIAL
 
     @model_validator(mode="after")
     def _check_edges(self) -> Dag:
@@ -97,16 +110,18 @@ class Dag(BaseModel):
 
 
 _DAG_KEYS = {"outputs": "outputs_gb", "estimated_runtime": "estimated_runtime"}
+_HEADER_KEYS = ("name", "execution")
 
 
 def dag_from_documents(documents: list[Any], base: Path, validate_task: Any, source: str) -> Dag:
-    """A chain from a YAML file's documents; ``validate_task(mapping, base)`` checks each task."""
+    """A chain (or a parallel group) from a YAML file's documents; ``validate_task(mapping, base)``
+    checks each task."""
     from pydantic import ValidationError
 
     docs = list(documents)
-    name = None
-    if len(docs) > 1 and isinstance(docs[0], Mapping) and set(docs[0]) == {"name"}:
-        name = str(docs.pop(0)["name"])
+    name, execution = None, Execution.SERIAL
+    if _is_header(docs):
+        name, execution = _read_header(docs.pop(0))
     if not docs:
         raise SpecError("", f"{source}: no task document")
     if len(docs) > MAX_CHAIN_TASKS:
@@ -127,4 +142,30 @@ def dag_from_documents(documents: list[Any], base: Path, validate_task: Any, sou
             error = exc.errors()[0]
             field = {v: k for k, v in _DAG_KEYS.items()}.get(str(error["loc"][0]), str(error["loc"][0]))
             raise SpecError(field, where + error["msg"].removeprefix("Value error, ")) from None
+    if execution == Execution.PARALLEL:
+        return Dag(name=name, tasks=nodes, execution=execution)
     return Dag.chain(nodes, name=name)
+
+
+def _is_header(docs: list[Any]) -> bool:
+    """A first document with ``execution``, or holding only ``name`` in front of tasks, is the header."""
+    first = docs[0] if docs else None
+    if not isinstance(first, Mapping):
+        return False
+    return "execution" in first or (len(docs) > 1 and set(first) == {"name"})
+
+
+def _read_header(header: Mapping[Any, Any]) -> tuple[str | None, Execution]:
+    extra = sorted(str(key) for key in header if key not in _HEADER_KEYS)
+    if extra:
+        raise SpecError(
+            extra[0], f"unknown field in the header document; it holds only {', '.join(_HEADER_KEYS)}"
+        )
+    name = None if header.get("name") is None else str(header["name"])
+    if name is not None and len(name) > MAX_NAME_CHARS:
+        raise SpecError("name", f"at most {MAX_NAME_CHARS} characters, got {len(name)}")
+    raw = header.get("execution", Execution.SERIAL.value)
+    allowed = [e.value for e in Execution]
+    if raw not in allowed:
+        raise SpecError("execution", f"must be one of {', '.join(allowed)}, got {str(raw)[:60]!r}")
+    return name, Execution(raw)

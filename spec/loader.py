@@ -91,12 +91,19 @@ class TaskOverrides(BaseModel):
     memory: str | None = None
     gpus: str | None = None
     infra: str | None = None
+    use_spot: bool | None = None
     envs: list[str] = []
 
     def apply(self, task: Task) -> Task:
         """Return ``task`` with these overrides; envs with null values must be supplied by now."""
         resources: dict[str, Any] = task.resources.model_dump(exclude_defaults=True)
-        flags = (("cpus", "cpus"), ("memory", "memory"), ("gpus", "accelerators"), ("infra", "infra"))
+        flags = (
+            ("cpus", "cpus"),
+            ("memory", "memory"),
+            ("gpus", "accelerators"),
+            ("infra", "infra"),
+            ("use_spot", "use_spot"),
+        )
         changed = {field: getattr(self, flag) for flag, field in flags if getattr(self, flag) is not None}
         resources.update(changed)
         for choices in ("any_of", "ordered"):

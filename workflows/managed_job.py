@@ -33,6 +33,7 @@ with workflow.unsafe.imports_passed_through():
         ManagedJobStatus,
         ManagedJobSummary,
         ManagedTaskState,
+        job_resources,
         managed_cluster_name,
         managed_task_id,
     )
@@ -195,7 +196,7 @@ def _first_state(request: ManagedJobRequest) -> ManagedJobState:
         user=request.user,
         status=ManagedJobStatus.PENDING,
         submitted_at=submitted_at,
-        resources="; ".join(task.resources.describe() or "-" for task in request.tasks),
+        resources=job_resources(request.tasks),
         tasks=[
             ManagedTaskState(
                 index=index,

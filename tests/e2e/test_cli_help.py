@@ -26,6 +26,7 @@ PATHS = list(_command_paths(typer.main.get_command(app)))
 
 def test_the_tree_has_every_command_and_subcommand() -> None:
     assert {("launch",), ("exec",), ("server", "status"), ("ssh", "up"), ("catalog", "update")} <= set(PATHS)
+    assert {("jobs", "launch"), ("jobs", "queue"), ("jobs", "logs"), ("jobs", "cancel")} <= set(PATHS)
 
 
 @pytest.mark.parametrize("path", PATHS, ids=lambda path: " ".join(path) or "skyhop")

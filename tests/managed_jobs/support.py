@@ -1,22 +1,28 @@
-"""Driving managed jobs from a test: start one, wait on its state, watch the sim cloud's instances."""
+"""Driving managed jobs from a test: start one, wait on its state, watch the sim cloud's instances;
+and states and log-store files for tests that need a job without running one."""
 
 from __future__ import annotations
 
 import asyncio
 import itertools
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 from temporalio.client import Client, WorkflowHandle
 from temporalio.worker import Replayer
 
+from skyhop.activities.log_store import attempt_log
 from skyhop.cli.failures import asked_again
 from skyhop.contract import WORKFLOW_QUEUE, WorkflowType
 from skyhop.contract.managed_jobs import (
     ManagedJobQuery,
     ManagedJobRequest,
     ManagedJobState,
+    ManagedJobStatus,
+    ManagedTaskState,
+    TaskAttempt,
     managed_job_workflow_id,
 )
 from skyhop.providers.sim import SimCloud
@@ -26,13 +32,16 @@ from tests.helpers import wait_for
 __all__ = [
     "alive",
     "assert_replays",
+    "attempt",
     "gate",
     "job_log",
+    "job_state",
     "next_job_id",
     "open_gate",
     "start_job",
     "state_of",
     "until_state",
+    "write_attempt",
 ]
 
 _IDS = itertools.count(os.getpid() * 1000)
@@ -102,8 +111,6 @@ def open_gate(folder: Path, name: str = "go") -> None:
 
 
 def job_log(job_id: int, task_index: int, attempt: int) -> str:
-    from skyhop.activities.log_store import attempt_log
-
     path = attempt_log(job_id, task_index, attempt)
     return path.read_text() if path.exists() else ""
 
@@ -122,3 +129,52 @@ async def assert_replays(client: Client, handle: WorkflowHandle[object, ManagedJ
     async for execution in client.list_workflows(f"WorkflowId = '{handle.id}'"):
         history = await client.get_workflow_handle(handle.id, run_id=execution.run_id).fetch_history()
         await replayer.replay_workflow(history)
+
+
+def attempt(number: int, *, location: str | None = "sim/r1/r1a", outcome: str | None = None) -> TaskAttempt:
+    """An attempt, ended with ``outcome`` when one is given."""
+    now = time.time()
+    return TaskAttempt(
+        number=number,
+        cluster_name="job-1",
+        location=location,
+        started_at=now,
+        ended_at=now if outcome is not None else None,
+        outcome=outcome,
+    )
+
+
+def job_state(
+    job_id: int, attempts: list[list[TaskAttempt]], status: ManagedJobStatus = ManagedJobStatus.RUNNING
+) -> ManagedJobState:
+    """A job whose task ``k`` had ``attempts[k]``."""
+    tasks = [
+        ManagedTaskState(
+            index=index,
+            name=f"t{index}",
+            status=status,
+            cluster_name=f"job-{job_id}",
+            task_id=f"sky-managed-0_x_{job_id}-{index}",
+            recoveries=max(len(tried) - 1, 0),
+            attempts=tried,
+        )
+        for index, tried in enumerate(attempts)
+    ]
+    return ManagedJobState(
+        job_id=job_id,
+        name="x",
+        user="tester",
+        status=status,
+        submitted_at=time.time(),
+        resources="1x[any]",
+        tasks=tasks,
+    )
+
+
+def write_attempt(job_id: int, task_index: int, number: int, text: str) -> Path:
+    """Append ``text`` to an attempt's log in the store, as the job's watcher does."""
+    path = attempt_log(job_id, task_index, number)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as log:
+        log.write(text)
+    return path

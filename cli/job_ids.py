@@ -1,0 +1,51 @@
+"""Asking ``ManagedJobIdsWorkflow`` for a managed-job id, creating it on the first submit ever."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from skyhop.cli.failures import while_busy
+from skyhop.contract.managed_jobs import MANAGED_JOB_IDS_ID
+
+if TYPE_CHECKING:
+    from temporalio.client import Client
+
+__all__ = ["allocate_job_id"]
+
+
+async def allocate_job_id(client: Client, request_id: str, *, workflow_id: str = MANAGED_JOB_IDS_ID) -> int:
+    """The next job id, by update-with-start: whoever submits first starts the allocator.
+
+    The update's id is ``request_id``, and the allocator remembers its answer for it, so sending
+    it again (the server was busy, or the allocator was continuing as new) gets the same id.
+    ``workflow_id`` is the allocator's: tests give each its own.
+    """
+    from temporalio.client import WithStartWorkflowOperation
+    from temporalio.common import WorkflowIDConflictPolicy
+
+    from skyhop.contract import WORKFLOW_QUEUE, WorkflowType
+    from skyhop.contract.managed_jobs import (
+        AllocatedIds,
+        AllocateIds,
+        ManagedJobIdsInput,
+        ManagedJobIdsUpdate,
+    )
+
+    async def send() -> AllocatedIds:
+        start: WithStartWorkflowOperation[Any, None] = WithStartWorkflowOperation(
+            WorkflowType.MANAGED_JOB_IDS,
+            ManagedJobIdsInput(),
+            id=workflow_id,
+            task_queue=WORKFLOW_QUEUE,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+        )
+        allocated: AllocatedIds = await client.execute_update_with_start_workflow(
+            ManagedJobIdsUpdate.ALLOCATE,
+            AllocateIds(request_id=request_id),
+            start_workflow_operation=start,
+            id=request_id,
+            result_type=AllocatedIds,
+        )
+        return allocated
+
+    return (await while_busy(send)).first

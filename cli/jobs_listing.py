@@ -1,0 +1,252 @@
+"""``skyhop jobs queue`` and ``skyhop jobs cancel``: managed jobs found through visibility alone.
+
+A listing reads each job from its memo (``ManagedJobSummary``) on visibility pages of a thousand,
+and queries no workflow, so 10,000 jobs list in well under a second. Cancel is Temporal's own
+workflow cancel, sent to many jobs at once (bounded); each job then removes its clusters and
+ends CANCELLED.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
+
+from skyhop.cli.output import age, duration, fail, info, print_json, table
+from skyhop.contract import SearchAttribute, WorkflowKind
+from skyhop.contract.managed_jobs import ManagedJobStatus, ManagedJobSummary
+
+if TYPE_CHECKING:
+    from temporalio.client import Client
+
+__all__ = [
+    "QUEUE_HEADERS",
+    "id_ranges",
+    "listing_query",
+    "queue_row",
+    "run_jobs_cancel",
+    "run_jobs_queue",
+    "shown_status",
+]
+
+QUEUE_HEADERS = [
+    "ID",
+    "NAME",
+    "RESOURCES",
+    "SUBMITTED",
+    "TOTAL DURATION",
+    "JOB DURATION",
+    "#RECOVERIES",
+    "STATUS",
+]
+_PAGE_SIZE = 1_000
+_CANCELS_IN_FLIGHT = 64
+"""Cancels sent at once: enough that 2,000 take a few seconds, few enough not to flood the server."""
+
+
+def _quoted(value: str) -> str:
+    """A string literal of Temporal's visibility query language."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def listing_query(
+    user: str | None, *, active_only: bool = False, name: str | None = None, running_only: bool = False
+) -> str:
+    """The visibility query for managed jobs: of ``user`` (None: everyone's), optionally only those
+    not done, or named ``name``, or whose workflow still runs. A run that continued as new is left
+    out: its successor (same id) is the job."""
+    clauses = [f"{SearchAttribute.KIND} = {_quoted(WorkflowKind.MANAGED_JOB)}"]
+    if user is not None:
+        clauses.append(f"{SearchAttribute.USER} = {_quoted(user)}")
+    if name is not None:
+        clauses.append(f"{SearchAttribute.NAME} = {_quoted(name)}")
+    if active_only:
+        active = ", ".join(_quoted(s) for s in ManagedJobStatus if not s.done)
+        clauses.append(f"{SearchAttribute.STATUS} IN ({active})")
+    if running_only:
+        clauses.append("ExecutionStatus = 'Running'")
+    else:
+        clauses.append("ExecutionStatus != 'ContinuedAsNew'")
+    return " AND ".join(clauses)
+
+
+def shown_status(
+    summary: ManagedJobSummary, workflow_running: bool, workflow_cancelled: bool
+) -> ManagedJobStatus:
+    """The status to show: the memo's, unless the workflow ended without saying how (terminated by
+    an operator, say), when its memo still reads as if the job ran."""
+    if workflow_running or summary.status.done:
+        return summary.status
+    return ManagedJobStatus.CANCELLED if workflow_cancelled else ManagedJobStatus.FAILED
+
+
+def queue_row(summary: ManagedJobSummary, status: ManagedJobStatus, now: float) -> list[str]:
+    """One line of ``jobs queue``."""
+    total = (summary.ended_at or now) - summary.submitted_at
+    ran = summary.job_seconds
+    if summary.running_since is not None and summary.ended_at is None:
+        ran += max(now - summary.running_since, 0)
+    return [
+        str(summary.job_id),
+        summary.name,
+        summary.resources,
+        age(summary.submitted_at),
+        duration(total),
+        duration(ran) if ran or summary.running_since is not None else "-",
+        str(summary.recoveries),
+        status.value,
+    ]
+
+
+async def _summaries(client: Client, query: str) -> list[tuple[ManagedJobSummary, ManagedJobStatus, str]]:
+    """Each job's summary, shown status and user, newest first, one visibility page per thousand.
+
+    The pages are read raw and only what is shown is decoded: the memo (one batch per page, through
+    the data converter, so each summary's signature is checked) and the user. The SDK's listing
+    would decode every search attribute of every row, which at 10,000 jobs costs more than the rest.
+    """
+    import json
+
+    from temporalio.api.enums.v1 import WorkflowExecutionStatus
+    from temporalio.api.workflowservice.v1 import ListWorkflowExecutionsRequest
+
+    from skyhop.contract.managed_jobs import MEMO_KEY
+
+    found: dict[str, tuple[ManagedJobSummary, ManagedJobStatus, str]] = {}
+    token = b""
+    while True:
+        page = await client.workflow_service.list_workflow_executions(
+            ListWorkflowExecutionsRequest(
+                namespace=client.namespace, query=query, page_size=_PAGE_SIZE, next_page_token=token
+            )
+        )
+        rows = [row for row in page.executions if MEMO_KEY in row.memo.fields]
+        summaries = await client.data_converter.decode(
+            [row.memo.fields[MEMO_KEY] for row in rows], [ManagedJobSummary] * len(rows)
+        )
+        for row, summary in zip(rows, summaries, strict=True):
+            running = row.status == WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_RUNNING
+            cancelled = row.status == WorkflowExecutionStatus.WORKFLOW_EXECUTION_STATUS_CANCELED
+            user = row.search_attributes.indexed_fields.get(SearchAttribute.USER)
+            if row.execution.workflow_id not in found or running:
+                found[row.execution.workflow_id] = (
+                    summary,
+                    shown_status(summary, running, cancelled),
+                    json.loads(user.data) if user is not None else "-",
+                )
+        token = page.next_page_token
+        if not token:
+            break
+    return sorted(found.values(), key=lambda item: item[0].job_id, reverse=True)
+
+
+async def run_jobs_queue(*, all_users: bool, skip_finished: bool, as_json: bool) -> int:
+    from skyhop.cli.launching import current_user
+    from skyhop.cli.session import open_client
+
+    client = await open_client()
+    user = current_user()
+    jobs = await _summaries(client, listing_query(None if all_users else user, active_only=skip_finished))
+    if skip_finished:
+        jobs = [job for job in jobs if not job[1].done]
+    if as_json:
+        items: list[dict[str, Any]] = [
+            {**summary.model_dump(mode="json"), "status": status.value, "user": owner}
+            for summary, status, owner in jobs
+        ]
+        print_json("managed_jobs", items)
+        return 0
+    if not jobs:
+        info("No managed jobs." if all_users else f"No managed jobs of user {user} (-a: every user's).")
+        return 0
+    now = time.time()
+    table(QUEUE_HEADERS, [queue_row(summary, status, now) for summary, status, _ in jobs])
+    return 0
+
+
+def id_ranges(ids: list[int]) -> str:
+    """``1-3, 7, 9-10``: a long list of ids, short."""
+    parts: list[str] = []
+    ordered = sorted(set(ids))
+    start = previous = ordered[0] if ordered else 0
+    for number in [*ordered[1:], None]:
+        if number is not None and number == previous + 1:
+            previous = number
+            continue
+        parts.append(str(start) if start == previous else f"{start}-{previous}")
+        if number is not None:
+            start = previous = number
+    return ", ".join(parts) if ordered else ""
+
+
+async def run_jobs_cancel(job_ids: list[int], *, name: str | None, all_jobs: bool) -> int:
+    """Cancel each job's workflow; say which were cancelled, which had ended, which do not exist."""
+    from skyhop.cli.launching import current_user
+    from skyhop.cli.session import open_client
+
+    client = await open_client()
+    if name is not None or all_jobs:
+        query = listing_query(current_user(), name=name, running_only=True)
+        job_ids = [
+            int(e.id.rsplit(":", 1)[1]) async for e in client.list_workflows(query, page_size=_PAGE_SIZE)
+        ]
+        if not job_ids:
+            what = f"named {name!r}" if name is not None else f"of user {current_user()}"
+            info(f"No running managed jobs {what}.")
+            return 0
+    gate = asyncio.Semaphore(_CANCELS_IN_FLIGHT)
+
+    listed_running = name is not None or all_jobs
+
+    async def one(job_id: int) -> _Cancelled:
+        async with gate:
+            return await _cancel(client, job_id, listed_running=listed_running)
+
+    outcomes = await asyncio.gather(*(one(job_id) for job_id in job_ids))
+    by_outcome: dict[_Cancelled, list[int]] = {}
+    for job_id, outcome in zip(job_ids, outcomes, strict=True):
+        by_outcome.setdefault(outcome, []).append(job_id)
+    if by_outcome.get(_Cancelled.YES):
+        info(
+            f"Cancelling managed job(s) {id_ranges(by_outcome[_Cancelled.YES])}: "
+            "each ends CANCELLED once its clusters are gone."
+        )
+    if by_outcome.get(_Cancelled.ENDED):
+        info(f"Managed job(s) {id_ranges(by_outcome[_Cancelled.ENDED])} had already ended.")
+    if by_outcome.get(_Cancelled.UNKNOWN):
+        fail(f"no managed job(s) {id_ranges(by_outcome[_Cancelled.UNKNOWN])}; see: skyhop jobs queue")
+    return 0
+
+
+class _Cancelled(StrEnum):
+    """How one job's cancel went."""
+
+    YES = "cancelled"
+    ENDED = "ended"
+    """Its workflow had completed already."""
+    UNKNOWN = "unknown"
+
+
+async def _cancel(client: Client, job_id: int, *, listed_running: bool) -> _Cancelled:
+    """Cancel one job's workflow, if it still runs: Temporal takes a cancel of an ended workflow
+    without a word, so whether it had ended is asked first, unless a listing of running jobs just
+    named it (``-n``, ``--all``: one call per job instead of two)."""
+    from temporalio.client import WorkflowExecutionStatus
+    from temporalio.service import RPCError
+
+    from skyhop.cli.failures import is_not_found, while_busy
+    from skyhop.contract.managed_jobs import managed_job_workflow_id
+
+    handle = client.get_workflow_handle(managed_job_workflow_id(job_id))
+    try:
+        if not listed_running:
+            description = await while_busy(handle.describe)
+            if description.status != WorkflowExecutionStatus.RUNNING:
+                return _Cancelled.ENDED
+        await while_busy(handle.cancel)
+    except RPCError as exc:
+        if not is_not_found(exc):
+            raise
+        return _Cancelled.UNKNOWN
+    return _Cancelled.YES

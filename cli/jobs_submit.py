@@ -1,0 +1,133 @@
+"""``skyhop jobs launch``: read the job, take an id, start its ``ManagedJobWorkflow``, follow it.
+
+Everything the user can get wrong is checked before anything is started (``load_job``): the
+YAML, the overrides, where each task may run, and the request's size. Only then is an id taken
+and the workflow started, with the search attributes and memo ``jobs queue`` lists it by.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from typing import TYPE_CHECKING, Literal
+
+from skyhop.cli.output import EXIT_DETACHED, fail, info
+
+if TYPE_CHECKING:
+    from temporalio.client import Client
+
+    from skyhop.contract.managed_jobs import ManagedJobRequest, ManagedJobSummary
+    from skyhop.spec import Dag, TaskOverrides
+
+__all__ = ["load_job", "run_jobs_launch"]
+
+
+def load_job(
+    entrypoint: str, overrides: TaskOverrides, *, minimize: Literal["cost", "time"] = "cost"
+) -> tuple[ManagedJobRequest, Dag]:
+    """The request (its ``job_id`` still a placeholder) and the tasks as a ``Dag``, for the plan.
+
+    ``SpecError`` (exit 2) for anything wrong. ``--name`` names the job, and the task when there
+    is one; every other override applies to each task.
+    """
+    from skyhop.cli.launching import current_user
+    from skyhop.cli.planning import placeable
+    from skyhop.contract.managed_jobs import ManagedJobRequest
+    from skyhop.spec import Execution, SpecError, load_dag
+    from skyhop.spec.limits import MAX_NAME_CHARS, check_request_size
+
+    dag = load_dag(entrypoint)
+    per_task = overrides if len(dag.tasks) == 1 else overrides.model_copy(update={"name": None})
+    tasks = [placeable(per_task.apply(node.task)) for node in dag.tasks]
+    dag = dag.model_copy(
+        update={"tasks": [n.model_copy(update={"task": t}) for n, t in zip(dag.tasks, tasks, strict=True)]}
+    )
+    name = overrides.name or dag.name or tasks[0].name or "unnamed"
+    if len(name) > MAX_NAME_CHARS:
+        raise SpecError("--name", f"at most {MAX_NAME_CHARS} characters, got {len(name)}")
+    request = ManagedJobRequest(
+        job_id=1,
+        name=name,
+        tasks=tasks,
+        parallel=dag.execution == Execution.PARALLEL,
+        user=current_user(),
+        minimize=minimize,
+    )
+    check_request_size(request, "managed job request")
+    return request, dag
+
+
+async def run_jobs_launch(request: ManagedJobRequest, *, detach: bool) -> int:
+    """Take an id, start the job's workflow, and unless ``detach`` follow it to its end."""
+    from temporalio.exceptions import WorkflowAlreadyStartedError
+
+    from skyhop.cli.failures import while_busy
+    from skyhop.cli.job_ids import allocate_job_id
+    from skyhop.cli.session import open_client
+    from skyhop.contract.managed_jobs import (
+        MANAGED_JOB_IDS_ID,
+        ManagedJobStatus,
+        ManagedJobSummary,
+        job_resources,
+    )
+
+    client = await open_client()
+    job_id = await allocate_job_id(client, f"submit:{uuid.uuid4().hex}")
+    request = request.model_copy(update={"job_id": job_id, "submitted_at": time.time()})
+    summary = ManagedJobSummary(
+        job_id=job_id,
+        name=request.name,
+        resources=job_resources(request.tasks),
+        status=ManagedJobStatus.PENDING,
+        submitted_at=request.submitted_at or time.time(),
+    )
+    try:
+        await while_busy(lambda: _start(client, request, summary))
+    except WorkflowAlreadyStartedError:
+        fail(
+            f"job id {job_id} belongs to an earlier job: the id allocator ({MANAGED_JOB_IDS_ID}) was "
+            "reset; a new one must start above the highest id in: skyhop jobs queue -a"
+        )
+    info(f"Managed job {job_id} ({request.name}) submitted.")
+    if detach:
+        info(f"Follow it with: skyhop jobs logs {job_id} --follow")
+        return 0
+    return await _follow(client, job_id)
+
+
+async def _start(client: Client, request: ManagedJobRequest, summary: ManagedJobSummary) -> None:
+    """Start the job's workflow with what listings find it by: search attributes and its summary."""
+    from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+
+    from skyhop.contract import WORKFLOW_QUEUE, WorkflowType
+    from skyhop.contract.managed_jobs import MEMO_KEY, managed_job_workflow_id
+    from skyhop.contract.search import managed_job_search_attributes
+
+    await client.start_workflow(
+        WorkflowType.MANAGED_JOB,
+        request,
+        id=managed_job_workflow_id(request.job_id),
+        task_queue=WORKFLOW_QUEUE,
+        search_attributes=managed_job_search_attributes(request.name, request.user),
+        memo={MEMO_KEY: summary},
+        # A resent start (the server was busy) finds its own workflow; an id that ran is never reused.
+        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+        id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+    )
+
+
+async def _follow(client: Client, job_id: int) -> int:
+    """Print its status changes and stream its output; exit 0 once SUCCEEDED, 1 on any other end."""
+    from skyhop.cli.jobs_follow import StatusPrinter, follow_job
+    from skyhop.contract.managed_jobs import ManagedJobStatus
+
+    try:
+        state = await follow_job(client, job_id, on_state=StatusPrinter().show)
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        info(
+            f"\nDetached; managed job {job_id} keeps running. Follow it with: skyhop jobs logs {job_id} "
+            f"--follow; cancel it with: skyhop jobs cancel {job_id}"
+        )
+        return EXIT_DETACHED
+    return 0 if state.status == ManagedJobStatus.SUCCEEDED else 1
