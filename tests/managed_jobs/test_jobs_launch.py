@@ -7,7 +7,6 @@ to run); the tests that follow a job to its end need it, and skip until it is th
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import json
 import re
 import signal
@@ -36,10 +35,6 @@ from tests.managed_jobs.support import attempt, job_state
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 
-needs_managed_job_workflow = pytest.mark.skipif(
-    importlib.util.find_spec("skyhop.workflows.managed_job") is None,
-    reason="ManagedJobWorkflow (workflows/managed_job.py) is not in this tree yet",
-)
 _SUBMITTED = re.compile(r"Managed job (\d+) \((.*)\) submitted\.")
 
 
@@ -50,17 +45,14 @@ def _submitted_id(stderr: str) -> int:
 
 
 def _end(address: str, job_ids: list[int]) -> None:
-    """Cancel the jobs; where no ``ManagedJobWorkflow`` can run them, terminate them instead."""
+    """Cancel the jobs (each removes its cluster)."""
 
     async def end() -> None:
         client = await client_for(address)
         for job_id in job_ids:
             handle = client.get_workflow_handle(managed_job_workflow_id(job_id))
             with contextlib.suppress(RPCError):
-                if needs_managed_job_workflow.args[0]:
-                    await handle.terminate("test over: no ManagedJobWorkflow in this worker")
-                else:
-                    await handle.cancel()
+                await handle.cancel()
 
     run(end())
 
@@ -143,7 +135,6 @@ def test_an_id_an_earlier_job_had_is_never_reused(
     )
 
 
-@needs_managed_job_workflow
 def test_a_job_runs_to_succeeded_and_its_output_is_in_jobs_logs(
     temporal_server: DevServer, live_worker: WorkerProcess, cli_env: dict[str, str]
 ) -> None:
@@ -165,7 +156,6 @@ def test_a_job_runs_to_succeeded_and_its_output_is_in_jobs_logs(
     assert "FAILED" in failed.stderr and "Traceback" not in failed.stderr
 
 
-@needs_managed_job_workflow
 def test_ctrl_c_detaches_and_the_job_runs_on_until_cancelled(
     temporal_server: DevServer, live_worker: WorkerProcess, cli_env: dict[str, str]
 ) -> None:
