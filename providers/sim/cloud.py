@@ -38,7 +38,7 @@ __all__ = ["SimCloud", "sim_root"]
 _TIMER_SCRIPT = 'sleep "$1" && exec "$2" -m skyhop.providers.sim.timer "$3" "$4" &'
 """Started in a new session: the shell backgrounds the timer and exits at once, so the timer is no
 one's child (never a zombie of a long-lived worker) and its group, whose id is the shell's pid,
-holds only the timer. A shell ``sleep`` rather than Python keeps a waiting timer at a megabyte."""
+holds only the timer's processes. A shell ``sleep`` rather than Python keeps a waiting timer at a megabyte."""
 
 
 def sim_root() -> Path:
