@@ -27,11 +27,13 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from skyhop.providers.home import skyhop_home
 from skyhop.providers.runtime import node_runner
-from skyhop.providers.sim.plan import FaultPlan, load_plan
+
+if TYPE_CHECKING:
+    from skyhop.providers.sim.plan import FaultPlan
 
 __all__ = ["SimCloud", "sim_root"]
 
@@ -58,6 +60,8 @@ class SimCloud:
 
     def plan(self) -> FaultPlan:
         """The current fault plan (re-read on every call, so tests and benchmarks can change it)."""
+        from skyhop.providers.sim.plan import load_plan  # pydantic: not in a firing timer's imports
+
         return load_plan(self.plan_path)
 
     def node_dir(self, instance_id: str) -> Path:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -210,3 +212,12 @@ def test_a_bad_preemption_rule_is_one_line_naming_the_field(
     with pytest.raises(PlanError, match=message) as failed:
         load_plan(cloud.plan_path)
     assert "\n" not in str(failed.value)
+
+
+def test_a_firing_timer_loads_no_more_than_the_clouds_state_code() -> None:
+    """A timer starts an interpreter per preemption: with pydantic and the provider stack that took
+    ~0.4 s of CPU each, which at ten preemptions a second starved the worker being measured."""
+    heavy = "{'pydantic', 'yaml', 'temporalio'}"
+    probe = f"import sys, skyhop.providers.sim.timer; print(sorted({heavy} & set(sys.modules)))"
+    found = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert found.stdout.strip() == "[]"
