@@ -13,8 +13,8 @@ Then, in order:
   cluster's, if it has a cluster workflow) before and after ``--idle-s`` seconds of idling;
 - ``skyhop jobs queue -a``, the whole command as a subprocess (median of 3);
 - ``--preemptions`` preemptions (the sim's timer, ``SimCloud.schedule_preemption``), 10 a second:
-  from the moment a node's processes were killed to the first ``state`` query that shows the job
-  RECOVERING (or counting one more recovery), p50/p99;
+  from the moment a node's processes were killed to the job's relaunch decision (the RECOVERING
+  status its workflow records, read from its history), p50/p99;
 - ``skyhop jobs cancel`` of ``--cancel`` jobs (the whole command), until every one of their
   clusters is gone from the cloud.
 
@@ -120,44 +120,63 @@ async def _events_between(
     return total
 
 
-async def _state(client: Client, job_id: int) -> Any:
-    from skyhop.cli.failures import asked_again
-    from skyhop.contract.managed_jobs import ManagedJobQuery, ManagedJobState, managed_job_workflow_id
+async def _recovering_at(client: Client, job_id: int, since: float) -> float:
+    """When the job's workflow recorded its relaunch decision: the first RECOVERING status it wrote
+    to its search attribute after ``since`` (the event's time, so reading late adds no lag)."""
+    deadline = time.monotonic() + 120
+    while (at := await _first_recovering(client, job_id, since)) is None:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"managed job {job_id} recorded no RECOVERING in 120 s after its preemption")
+        await asyncio.sleep(1.0)
+    return at
+
+
+async def _first_recovering(client: Client, job_id: int, since: float) -> float | None:
+    from skyhop.contract import SearchAttribute
+    from skyhop.contract.managed_jobs import ManagedJobStatus, managed_job_workflow_id
 
     handle = client.get_workflow_handle(managed_job_workflow_id(job_id))
-    return await asked_again(lambda: handle.query(ManagedJobQuery.STATE, result_type=ManagedJobState))
+    async for event in handle.fetch_history_events():
+        if not event.HasField("upsert_workflow_search_attributes_event_attributes"):
+            continue
+        fields = event.upsert_workflow_search_attributes_event_attributes.search_attributes.indexed_fields
+        status = fields.get(SearchAttribute.STATUS.value)
+        at = event.event_time.seconds + event.event_time.nanos / 1e9
+        if status is not None and json.loads(status.data) == ManagedJobStatus.RECOVERING and at >= since:
+            return at
+    return None
 
 
 async def _preemption_latencies(client: Client, cloud: SimCloud, job_ids: list[int]) -> list[float]:
-    """Seconds from each preemption (its processes killed) to the job's state showing the decision."""
-    from skyhop.contract.managed_jobs import ManagedJobStatus, managed_cluster_name
+    """Seconds from each preemption (its node's processes killed) to the job's relaunch decision.
 
-    states = await _bounded(50, job_ids, lambda j: _state(client, j))
-    recoveries = {j: s.tasks[0].recoveries for j, s in zip(job_ids, states, strict=True)}
+    ``_PREEMPT_BATCH`` a second, so each one's latency is measured rather than a burst's backlog.
+    """
+    from skyhop.contract.managed_jobs import managed_cluster_name
+
     instances: dict[str, list[str]] = {}
     for item in cloud.describe():
         instances.setdefault(item["cluster"], []).append(item["instance_id"])
     victims = {j: instances[managed_cluster_name(j, 0, 1)] for j in job_ids}
-    seen: dict[int, float] = {}
-
-    async def watch(job_id: int) -> None:
-        while True:
-            state = await _state(client, job_id)
-            task = state.tasks[0]
-            if task.status == ManagedJobStatus.RECOVERING or task.recoveries > recoveries[job_id]:
-                seen[job_id] = time.time()
-                return
-            await asyncio.sleep(0.05)
-
-    watchers = []
     for start in range(0, len(job_ids), _PREEMPT_BATCH):
         batch = job_ids[start : start + _PREEMPT_BATCH]
         cloud.schedule_preemption([i for j in batch for i in victims[j]], 0.5)
-        watchers += [asyncio.create_task(watch(j)) for j in batch]
         await asyncio.sleep(1.0)
-    await asyncio.wait_for(asyncio.gather(*watchers), timeout=600)
-    killed = json.loads((cloud.root / "state.json").read_text())["instances"]
-    return [seen[j] - min(killed[i]["preempted_at"] for i in victims[j]) for j in job_ids]
+
+    def preempted_at() -> dict[str, float]:
+        items = json.loads((cloud.root / "state.json").read_text())["instances"]
+        return {
+            i: items[i]["preempted_at"] for ids in victims.values() for i in ids if "preempted_at" in items[i]
+        }
+
+    deadline = time.monotonic() + 120
+    while len(killed := preempted_at()) < sum(map(len, victims.values())):
+        if time.monotonic() > deadline:
+            raise AssertionError("the sim's timers did not preempt every chosen node within 120 s")
+        await asyncio.sleep(0.5)
+    when = {j: min(killed[i] for i in victims[j]) for j in job_ids}
+    decided = await _bounded(20, job_ids, lambda j: _recovering_at(client, j, when[j]))
+    return [at - when[j] for j, at in zip(job_ids, decided, strict=True)]
 
 
 async def _clusters_gone(cloud: SimCloud, job_ids: list[int], timeout: float) -> None:
