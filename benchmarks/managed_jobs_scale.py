@@ -12,15 +12,16 @@ Then, in order:
 - history events per idle running job per hour: every job workflow's history length (and its
   cluster's, if it has a cluster workflow) before and after ``--idle-s`` seconds of idling;
 - ``skyhop jobs queue -a``, the whole command as a subprocess (median of 3);
-- ``--preemptions`` preemptions (the sim's timer, ``SimCloud.schedule_preemption``), 10 a second:
-  from the moment a node's processes were killed to the job's relaunch decision (the RECOVERING
-  status its workflow records, read from its history), p50/p99;
+- ``--preemptions`` preemptions (the sim's timer, ``SimCloud.schedule_preemption``),
+  ``--preempt-rate`` a second: from the moment a node's processes were killed to the job's
+  relaunch decision (the RECOVERING status its workflow records, read from its history), p50/p99;
 - ``skyhop jobs cancel`` of ``--cancel`` jobs (the whole command), until every one of their
   clusters is gone from the cloud.
 
 Everything left is cancelled and its clusters removed before the embedded skyhop stops.
 
-    python benchmarks/managed_jobs_scale.py [--jobs 1000] [--idle-s 120] [--preemptions 100] [--cancel 2000]
+    python benchmarks/managed_jobs_scale.py [--jobs 1000] [--idle-s 120] [--preemptions 100]
+        [--preempt-rate 10] [--cancel 2000]
 """
 
 from __future__ import annotations
@@ -49,8 +50,6 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 _KIND = "SkyhopKind = 'managed-job'"
-_PREEMPT_BATCH = 10
-"""Preemptions per second: each one's latency, not a burst's throughput, is what is measured."""
 
 
 def _rss_kib(pid: int) -> tuple[int, int]:
@@ -147,10 +146,12 @@ async def _first_recovering(client: Client, job_id: int, since: float) -> float 
     return None
 
 
-async def _preemption_latencies(client: Client, cloud: SimCloud, job_ids: list[int]) -> list[float]:
+async def _preemption_latencies(
+    client: Client, cloud: SimCloud, job_ids: list[int], rate: int
+) -> list[float]:
     """Seconds from each preemption (its node's processes killed) to the job's relaunch decision.
 
-    ``_PREEMPT_BATCH`` a second, so each one's latency is measured rather than a burst's backlog.
+    ``rate`` a second, so each one's latency is measured rather than a burst's backlog.
     """
     from skyhop.contract.managed_jobs import managed_cluster_name
 
@@ -158,8 +159,8 @@ async def _preemption_latencies(client: Client, cloud: SimCloud, job_ids: list[i
     for item in cloud.describe():
         instances.setdefault(item["cluster"], []).append(item["instance_id"])
     victims = {j: instances[managed_cluster_name(j, 0, 1)] for j in job_ids}
-    for start in range(0, len(job_ids), _PREEMPT_BATCH):
-        batch = job_ids[start : start + _PREEMPT_BATCH]
+    for start in range(0, len(job_ids), rate):
+        batch = job_ids[start : start + rate]
         cloud.schedule_preemption([i for j in batch for i in victims[j]], 0.5)
         await asyncio.sleep(1.0)
 
@@ -231,7 +232,7 @@ async def _bench(args: argparse.Namespace, env: dict[str, str], request: Managed
     figures["queue_s"] = statistics.median(_timed_cli(["jobs", "queue", "-a"], env) for _ in range(3))
 
     preempted = job_ids[: min(args.preemptions, n)]
-    figures["preemption_s"] = await _preemption_latencies(client, cloud, preempted)
+    figures["preemption_s"] = await _preemption_latencies(client, cloud, preempted, args.preempt_rate)
     await _until_count(client, running, n, timeout=max(300.0, n * 0.5))
 
     cancelled = job_ids[-min(args.cancel, n) :]
@@ -288,7 +289,14 @@ def main() -> None:
     parser.add_argument("--idle-s", type=float, default=120.0)
     parser.add_argument("--preemptions", type=int, default=100)
     parser.add_argument("--cancel", type=int, default=2_000)
-    parser.add_argument("--in-flight", type=int, default=50, help="submissions at a time")
+    parser.add_argument("--preempt-rate", type=int, default=10, help="preemptions a second")
+    parser.add_argument(
+        "--in-flight",
+        type=int,
+        default=10,
+        help="submissions at a time (each takes an id from the one allocator workflow, and Temporal "
+        "refuses more than 10 updates in flight on one workflow: more only retries)",
+    )
     args = parser.parse_args()
     from skyhop.cli.jobs_submit import load_job
     from skyhop.providers.sim import SimCloud
