@@ -72,12 +72,23 @@ async def _count(client: Client, query: str) -> int:
     return (await client.count_workflows(query)).count
 
 
-async def _until_count(client: Client, query: str, n: int, timeout: float) -> float:
-    """Seconds until ``query`` counts ``n`` workflows (AssertionError after ``timeout``)."""
-    started = time.monotonic()
+async def _until_count(client: Client, query: str, n: int, stall_s: float = 120.0) -> float:
+    """Seconds until ``query`` counts ``n`` workflows; AssertionError, with the jobs' statuses, once
+    the count has not grown for ``stall_s`` (launches held up: say, no worker slot left)."""
+    from skyhop.contract.managed_jobs import ManagedJobStatus
+
+    started = last_change = time.monotonic()
+    seen = -1
     while (have := await _count(client, query)) < n:
-        if time.monotonic() - started > timeout:
-            raise AssertionError(f"{query}: {have} of {n} after {timeout:.0f} s")
+        if have != seen:
+            seen, last_change = have, time.monotonic()
+        elif time.monotonic() - last_change > stall_s:
+            counts = {
+                s.value: await _count(client, f"{_KIND} AND SkyhopStatus = '{s.value}'")
+                for s in ManagedJobStatus
+            }
+            stuck = ", ".join(f"{status} {count}" for status, count in counts.items() if count)
+            raise AssertionError(f"{query}: stuck at {have} of {n} for {stall_s:.0f} s ({stuck})")
         await asyncio.sleep(0.5)
     return time.monotonic() - started
 
@@ -217,7 +228,7 @@ async def _bench(args: argparse.Namespace, env: dict[str, str], request: Managed
     job_ids: list[int] = await _bounded(args.in_flight, list(range(n)), lambda _: submit_job(client, request))
     figures["submit_s"] = time.monotonic() - started
     running = f"{_KIND} AND SkyhopStatus = 'RUNNING'"
-    await _until_count(client, running, n, timeout=max(300.0, n * 0.5))
+    await _until_count(client, running, n)
     figures["all_running_s"] = time.monotonic() - started
     await asyncio.sleep(5)  # the last starts' bookkeeping settles before memory and events are taken
     figures["worker_running_kib"] = _rss_kib(worker)[0]
@@ -233,7 +244,7 @@ async def _bench(args: argparse.Namespace, env: dict[str, str], request: Managed
 
     preempted = job_ids[: min(args.preemptions, n)]
     figures["preemption_s"] = await _preemption_latencies(client, cloud, preempted, args.preempt_rate)
-    await _until_count(client, running, n, timeout=max(300.0, n * 0.5))
+    await _until_count(client, running, n)
 
     cancelled = job_ids[-min(args.cancel, n) :]
     started = time.monotonic()
