@@ -18,7 +18,9 @@ Then, in order:
 - ``skyhop jobs cancel`` of ``--cancel`` jobs (the whole command), until every one of their
   clusters is gone from the cloud.
 
-Everything left is cancelled and its clusters removed before the embedded skyhop stops.
+Everything left is cancelled and its clusters removed before the embedded skyhop stops. Each
+job's node runs real processes (its runner, about 6 MB, and the ``sleep``), outside the figures
+but not outside the machine's memory.
 
     python benchmarks/managed_jobs_scale.py [--jobs 1000] [--idle-s 120] [--preemptions 100]
         [--preempt-rate 10] [--cancel 2000]
