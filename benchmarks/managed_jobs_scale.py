@@ -10,7 +10,9 @@ Then, in order:
 - launch throughput (jobs/s) and the time until all N are RUNNING (visibility's ``SkyhopStatus``);
 - peak RSS of the worker and the server (``VmHWM``), and the worker's RSS growth per running job;
 - history events per idle running job per hour: every job workflow's history length (and its
-  cluster's, if it has a cluster workflow) before and after ``--idle-s`` seconds of idling;
+  cluster's, if it has a cluster workflow) before and after ``--idle-s`` seconds of idling; and
+  the activities they hold open meanwhile (each a worker slot, heartbeating every 0.8 x its
+  heartbeat timeout: server writes that are no history events);
 - ``skyhop jobs queue -a``, the whole command as a subprocess (median of 3);
 - ``--preemptions`` preemptions (the sim's timer, ``SimCloud.schedule_preemption``),
   ``--preempt-rate`` a second: from the moment a node's processes were killed to the job's
@@ -95,8 +97,9 @@ async def _until_count(client: Client, query: str, n: int, stall_s: float = 120.
     return time.monotonic() - started
 
 
-async def _history_lengths(client: Client, job_ids: list[int]) -> dict[str, tuple[str, int]]:
-    """(run id, history length) of each job's workflow and of its cluster's workflow, if any."""
+async def _history_lengths(client: Client, job_ids: list[int]) -> dict[str, tuple[str, int, int]]:
+    """(run id, history length, activities open) of each job's workflow and of its cluster's
+    workflow, if any."""
     from temporalio.service import RPCError
 
     from skyhop.contract import cluster_workflow_id
@@ -105,25 +108,29 @@ async def _history_lengths(client: Client, job_ids: list[int]) -> dict[str, tupl
     ids = [managed_job_workflow_id(j) for j in job_ids]
     ids += [cluster_workflow_id(managed_cluster_name(j, 0, 1)) for j in job_ids]
 
-    async def one(workflow_id: str) -> tuple[str, tuple[str, int]] | None:
+    async def one(workflow_id: str) -> tuple[str, tuple[str, int, int]] | None:
         try:
             info = (await client.get_workflow_handle(workflow_id).describe()).raw_description
         except RPCError:
             return None  # no such workflow (a managed job need not have a cluster workflow)
         execution = info.workflow_execution_info
-        return workflow_id, (execution.execution.run_id, execution.history_length)
+        return workflow_id, (
+            execution.execution.run_id,
+            execution.history_length,
+            len(info.pending_activities),
+        )
 
     found = await _bounded(50, ids, one)
     return dict(item for item in found if item is not None)
 
 
 async def _events_between(
-    client: Client, before: dict[str, tuple[str, int]], after: dict[str, tuple[str, int]]
+    client: Client, before: dict[str, tuple[str, int, int]], after: dict[str, tuple[str, int, int]]
 ) -> int:
     """Events written between two snapshots, counting a run that continued as new to its end."""
     total = 0
-    for workflow_id, (run_id, length) in after.items():
-        old_run, old_length = before.get(workflow_id, (run_id, 0))
+    for workflow_id, (run_id, length, _) in after.items():
+        old_run, old_length, _ = before.get(workflow_id, (run_id, 0, 0))
         if old_run == run_id:
             total += length - old_length
             continue
@@ -241,6 +248,7 @@ async def _bench(args: argparse.Namespace, env: dict[str, str], request: Managed
     after = await _history_lengths(client, job_ids)
     figures["idle_s"] = time.monotonic() - idle_started
     figures["idle_events"] = await _events_between(client, before, after)
+    figures["idle_activities"] = sum(open_ for _, _, open_ in after.values())
 
     figures["queue_s"] = statistics.median(_timed_cli(["jobs", "queue", "-a"], env) for _ in range(3))
 
@@ -266,7 +274,10 @@ def _percentile(values: list[float], q: float) -> float:
 
 
 def _report(n: int, f: dict[str, Any]) -> None:
+    from skyhop.workflows.options import HEARTBEAT
+
     mib = 1024.0
+    beats = f["idle_activities"] * 3600 / (0.8 * HEARTBEAT.total_seconds())
     per_job_kib = (f["worker_running_kib"] - f["worker_before_kib"]) / n
     per_hour = f["idle_events"] / n * 3600 / f["idle_s"]
     latencies = f["preemption_s"]
@@ -280,6 +291,11 @@ def _report(n: int, f: dict[str, Any]) -> None:
             "history events / idle job / hour",
             f"{per_hour:.2f} ({f['idle_events']} in {f['idle_s']:.0f} s)",
             "<= 1",
+        ),
+        (
+            "activities held open while idle",
+            f"{f['idle_activities']} ({beats:.0f} heartbeats/h, computed)",
+            "- (each a worker slot)",
         ),
         ("jobs queue -a (whole command)", f"{f['queue_s']:.2f} s", "< 1 s"),
         (
