@@ -176,7 +176,14 @@ def _run(folder: str, spec: dict[str, Any]) -> None:
             start_new_session=True,
         )
         state["pid"] = proc.pid
-        _write_json(os.path.join(folder, "state.json"), state)
+        try:
+            _write_json(os.path.join(folder, "state.json"), state)
+        except OSError:
+            # The node's folder went while the job started (its machine was terminated, and the
+            # cancel that came with it found no state to stop): nothing could see or stop this job
+            # any more, so it must not outlive its node.
+            _kill_group(proc.pid, signal.SIGKILL)
+            raise
 
         def forward(signum: int, _frame: object) -> None:
             _kill_group(proc.pid, signum)

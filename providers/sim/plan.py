@@ -12,22 +12,31 @@
         after_nodes: 1              # create this many nodes of the call first (a partial failure)
       - region: us-west-2
         preempt_after_s: 30         # instances here are preempted 30 s after they start
+        node: 1                     # only the node of rank 1 (default: every node)
+        launches: [1, 2]            # only at the 1st and 2nd matching launch (default: every one)
       - region: us-east-1
         call: describe              # the rule's error fails listing instances (status checks) instead
         error: transient
 
 The first rule that matches a call and still has attempts left decides it, so the cloud's
 behaviour depends only on the plan and the sequence of calls.
+
+A preemption happens at its time whether or not anyone calls the cloud: a small timer process
+per preempting instance kills the node's processes then (as a reclaimed spot VM's die) and the
+instance reads as terminated and preempted. A launch, for ``launches``, is one create call (the
+missing nodes of a cluster) that makes an instance the rule selects; the first preemption rule
+that selects an instance at that launch decides its deadline, so ``launches: [1, 2]`` preempts a
+managed job's first two clusters and lets the third finish.
 """
 
 from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from skyhop.providers.errors import (
     CapacityError,
@@ -84,11 +93,26 @@ class FaultRule(BaseModel):
     """How many matching calls fail; None: all of them."""
     after_nodes: int = Field(default=0, ge=0)
     preempt_after_s: float | None = Field(default=None, gt=0)
+    """Instances it selects are preempted this long after they start (or start again)."""
+    node: int | None = Field(default=None, ge=0)
+    """Preempt only the node of this rank; None: every node."""
+    launches: list[Annotated[int, Field(ge=1)]] | None = Field(default=None, min_length=1)
+    """Preempt only at these matching launches (1 is the first); None: at every one."""
+
+    @model_validator(mode="after")
+    def _preemption_fields_need_a_deadline(self) -> FaultRule:
+        if self.preempt_after_s is None and (self.node is not None or self.launches is not None):
+            raise ValueError("node and launches choose what is preempted: set preempt_after_s too")
+        return self
 
     def matches(self, region: str | None, zone: str | None, instance_type: str) -> bool:
         """Whether this rule applies to a call for ``instance_type`` in ``region``/``zone``."""
         wanted = ((self.region, region), (self.zone, zone), (self.instance_type, instance_type))
         return all(rule is None or rule == actual for rule, actual in wanted)
+
+    def selects(self, rank: int) -> bool:
+        """Whether this rule preempts the node of ``rank`` (in a call it matches)."""
+        return self.preempt_after_s is not None and (self.node is None or self.node == rank)
 
     def fault(self, message: str) -> ProviderError:
         """The error this rule raises."""
@@ -124,5 +148,6 @@ def load_plan(path: Path) -> FaultPlan:
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"])
-        raise PlanError(f"fault plan {path}: {where}: {first['msg']}") from None
+        message = first["msg"].removeprefix("Value error, ")
+        raise PlanError(f"fault plan {path}: {where}: {message}") from None
     return plan.model_copy(update={"digest": hashlib.sha256(text.encode()).hexdigest()[:16]})

@@ -92,6 +92,28 @@ def test_a_reclaimed_spot_node_is_preempted_and_a_terminated_one_is_not(faults: 
     run(provider.terminate(handle))
 
 
+@pytest.mark.parametrize("use_spot", [True, False])
+def test_nodes_terminated_through_the_ec2_api_read_as_gone_so_a_managed_job_recovers(
+    faults: MotoFaults, use_spot: bool
+) -> None:
+    """Terminated behind skyhop's back (the console, another tool): gone, never UP, also while
+    EC2 still reports the instance as shutting down."""
+    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.ec2.models import ec2_backends
+
+    provider = AWSProvider()
+    handle = run(provider.launch(_request(use_spot=use_spot)))
+    ids = [n.instance_id for n in handle.nodes]
+    boto3.session.Session().client("ec2", region_name="us-east-1").terminate_instances(InstanceIds=ids)
+    shutting_down = ec2_backends[DEFAULT_ACCOUNT_ID]["us-east-1"].get_instance(ids[1])
+    shutting_down._state.name, shutting_down._state.code = "shutting-down", 32
+    statuses = run(provider.node_statuses(handle))
+    assert statuses == [NodeStatus.TERMINATED, NodeStatus.TERMINATED]
+    assert all(status.gone for status in statuses)
+    shutting_down._state.name, shutting_down._state.code = "terminated", 48  # moto never finishes it
+    run(provider.terminate(handle))
+
+
 def test_check_finds_and_uses_the_credentials(faults: MotoFaults, monkeypatch: pytest.MonkeyPatch) -> None:
     result = run(AWSProvider().check())
     assert result.enabled and "authenticated as arn:aws" in result.reason

@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from skyhop.providers.base import ClusterHandle, NodeStatus, ProvisionRequest
 from skyhop.providers.errors import CapacityError, InvalidRequestError, QuotaError, TransientError
+from skyhop.providers.runtime import node_runner
 from skyhop.providers.runtime.jobs import JobSpec
 from skyhop.providers.sim import PlanError, SimCloud, SimProvider, load_plan
 from tests.conftest import run
-from tests.helpers import wait_for
+from tests.helpers import group_members, wait_for
 from tests.providers.sim_support import ZONES, write_catalog, write_plan
 
 
@@ -107,21 +112,80 @@ def test_a_describe_fault_fails_listing_instances_in_its_region(catalog: Path) -
     run(provider.terminate(handle))
 
 
+def _instances_on_file(cloud: SimCloud) -> dict[str, dict[str, Any]]:
+    """The cloud's instances as its state file holds them, read without an API call (which would
+    apply a due preemption itself)."""
+    items: dict[str, dict[str, Any]] = json.loads((cloud.root / "state.json").read_text())["instances"]
+    return items
+
+
+def _timer_groups(cloud: SimCloud) -> list[int]:
+    return [i["timer"] for i in _instances_on_file(cloud).values() if i.get("timer") is not None]
+
+
 @pytest.mark.parametrize(("spot", "seen"), [(True, NodeStatus.PREEMPTED), (False, NodeStatus.TERMINATED)])
-def test_preemption_kills_the_nodes_jobs_and_a_spot_node_reads_preempted(
+def test_a_preemption_kills_the_nodes_jobs_at_its_time_with_no_api_call(
     catalog: Path, spot: bool, seen: NodeStatus
 ) -> None:
     cloud = write_plan(catalog, [{"zone": ZONES[1][1], "preempt_after_s": 1.0}])
     provider = SimProvider(cloud)
     request = _request(provider, 1, num_nodes=1).model_copy(update={"use_spot": spot})
     handle = run(provider.launch(request))
+    (timer,) = _timer_groups(cloud)
     runtime = provider.runtime(handle.head)
     run(runtime.start_job(JobSpec(key="job-1", script="sleep 60")))
     wait_for(lambda: (s := run(runtime.job_state("job-1"))) is not None and s.status == "RUNNING", 10, "job")
-    state = run(runtime.job_state("job-1"))
+    state = node_runner.read_state(handle.head.runtime_dir, "job-1")
     assert state is not None
-    wait_for(lambda: run(provider.node_statuses(handle)) == [seen], 30, f"the node to read {seen}")
-    wait_for(lambda: not Path(handle.head.runtime_dir).exists(), 30, "the preempted node's folder to go")
+    instance_id = handle.head.instance_id
+    wait_for(lambda: _instances_on_file(cloud)[instance_id].get("preempted"), 30, "the timer to preempt")
+    wait_for(lambda: not group_members(state["pid"]), 30, "the preempted node's job to die")
+    assert not Path(handle.head.runtime_dir).exists()
+    wait_for(lambda: not group_members(timer), 30, "the fired timer to end")
+    assert run(provider.node_statuses(handle)) == [seen]
+    assert cloud.describe("c1") == []
+
+
+def test_node_and_launches_choose_which_instances_are_preempted(catalog: Path) -> None:
+    rule = {"zone": ZONES[1][1], "preempt_after_s": 600.0, "node": 1, "launches": [1, 3]}
+    cloud = write_plan(catalog, [rule])
+    provider = SimProvider(cloud)
+    request = _request(provider, 1, num_nodes=2)
+
+    def armed() -> list[int]:
+        return sorted(i["rank"] for i in cloud.describe("c1") if i["preempt_at"] is not None)
+
+    timers = []
+    handle = run(provider.launch(request))  # launch 1: rank 1 only
+    assert armed() == [1]
+    timers += _timer_groups(cloud)
+    assert all(group_members(t) for t in timers)
+    cloud.terminate([handle.nodes[1].instance_id])  # killed before its time: its timer with it
+    run(provider.launch(request))  # launch 2 (re-creates rank 1): not preempted
+    assert armed() == []
+    run(provider.terminate(handle))
+    run(provider.launch(request))  # launch 3: rank 1 again
+    assert armed() == [1]
+    timers += _timer_groups(cloud)
+    run(provider.stop(handle))  # a stopped instance's timer goes; start arms a new one
+    run(provider.start(handle))
+    timers += _timer_groups(cloud)
+    assert len(set(timers)) == 3
+    run(provider.terminate(handle))
+    wait_for(lambda: not any(group_members(t) for t in timers), 30, "no timer left behind")
+
+
+def test_schedule_preemption_preempts_a_chosen_instance(catalog: Path) -> None:
+    cloud = write_plan(catalog, [])
+    provider = SimProvider(cloud)
+    handle = run(provider.launch(_request(provider, 0, num_nodes=2).model_copy(update={"use_spot": True})))
+    cloud.schedule_preemption([handle.nodes[0].instance_id], 0.5)
+    (timer,) = _timer_groups(cloud)
+    wait_for(
+        lambda: _instances_on_file(cloud)[handle.nodes[0].instance_id].get("preempted"), 30, "preemption"
+    )
+    wait_for(lambda: not group_members(timer), 30, "the fired timer to end")
+    assert run(provider.node_statuses(handle)) == [NodeStatus.PREEMPTED, NodeStatus.UP]
 
 
 def test_stop_and_start_keep_the_instances(catalog: Path) -> None:
@@ -143,3 +207,30 @@ def test_a_bad_plan_names_the_field(catalog: Path) -> None:
     provider = SimProvider(cloud)
     with pytest.raises(InvalidRequestError, match="faults.0.error"):
         run(provider.list_instances("c1", None))
+
+
+@pytest.mark.parametrize(
+    ("rule", "message"),
+    [
+        ({"node": 1}, r"faults\.0: node and launches choose what is preempted: set preempt_after_s too$"),
+        ({"preempt_after_s": 1, "launches": [0]}, r"faults\.0\.launches\.0: Input should be greater than"),
+        ({"preempt_after_s": 1, "launches": []}, r"faults\.0\.launches: List should have at least 1 item"),
+        ({"preempt_after_s": 1, "node": -1}, r"faults\.0\.node: Input should be greater than or equal to 0"),
+    ],
+)
+def test_a_bad_preemption_rule_is_one_line_naming_the_field(
+    catalog: Path, rule: dict[str, Any], message: str
+) -> None:
+    cloud = write_plan(catalog, [rule])
+    with pytest.raises(PlanError, match=message) as failed:
+        load_plan(cloud.plan_path)
+    assert "\n" not in str(failed.value)
+
+
+def test_a_firing_timer_loads_no_more_than_the_clouds_state_code() -> None:
+    """A timer starts an interpreter per preemption: with pydantic and the provider stack that took
+    ~0.4 s of CPU each, which at ten preemptions a second starved the worker being measured."""
+    heavy = "{'pydantic', 'yaml', 'temporalio'}"
+    probe = f"import sys, skyhop.providers.sim.timer; print(sorted({heavy} & set(sys.modules)))"
+    found = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert found.stdout.strip() == "[]"

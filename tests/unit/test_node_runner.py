@@ -57,6 +57,26 @@ def test_cancel_stops_the_whole_process_group(tmp_path: Path) -> None:
     wait_for(lambda: not group_members(pid), 5, "the job's processes to exit")
 
 
+def test_a_job_whose_node_folder_goes_as_it_starts_does_not_outlive_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A node terminated (its folder moved away, as the sim does) between the job's start and its
+    first state: the terminate's cancel found no pid to stop, so the runner stops the job itself."""
+    folder = Path(node_runner.job_dir(str(tmp_path / "node"), "k"))
+    folder.mkdir(parents=True)
+    write, started = node_runner._write_json, {}
+
+    def node_goes_first(path: str, data: dict) -> None:  # type: ignore[type-arg]
+        started.update(data)
+        (tmp_path / "node").rename(tmp_path / "node.terminated")
+        write(path, data)
+
+    monkeypatch.setattr(node_runner, "_write_json", node_goes_first)
+    with pytest.raises(FileNotFoundError):
+        node_runner._run(str(folder), {"script": "sleep 300", "cwd": str(tmp_path)})
+    wait_for(lambda: not group_members(started["pid"]), 10, "the job's processes to exit")
+
+
 def test_a_killed_runner_reads_as_failed_not_running(tmp_path: Path) -> None:
     _run_cli(tmp_path, "orphan", "sleep 300")
     wait_for(lambda: _state(tmp_path, "orphan").get("pid"), 10, "the job to run")

@@ -1,0 +1,354 @@
+"""N concurrent managed jobs on ``sim``: what they cost to launch, to keep running, to list, to
+recover and to cancel, each figure printed next to its target (issue 12, at N = 10,000).
+
+On an embedded skyhop (own HOME and ports: a Temporal dev server on SQLite and one worker), the
+sim cloud provisions at once (``latency_s: 0``) and each job ``sleep``s for a day. Jobs are
+submitted the way ``skyhop jobs launch -d`` submits them (``cli.jobs_submit``: an id from the
+allocator, then the workflow with its search attributes and memo), ``--in-flight`` at a time.
+Then, in order:
+
+- launch throughput (jobs/s) and the time until all N are RUNNING (visibility's ``SkyhopStatus``);
+- peak RSS of the worker and the server (``VmHWM``), and the worker's RSS growth per running job;
+- history events per idle running job per hour: every job workflow's history length (and its
+  cluster's, if it has a cluster workflow) before and after ``--idle-s`` seconds of idling; and
+  the activities they hold open meanwhile (each a worker slot, heartbeating every 0.8 x its
+  heartbeat timeout: server writes that are no history events);
+- ``skyhop jobs queue -a``, the whole command as a subprocess (median of 3);
+- ``--preemptions`` preemptions (the sim's timer, ``SimCloud.schedule_preemption``),
+  ``--preempt-rate`` a second: from the moment a node's processes were killed to the job's
+  relaunch decision (the RECOVERING status its workflow records, read from its history), p50/p99;
+- ``skyhop jobs cancel`` of ``--cancel`` jobs (the whole command), until every one of their
+  clusters is gone from the cloud.
+
+Everything left is cancelled and its clusters removed before the embedded skyhop stops. Each
+job's node runs real processes (its runner, about 6 MB, and the ``sleep``), outside the figures
+but not outside the machine's memory.
+
+    python benchmarks/managed_jobs_scale.py [--jobs 1000] [--idle-s 120] [--preemptions 100]
+        [--preempt-rate 10] [--cancel 2000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+if TYPE_CHECKING:
+    from temporalio.client import Client
+
+    from skyhop.contract.managed_jobs import ManagedJobRequest
+    from skyhop.providers.sim import SimCloud
+
+T = TypeVar("T")
+
+_KIND = "SkyhopKind = 'managed-job'"
+
+
+def _rss_kib(pid: int) -> tuple[int, int]:
+    """(current, peak) resident set of ``pid`` in KiB."""
+    fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines())
+    return int(fields["VmRSS"].split()[0]), int(fields["VmHWM"].split()[0])
+
+
+async def _bounded(limit: int, items: list[T], call: Callable[[T], Awaitable[Any]]) -> list[Any]:
+    gate = asyncio.Semaphore(limit)
+
+    async def one(item: T) -> Any:
+        async with gate:
+            return await call(item)
+
+    return await asyncio.gather(*(one(item) for item in items))
+
+
+async def _count(client: Client, query: str) -> int:
+    return (await client.count_workflows(query)).count
+
+
+async def _until_count(client: Client, query: str, n: int, stall_s: float = 120.0) -> float:
+    """Seconds until ``query`` counts ``n`` workflows; AssertionError, with the jobs' statuses, once
+    the count has not grown for ``stall_s`` (launches held up: say, no worker slot left)."""
+    from skyhop.contract.managed_jobs import ManagedJobStatus
+
+    started = last_change = time.monotonic()
+    seen = -1
+    while (have := await _count(client, query)) < n:
+        if have != seen:
+            seen, last_change = have, time.monotonic()
+        elif time.monotonic() - last_change > stall_s:
+            counts = {
+                s.value: await _count(client, f"{_KIND} AND SkyhopStatus = '{s.value}'")
+                for s in ManagedJobStatus
+            }
+            stuck = ", ".join(f"{status} {count}" for status, count in counts.items() if count)
+            raise AssertionError(f"{query}: stuck at {have} of {n} for {stall_s:.0f} s ({stuck})")
+        await asyncio.sleep(0.5)
+    return time.monotonic() - started
+
+
+async def _history_lengths(client: Client, job_ids: list[int]) -> dict[str, tuple[str, int, int]]:
+    """(run id, history length, activities open) of each job's workflow and of its cluster's
+    workflow, if any."""
+    from temporalio.service import RPCError
+
+    from skyhop.contract import cluster_workflow_id
+    from skyhop.contract.managed_jobs import managed_cluster_name, managed_job_workflow_id
+
+    ids = [managed_job_workflow_id(j) for j in job_ids]
+    ids += [cluster_workflow_id(managed_cluster_name(j, 0, 1)) for j in job_ids]
+
+    async def one(workflow_id: str) -> tuple[str, tuple[str, int, int]] | None:
+        try:
+            info = (await client.get_workflow_handle(workflow_id).describe()).raw_description
+        except RPCError:
+            return None  # no such workflow (a managed job need not have a cluster workflow)
+        execution = info.workflow_execution_info
+        return workflow_id, (
+            execution.execution.run_id,
+            execution.history_length,
+            len(info.pending_activities),
+        )
+
+    found = await _bounded(50, ids, one)
+    return dict(item for item in found if item is not None)
+
+
+async def _events_between(
+    client: Client, before: dict[str, tuple[str, int, int]], after: dict[str, tuple[str, int, int]]
+) -> int:
+    """Events written between two snapshots, counting a run that continued as new to its end."""
+    total = 0
+    for workflow_id, (run_id, length, _) in after.items():
+        old_run, old_length, _ = before.get(workflow_id, (run_id, 0, 0))
+        if old_run == run_id:
+            total += length - old_length
+            continue
+        ended = await client.get_workflow_handle(workflow_id, run_id=old_run).describe()
+        total += ended.raw_description.workflow_execution_info.history_length - old_length + length
+    return total
+
+
+async def _recovering_at(client: Client, job_id: int, since: float) -> float:
+    """When the job's workflow recorded its relaunch decision: the first RECOVERING status it wrote
+    to its search attribute after ``since`` (the event's time, so reading late adds no lag)."""
+    deadline = time.monotonic() + 120
+    while (at := await _first_recovering(client, job_id, since)) is None:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"managed job {job_id} recorded no RECOVERING in 120 s after its preemption")
+        await asyncio.sleep(1.0)
+    return at
+
+
+async def _first_recovering(client: Client, job_id: int, since: float) -> float | None:
+    from skyhop.contract import SearchAttribute
+    from skyhop.contract.managed_jobs import ManagedJobStatus, managed_job_workflow_id
+
+    handle = client.get_workflow_handle(managed_job_workflow_id(job_id))
+    async for event in handle.fetch_history_events():
+        if not event.HasField("upsert_workflow_search_attributes_event_attributes"):
+            continue
+        fields = event.upsert_workflow_search_attributes_event_attributes.search_attributes.indexed_fields
+        status = fields.get(SearchAttribute.STATUS.value)
+        at = event.event_time.seconds + event.event_time.nanos / 1e9
+        if status is not None and json.loads(status.data) == ManagedJobStatus.RECOVERING and at >= since:
+            return at
+    return None
+
+
+async def _preemption_latencies(
+    client: Client, cloud: SimCloud, job_ids: list[int], rate: int
+) -> list[float]:
+    """Seconds from each preemption (its node's processes killed) to the job's relaunch decision.
+
+    ``rate`` a second, so each one's latency is measured rather than a burst's backlog.
+    """
+    from skyhop.contract.managed_jobs import managed_cluster_name
+
+    instances: dict[str, list[str]] = {}
+    for item in cloud.describe():
+        instances.setdefault(item["cluster"], []).append(item["instance_id"])
+    victims = {j: instances[managed_cluster_name(j, 0, 1)] for j in job_ids}
+    for start in range(0, len(job_ids), rate):
+        batch = job_ids[start : start + rate]
+        cloud.schedule_preemption([i for j in batch for i in victims[j]], 0.5)
+        await asyncio.sleep(1.0)
+
+    def preempted_at() -> dict[str, float]:
+        items = json.loads((cloud.root / "state.json").read_text())["instances"]
+        return {
+            i: items[i]["preempted_at"] for ids in victims.values() for i in ids if "preempted_at" in items[i]
+        }
+
+    deadline = time.monotonic() + 120
+    while len(killed := preempted_at()) < sum(map(len, victims.values())):
+        if time.monotonic() > deadline:
+            raise AssertionError("the sim's timers did not preempt every chosen node within 120 s")
+        await asyncio.sleep(0.5)
+    when = {j: min(killed[i] for i in victims[j]) for j in job_ids}
+    decided = await _bounded(20, job_ids, lambda j: _recovering_at(client, j, when[j]))
+    return [at - when[j] for j, at in zip(job_ids, decided, strict=True)]
+
+
+async def _clusters_gone(cloud: SimCloud, job_ids: list[int], timeout: float) -> None:
+    from skyhop.contract.managed_jobs import managed_cluster_name
+
+    names = {managed_cluster_name(j, 0, 1) for j in job_ids}
+    deadline = time.monotonic() + timeout
+    while any(item["cluster"] in names for item in cloud.describe()):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"clusters of {len(names)} cancelled jobs still up after {timeout:.0f} s")
+        await asyncio.sleep(0.5)
+
+
+def _timed_cli(argv: list[str], env: dict[str, str]) -> float:
+    from tests.helpers import SKYHOP_CLI
+
+    started = time.monotonic()
+    subprocess.run([SKYHOP_CLI, *argv], env=env, check=True, capture_output=True, text=True)
+    return time.monotonic() - started
+
+
+async def _bench(args: argparse.Namespace, env: dict[str, str], request: ManagedJobRequest) -> dict[str, Any]:
+    from skyhop.cli.client import connect
+    from skyhop.cli.config import TemporalConfig
+    from skyhop.cli.jobs_submit import submit_job
+    from skyhop.providers.sim import SimCloud
+
+    n = args.jobs
+    home = Path(env["SKYHOP_HOME"])
+    pids = json.loads((home / "server" / "server.json").read_text())
+    worker, server = pids["worker_pid"], pids["server_pid"]
+    cloud = SimCloud(home / "sim")
+    client = await connect(TemporalConfig(), f"127.0.0.1:{env['SKYHOP_SERVER_PORT']}")
+    figures: dict[str, Any] = {"worker_before_kib": _rss_kib(worker)[0]}
+
+    started = time.monotonic()
+    job_ids: list[int] = await _bounded(args.in_flight, list(range(n)), lambda _: submit_job(client, request))
+    figures["submit_s"] = time.monotonic() - started
+    running = f"{_KIND} AND SkyhopStatus = 'RUNNING'"
+    await _until_count(client, running, n)
+    figures["all_running_s"] = time.monotonic() - started
+    await asyncio.sleep(5)  # the last starts' bookkeeping settles before memory and events are taken
+    figures["worker_running_kib"] = _rss_kib(worker)[0]
+
+    before = await _history_lengths(client, job_ids)
+    idle_started = time.monotonic()
+    await asyncio.sleep(args.idle_s)
+    after = await _history_lengths(client, job_ids)
+    figures["idle_s"] = time.monotonic() - idle_started
+    figures["idle_events"] = await _events_between(client, before, after)
+    figures["idle_activities"] = sum(open_ for _, _, open_ in after.values())
+
+    figures["queue_s"] = statistics.median(_timed_cli(["jobs", "queue", "-a"], env) for _ in range(3))
+
+    preempted = job_ids[: min(args.preemptions, n)]
+    figures["preemption_s"] = await _preemption_latencies(client, cloud, preempted, args.preempt_rate)
+    await _until_count(client, running, n)
+
+    cancelled = job_ids[-min(args.cancel, n) :]
+    started = time.monotonic()
+    _timed_cli(["jobs", "cancel", "-y", *map(str, cancelled)], env)
+    await _clusters_gone(cloud, cancelled, timeout=600)
+    figures["cancel_s"] = time.monotonic() - started
+
+    figures["worker_peak_kib"], figures["server_peak_kib"] = _rss_kib(worker)[1], _rss_kib(server)[1]
+    _timed_cli(["jobs", "cancel", "--all", "-y"], env)
+    await _clusters_gone(cloud, job_ids, timeout=600)
+    return figures
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def _report(n: int, f: dict[str, Any]) -> None:
+    from skyhop.workflows.options import HEARTBEAT
+
+    mib = 1024.0
+    beats = f["idle_activities"] * 3600 / (0.8 * HEARTBEAT.total_seconds())
+    per_job_kib = (f["worker_running_kib"] - f["worker_before_kib"]) / n
+    per_hour = f["idle_events"] / n * 3600 / f["idle_s"]
+    latencies = f["preemption_s"]
+    rows = [
+        ("launch throughput", f"{n / f['submit_s']:.1f} jobs/s", "-"),
+        ("all RUNNING after", f"{f['all_running_s']:.1f} s", "all RUNNING"),
+        ("worker peak RSS", f"{f['worker_peak_kib'] / mib:.0f} MiB", "worker + server < 4 GB"),
+        ("server peak RSS", f"{f['server_peak_kib'] / mib:.0f} MiB", "worker + server < 4 GB"),
+        ("worker RSS per running job", f"{per_job_kib:.0f} KiB", "<= 100 KB per idle job"),
+        (
+            "history events / idle job / hour",
+            f"{per_hour:.2f} ({f['idle_events']} in {f['idle_s']:.0f} s)",
+            "<= 1",
+        ),
+        (
+            "activities held open while idle",
+            f"{f['idle_activities']} ({beats:.0f} heartbeats/h, computed)",
+            "- (each a worker slot)",
+        ),
+        ("jobs queue -a (whole command)", f"{f['queue_s']:.2f} s", "< 1 s"),
+        (
+            f"preemption to relaunch decision ({len(latencies)})",
+            f"p50 {_percentile(latencies, 0.5):.2f} s, p99 {_percentile(latencies, 0.99):.2f} s",
+            "p99 < 2 s",
+        ),
+        ("cancel until every cluster is gone", f"{f['cancel_s']:.1f} s", "2,000 in < 60 s"),
+    ]
+    print(f"{n} managed jobs on sim, one worker, embedded server (targets at N = 10,000)")
+    for what, value, target in rows:
+        print(f"{what:44} {value:>34}   target: {target}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--jobs", type=int, default=1_000)
+    parser.add_argument("--idle-s", type=float, default=120.0)
+    parser.add_argument("--preemptions", type=int, default=100)
+    parser.add_argument("--cancel", type=int, default=2_000)
+    parser.add_argument("--preempt-rate", type=int, default=10, help="preemptions a second")
+    parser.add_argument(
+        "--in-flight",
+        type=int,
+        default=10,
+        help="submissions at a time (each takes an id from the one allocator workflow, and Temporal "
+        "refuses more than 10 updates in flight on one workflow: more only retries)",
+    )
+    args = parser.parse_args()
+    from skyhop.cli.jobs_submit import load_job
+    from skyhop.providers.sim import SimCloud
+    from skyhop.spec import TaskOverrides
+    from tests.helpers import SKYHOP_CLI, embedded_skyhop
+
+    home = Path(tempfile.mkdtemp(prefix="skyhop-bench-"))
+    with embedded_skyhop(home) as env:
+        cloud = SimCloud(Path(env["SKYHOP_HOME"]) / "sim")
+        cloud.root.mkdir(parents=True)
+        cloud.plan_path.write_text("latency_s: 0\nfaults: []\n")
+        os.environ.update(env)  # the embedded skyhop's HOME: its payload key, its sim cloud
+        for command in (["check"], ["server", "start"]):
+            subprocess.run([SKYHOP_CLI, *command], env=env, check=True, capture_output=True)
+        task = home / "job.yaml"
+        task.write_text("name: bench\nresources:\n  infra: sim\n  use_spot: true\nrun: sleep 86400\n")
+        request, _ = load_job(str(task), TaskOverrides())
+        try:
+            figures = asyncio.run(_bench(args, env, request))
+        finally:
+            cloud.terminate([item["instance_id"] for item in cloud.describe()])
+    _report(args.jobs, figures)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,51 @@
+"""``benchmarks/managed_jobs_scale.py`` at N = 3: every phase runs and every figure is printed."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+_SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "managed_jobs_scale.py"
+
+
+def test_the_managed_jobs_benchmark_runs_every_phase_at_small_n(tmp_path: Path) -> None:
+    # Runs once ManagedJobWorkflow (mj-core) and the jobs CLI's submit (mj-cli) are merged.
+    pytest.importorskip("skyhop.workflows.managed_job")
+    submit = pytest.importorskip("skyhop.cli.jobs_submit")
+    if not hasattr(submit, "submit_job"):
+        pytest.skip("cli.jobs_submit has no submit_job yet")
+    argv = [
+        sys.executable,
+        str(_SCRIPT),
+        "--jobs",
+        "3",
+        "--idle-s",
+        "3",
+        "--preemptions",
+        "2",
+        "--cancel",
+        "2",
+    ]
+    result = subprocess.run(
+        argv, env={**os.environ, "TMPDIR": str(tmp_path)}, capture_output=True, text=True, timeout=280
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    for figure in (
+        "launch throughput",
+        "all RUNNING after",
+        "worker peak RSS",
+        "server peak RSS",
+        "worker RSS per running job",
+        "activities held open while idle",
+        "history events / idle job / hour",
+        "jobs queue -a",
+        "preemption to relaunch decision (2)",
+        "cancel until every cluster is gone",
+    ):
+        assert figure in result.stdout, result.stdout
