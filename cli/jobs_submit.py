@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from skyhop.contract.managed_jobs import ManagedJobRequest, ManagedJobSummary
     from skyhop.spec import Dag, TaskOverrides
 
-__all__ = ["load_job", "run_jobs_launch"]
+__all__ = ["load_job", "run_jobs_launch", "submit_job"]
 
 
 def load_job(
@@ -60,11 +60,24 @@ def load_job(
 
 async def run_jobs_launch(request: ManagedJobRequest, *, detach: bool) -> int:
     """Take an id, start the job's workflow, and unless ``detach`` follow it to its end."""
+    from skyhop.cli.session import open_client
+
+    client = await open_client()
+    job_id = await submit_job(client, request)
+    info(f"Managed job {job_id} ({request.name}) submitted.")
+    if detach:
+        info(f"Follow it with: skyhop jobs logs {job_id} --follow")
+        return 0
+    return await _follow(client, job_id)
+
+
+async def submit_job(client: Client, request: ManagedJobRequest) -> int:
+    """Take an id and start the job's workflow under it; the id. What ``jobs launch`` does before it
+    follows the job, and what a program (the scale benchmark) submits many jobs with."""
     from temporalio.exceptions import WorkflowAlreadyStartedError
 
     from skyhop.cli.failures import while_busy
     from skyhop.cli.job_ids import allocate_job_id
-    from skyhop.cli.session import open_client
     from skyhop.contract.managed_jobs import (
         MANAGED_JOB_IDS_ID,
         ManagedJobStatus,
@@ -72,7 +85,6 @@ async def run_jobs_launch(request: ManagedJobRequest, *, detach: bool) -> int:
         job_resources,
     )
 
-    client = await open_client()
     job_id = await allocate_job_id(client, f"submit:{uuid.uuid4().hex}")
     request = request.model_copy(update={"job_id": job_id, "submitted_at": time.time()})
     summary = ManagedJobSummary(
@@ -89,11 +101,7 @@ async def run_jobs_launch(request: ManagedJobRequest, *, detach: bool) -> int:
             f"job id {job_id} belongs to an earlier job: the id allocator ({MANAGED_JOB_IDS_ID}) was "
             "reset; a new one must start above the highest id in: skyhop jobs queue -a"
         )
-    info(f"Managed job {job_id} ({request.name}) submitted.")
-    if detach:
-        info(f"Follow it with: skyhop jobs logs {job_id} --follow")
-        return 0
-    return await _follow(client, job_id)
+    return job_id
 
 
 async def _start(client: Client, request: ManagedJobRequest, summary: ManagedJobSummary) -> None:
