@@ -15,11 +15,6 @@ _SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "managed_jobs_sca
 
 
 def test_the_managed_jobs_benchmark_runs_every_phase_at_small_n(tmp_path: Path) -> None:
-    # Runs once ManagedJobWorkflow (mj-core) and the jobs CLI's submit (mj-cli) are merged.
-    pytest.importorskip("skyhop.workflows.managed_job")
-    submit = pytest.importorskip("skyhop.cli.jobs_submit")
-    if not hasattr(submit, "submit_job"):
-        pytest.skip("cli.jobs_submit has no submit_job yet")
     argv = [
         sys.executable,
         str(_SCRIPT),
