@@ -3,6 +3,8 @@
 A job lives in ``<runtime_dir>/jobs/<key>/``: ``spec.json`` (what to run), ``state.json``
 (status, pids, exit code, times) and ``run.log`` (stdout and stderr). Jobs run detached from
 whoever started them, so a job outlives the worker (and the SSH connection) that started it.
+While it runs, what waits for it is a shell (``_WAITER``), not a Python interpreter: a node may
+run thousands of jobs.
 
 Starting is idempotent: the daemon claims the job folder with ``mkdir`` before it runs anything,
 so a retried start finds the folder and runs nothing twice.
@@ -23,10 +25,9 @@ import contextlib
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
-from typing import Any
+from typing import Any, NoReturn
 
 STARTING = "STARTING"
 RUNNING = "RUNNING"
@@ -135,7 +136,7 @@ def read_log(runtime_dir: str, key: str, offset: int, limit: int) -> bytes:
 
 
 def start(runtime_dir: str, key: str, spec: dict[str, Any]) -> str:
-    """Claim the job folder and run the job in a detached daemon; "exists" if already claimed."""
+    """Claim the job folder and run the job under a detached waiter; "exists" if already claimed."""
     folder = job_dir(runtime_dir, key)
     os.makedirs(os.path.dirname(folder), exist_ok=True)
     try:
@@ -143,7 +144,16 @@ def start(runtime_dir: str, key: str, spec: dict[str, Any]) -> str:
     except FileExistsError:
         return "exists"
     _write_json(os.path.join(folder, "spec.json"), spec)
-    if os.fork() != 0:
+    runner = os.path.abspath(__file__)
+    recorded, ready = os.pipe()
+    child = os.fork()
+    if child != 0:
+        # "started" once the job recorded itself: a cancel that follows finds what to stop.
+        os.close(ready)
+        while os.read(recorded, 1):
+            pass
+        os.close(recorded)
+        os.waitpid(child, 0)
         return "started"
     # Daemon: leave the caller's session so its death (or a closed SSH channel) does not reach us.
     os.setsid()
@@ -152,48 +162,82 @@ def start(runtime_dir: str, key: str, spec: dict[str, Any]) -> str:
     devnull = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(devnull, fd)
+    os.dup2(ready, _READY_FD)
+    os.set_inheritable(_READY_FD, True)
     try:
-        _run(folder, spec)
+        # A shell traps only what it was not started ignoring: the waiter must be able to forward it.
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.execv(_SHELL, ["sh", "-c", _WAITER, "skyhop-job", sys.executable, runner, folder])
     finally:
-        os._exit(0)
+        os._exit(1)
 
 
-def _run(folder: str, spec: dict[str, Any]) -> None:
-    state: dict[str, Any] = {"status": RUNNING, "runner_pid": os.getpid(), "started_at": time.time()}
+_SHELL = "/bin/sh"
+_READY_FD = 3
+"""The write end of ``start``'s pipe: open until the job recorded itself (or failed to)."""
+_WAITER = """
+"$1" -I -S "$2" run-job "$3" 3 </dev/null >>"$3/run.log" 2>&1 &
+job=$!
+exec 3>&-
+forwarded=
+trap 'forwarded=1; kill -TERM -"$job" 2>/dev/null || kill -TERM "$job" 2>/dev/null' TERM
+wait "$job"
+code=$?
+while [ -n "$forwarded" ]; do
+    forwarded=
+    wait "$job"
+    code=$?
+done
+exec "$1" -I -S "$2" finish "$3" "$code"
+"""
+"""The job's waiter, a POSIX shell of about a megabyte for as long as the job runs (a Python
+interpreter waiting cost six). Its pid is the runner's: it starts the job (``run-job``, which
+records it and becomes ``bash``), forwards a SIGTERM to the job's group, and once the job ends
+becomes ``finish``, which records the end, so the runner lives until the end record is written.
+A ``wait`` that a trapped signal interrupted is waited again: only a completed one has the code.
+"""
+
+
+def _run_job(folder: str, ready_fd: int | None) -> NoReturn:
+    """Become the job: in a session of its own, recorded RUNNING before it runs anything.
+
+    The record comes first so that whoever can read the job can also stop it: if the node's folder
+    went before the job recorded itself (its machine was terminated, and the cancel that came with
+    it found no state), this raises and the script never runs.
+    """
+    os.setsid()
+    # As a shell leaves them to a background command and Python to itself: restore what a job expects.
+    for signum in (signal.SIGINT, signal.SIGQUIT, signal.SIGPIPE, signal.SIGXFSZ):
+        signal.signal(signum, signal.SIG_DFL)
+    with open(os.path.join(folder, "spec.json")) as f:
+        spec = json.load(f)
     env = dict(os.environ)
     env.update(spec.get("env") or {})
     env.setdefault("PYTHONUNBUFFERED", "1")
     cwd = spec.get("cwd") or folder
     os.makedirs(cwd, exist_ok=True)
-    with open(os.path.join(folder, "run.log"), "ab", buffering=0) as log:
-        proc = subprocess.Popen(
-            ["bash", "-c", spec["script"]],
-            cwd=cwd,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        state["pid"] = proc.pid
-        try:
-            _write_json(os.path.join(folder, "state.json"), state)
-        except OSError:
-            # The node's folder went while the job started (its machine was terminated, and the
-            # cancel that came with it found no state to stop): nothing could see or stop this job
-            # any more, so it must not outlive its node.
-            _kill_group(proc.pid, signal.SIGKILL)
-            raise
+    state = {"status": RUNNING, "pid": os.getpid(), "runner_pid": os.getppid(), "started_at": time.time()}
+    _write_json(os.path.join(folder, "state.json"), state)
+    if ready_fd is not None:
+        os.close(ready_fd)
+    os.chdir(cwd)
+    os.execvpe("bash", ["bash", "-c", spec["script"]], env)
 
-        def forward(signum: int, _frame: object) -> None:
-            _kill_group(proc.pid, signum)
 
-        signal.signal(signal.SIGTERM, forward)
-        exit_code = proc.wait()
+def _finish(folder: str, exit_code: int) -> None:
+    """Record the job's end; a job that could not record its start is recorded as failed to start.
+
+    ``exit_code`` is the shell's: 128 + N for a job that a signal N ended.
+    """
+    try:
+        state = _load_state(folder)
+    except (OSError, ValueError):
+        state = {"runner_pid": os.getpid(), "error": "the job could not start (see its log)"}
     cancelled = os.path.exists(os.path.join(folder, "cancelled"))
     status = CANCELLED if cancelled else (SUCCEEDED if exit_code == 0 else FAILED)
     state.update(status=status, exit_code=exit_code, ended_at=time.time())
-    _write_json(os.path.join(folder, "state.json"), state)
+    with contextlib.suppress(OSError):  # the node's folder went: there is no one to tell
+        _write_json(os.path.join(folder, "state.json"), state)
 
 
 def _kill_group(pid: int, signum: int) -> None:
@@ -235,6 +279,11 @@ def main(argv: list[str]) -> int:
     """Entry point when run on a node."""
     if argv[1:2] == ["cancel-all"]:
         cancel_all(argv[2])
+        return 0
+    if argv[1:2] == ["run-job"]:
+        _run_job(argv[2], int(argv[3]) if len(argv) > 3 else None)
+    if argv[1:2] == ["finish"]:
+        _finish(argv[2], int(argv[3]))
         return 0
     if argv[1:2] == ["watch"]:
         query = json.load(sys.stdin)

@@ -48,6 +48,16 @@ def test_starting_the_same_key_twice_runs_it_once(tmp_path: Path) -> None:
     assert marks.read_text() == "once\n"
 
 
+def test_start_answers_once_the_job_is_recorded_so_a_cancel_right_after_stops_it(tmp_path: Path) -> None:
+    for i in range(5):
+        assert _run_cli(tmp_path, f"quick-{i}", "sleep 300") == "started"
+        state = _state(tmp_path, f"quick-{i}")
+        assert state["status"] == "RUNNING", state
+        node_runner.cancel(str(tmp_path), f"quick-{i}", grace_s=2)
+        wait_for(lambda: _state(tmp_path, f"quick-{i}")["status"] == "CANCELLED", 10, "the cancel")  # noqa: B023
+        wait_for(lambda: not group_members(state["pid"]), 5, "the job's processes to exit")  # noqa: B023
+
+
 def test_cancel_stops_the_whole_process_group(tmp_path: Path) -> None:
     _run_cli(tmp_path, "long", "sleep 300 & sleep 300; wait")
     wait_for(lambda: _state(tmp_path, "long").get("pid"), 10, "the job to run")
@@ -57,24 +67,71 @@ def test_cancel_stops_the_whole_process_group(tmp_path: Path) -> None:
     wait_for(lambda: not group_members(pid), 5, "the job's processes to exit")
 
 
-def test_a_job_whose_node_folder_goes_as_it_starts_does_not_outlive_it(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_job_whose_node_folder_goes_as_it_starts_does_not_outlive_it(tmp_path: Path) -> None:
     """A node terminated (its folder moved away, as the sim does) between the job's start and its
-    first state: the terminate's cancel found no pid to stop, so the runner stops the job itself."""
+    first state: the terminate's cancel found no pid to stop, so the job must not run at all.
+
+    The job's side of the runner runs in a process of its own (it becomes the job), with its state
+    write made to move the node away first."""
     folder = Path(node_runner.job_dir(str(tmp_path / "node"), "k"))
     folder.mkdir(parents=True)
-    write, started = node_runner._write_json, {}
+    marker = tmp_path / "ran"
+    (folder / "spec.json").write_text(
+        json.dumps({"script": f"touch {marker}; sleep 300", "cwd": str(tmp_path)})
+    )
+    program = f"""
+import os, sys
+sys.path.insert(0, {os.path.dirname(node_runner.__file__)!r})
+import node_runner
+write = node_runner._write_json
+def node_goes_first(path, data):
+    os.rename({str(tmp_path / "node")!r}, {str(tmp_path / "node.terminated")!r})
+    write(path, data)
+node_runner._write_json = node_goes_first
+node_runner.main(["node_runner", "run-job", {str(folder)!r}])
+"""
+    job = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60)
+    assert job.returncode != 0 and "FileNotFoundError" in job.stderr, job.stderr
+    assert not marker.exists()
+    assert not (tmp_path / "node.terminated" / "jobs" / "k" / "state.json").exists()
 
-    def node_goes_first(path: str, data: dict) -> None:  # type: ignore[type-arg]
-        started.update(data)
-        (tmp_path / "node").rename(tmp_path / "node.terminated")
-        write(path, data)
 
-    monkeypatch.setattr(node_runner, "_write_json", node_goes_first)
-    with pytest.raises(FileNotFoundError):
-        node_runner._run(str(folder), {"script": "sleep 300", "cwd": str(tmp_path)})
-    wait_for(lambda: not group_members(started["pid"]), 10, "the job's processes to exit")
+def test_what_waits_for_a_running_job_is_a_shell_not_a_python_interpreter(tmp_path: Path) -> None:
+    """10,000 jobs on one machine: a waiting Python interpreter cost ~6 MB each."""
+    _run_cli(tmp_path, "w", "sleep 300")
+    wait_for(lambda: _state(tmp_path, "w").get("pid"), 10, "the job to run")
+    state = _state(tmp_path, "w")
+    try:
+        waiter = os.path.realpath(f"/proc/{state['runner_pid']}/exe")
+        assert "python" not in os.path.basename(waiter), waiter
+        status = dict(
+            line.split(":", 1)
+            for line in Path(f"/proc/{state['runner_pid']}/status").read_text().splitlines()
+        )
+        assert int(status["VmRSS"].split()[0]) < 3 * 1024, status["VmRSS"]
+    finally:
+        node_runner.cancel(str(tmp_path), "w", grace_s=2)
+    wait_for(lambda: _state(tmp_path, "w")["status"] == "CANCELLED", 10, "the cancel")
+
+
+def test_a_sigterm_to_the_runner_reaches_the_job_and_its_end_is_recorded(tmp_path: Path) -> None:
+    _run_cli(tmp_path, "t", "sleep 300 & sleep 300; wait")
+    wait_for(lambda: _state(tmp_path, "t").get("pid"), 10, "the job to run")
+    state = _state(tmp_path, "t")
+    os.kill(state["runner_pid"], signal.SIGTERM)
+    wait_for(lambda: _state(tmp_path, "t")["status"] == "FAILED", 10, "the job to end")
+    ended = _state(tmp_path, "t")
+    assert ended["exit_code"] == 128 + signal.SIGTERM and "error" not in ended
+    assert {"pid", "runner_pid", "started_at", "ended_at"} <= set(ended)
+    wait_for(lambda: not group_members(state["pid"]), 10, "the job's processes to exit")
+
+
+def test_a_job_starts_with_no_signal_ignored(tmp_path: Path) -> None:
+    """A shell starts a background command with SIGINT and SIGQUIT ignored, Python ignores SIGPIPE:
+    a job inherits neither."""
+    _run_cli(tmp_path, "sig", "exec grep SigIgn /proc/self/status")
+    wait_for(lambda: _state(tmp_path, "sig")["status"] == "SUCCEEDED", 10, "the job")
+    assert node_runner.read_log(str(tmp_path), "sig", 0, 1000).split() == [b"SigIgn:", b"0" * 16]
 
 
 def test_a_killed_runner_reads_as_failed_not_running(tmp_path: Path) -> None:
