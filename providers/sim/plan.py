@@ -132,6 +132,11 @@ class FaultPlan(BaseModel):
     """Hash of the file's text; the cloud restarts its attempt counters when the plan changes."""
 
 
+_parsed: dict[Path, tuple[str, FaultPlan]] = {}
+"""The last plan read from each file, by its text: every API call reads the plan, and parsing the
+YAML and validating it took most of a call's time once the state was small."""
+
+
 def load_plan(path: Path) -> FaultPlan:
     """Read the plan; a bad field raises PlanError naming it and what is allowed."""
     try:
@@ -140,6 +145,9 @@ def load_plan(path: Path) -> FaultPlan:
         return FaultPlan()
     except OSError as exc:
         raise PlanError(f"fault plan {path}: {exc.strerror}") from None
+    cached = _parsed.get(path)
+    if cached is not None and cached[0] == text:
+        return cached[1]
     try:
         raw = yaml.safe_load(text) or {}
         plan = FaultPlan.model_validate(raw)
@@ -150,4 +158,6 @@ def load_plan(path: Path) -> FaultPlan:
         where = ".".join(str(part) for part in first["loc"])
         message = first["msg"].removeprefix("Value error, ")
         raise PlanError(f"fault plan {path}: {where}: {message}") from None
-    return plan.model_copy(update={"digest": hashlib.sha256(text.encode()).hexdigest()[:16]})
+    plan = plan.model_copy(update={"digest": hashlib.sha256(text.encode()).hexdigest()[:16]})
+    _parsed[path] = (text, plan)
+    return plan

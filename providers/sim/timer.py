@@ -1,5 +1,5 @@
 """A sim instance's preemption timer, once its ``sleep`` is over: ``python -m skyhop.providers.sim.timer
-ROOT INSTANCE_ID`` preempts the instance under the cloud's lock (see ``SimCloud.fire``) and ends."""
+ROOT INSTANCE_ID`` preempts the instance under its cluster's lock (see ``SimCloud.fire``) and ends."""
 
 from __future__ import annotations
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import subprocess
 import sys
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -113,9 +115,11 @@ def test_a_describe_fault_fails_listing_instances_in_its_region(catalog: Path) -
 
 
 def _instances_on_file(cloud: SimCloud) -> dict[str, dict[str, Any]]:
-    """The cloud's instances as its state file holds them, read without an API call (which would
-    apply a due preemption itself)."""
-    items: dict[str, dict[str, Any]] = json.loads((cloud.root / "state.json").read_text())["instances"]
+    """The cloud's instances as its clusters' state files hold them, read without an API call (which
+    would apply a due preemption itself)."""
+    items: dict[str, dict[str, Any]] = {}
+    for path in (cloud.root / "clusters").glob("*.json"):
+        items.update(json.loads(path.read_text()))
     return items
 
 
@@ -234,3 +238,37 @@ def test_a_firing_timer_loads_no_more_than_the_clouds_state_code() -> None:
     probe = f"import sys, skyhop.providers.sim.timer; print(sorted({heavy} & set(sys.modules)))"
     found = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert found.stdout.strip() == "[]"
+
+
+def test_a_call_on_one_cluster_does_not_wait_for_a_call_on_another(catalog: Path) -> None:
+    """At 10,000 instances one state file under one lock made every call 70-130 ms, all in a row:
+    a call now locks only the clusters it touches (and the cloud-wide counters, briefly)."""
+    cloud = write_plan(catalog, [])
+    provider = SimProvider(cloud)
+    for name in ("a", "b"):
+        run(provider.launch(_request(provider, 0, num_nodes=1, cluster=name)))
+    with ThreadPoolExecutor(2) as pool, open(cloud._cluster_path("a").with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # a call on cluster a, in the middle of its work
+        on_a = pool.submit(cloud.describe, "a")
+        assert len(pool.submit(cloud.describe, "b").result(timeout=30)) == 1
+        assert not on_a.done()
+        fcntl.flock(lock, fcntl.LOCK_UN)
+        assert len(on_a.result(timeout=30)) == 1
+
+
+def test_concurrent_launches_of_many_clusters_get_distinct_instances(catalog: Path) -> None:
+    cloud = write_plan(catalog, [{"zone": ZONES[0][1], "error": "capacity", "attempts": 5}])
+    region, zone = ZONES[0]
+
+    def launch(index: int) -> int:
+        try:
+            return cloud.run_instances(f"many-{index}", [0, 1], region, zone, "m6i.large", False)
+        except CapacityError:
+            return -1
+
+    with ThreadPoolExecutor(8) as pool:
+        created = list(pool.map(launch, range(24)))
+    assert created.count(-1) == 5 and created.count(2) == 19  # the plan's 5 attempts, cloud-wide
+    instances = [i for n in range(24) for i in cloud.describe(f"many-{n}")]
+    assert len({i["instance_id"] for i in instances}) == len(instances) == 38
+    cloud.terminate([i["instance_id"] for i in instances])
