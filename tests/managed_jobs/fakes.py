@@ -19,6 +19,7 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.client import Client, WorkflowHandle
+from temporalio.common import WorkflowIDConflictPolicy
 
 from skyhop.activities.job_index import report_row
 from skyhop.cli.job_ids import allocate_job_ids
@@ -87,6 +88,7 @@ async def start_listed(
         task_queue=task_queue or NOBODY_POLLS,
         search_attributes=attributes,
         memo={MEMO_KEY: summary},
+        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,  # sent again, it finds its workflow
     )
     await report_row(client, JobIndexRow(summary=summary, user=state.user, seq=1))
     return handle
