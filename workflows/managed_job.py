@@ -210,7 +210,7 @@ class ManagedJobWorkflow:
                 index_job_row,
                 row,
                 task_queue=SHORT_QUEUE,
-                start_to_close_timeout=timedelta(seconds=30),
+                start_to_close_timeout=timedelta(seconds=10),  # one signal-with-start
                 retry_policy=LONG_RETRY,  # never given up: a busy server only delays the row
             )
         )
