@@ -148,38 +148,38 @@ async def visible_jobs(client: Client, query: str) -> list[Listed]:
     return sorted(found.values(), key=lambda item: item[0].job_id, reverse=True)
 
 
-async def _shard_rows(client: Client, shard: int, wanted: JobRowsFilter) -> list[Listed]:
-    """One shard's rows (none if it never started: no job of its range reported yet)."""
+async def _query(
+    client: Client, workflow_id: str, query: str, arg: Any, result_type: Any, missing: Any
+) -> Any:
+    """A query's answer, or ``missing`` when the workflow was never started (a shard no job of
+    its range reported to yet; the allocator before the first submit)."""
     from temporalio.service import RPCError
 
     from skyhop.cli.failures import asked_again, is_not_found
-    from skyhop.contract.managed_jobs import JobIndexQuery, JobIndexRow, job_index_workflow_id
 
-    handle = client.get_workflow_handle(job_index_workflow_id(shard))
+    handle = client.get_workflow_handle(workflow_id)
+    args = [] if arg is None else [arg]
     try:
-        rows = await asked_again(
-            lambda: handle.query(JobIndexQuery.ROWS, wanted, result_type=list[JobIndexRow])
-        )
+        return await asked_again(lambda: handle.query(query, args=args, result_type=result_type))
     except RPCError as exc:
         if not is_not_found(exc):
             raise
-        return []
+        return missing
+
+
+async def _shard_rows(client: Client, shard: int, wanted: JobRowsFilter) -> list[Listed]:
+    from skyhop.contract.managed_jobs import JobIndexQuery, JobIndexRow, job_index_workflow_id
+
+    rows: list[JobIndexRow] = await _query(
+        client, job_index_workflow_id(shard), JobIndexQuery.ROWS, wanted, list[JobIndexRow], []
+    )
     return [(row.summary, row.summary.status, row.user) for row in rows]
 
 
 async def _last_job_id(client: Client) -> int:
-    from temporalio.service import RPCError
-
-    from skyhop.cli.failures import asked_again, is_not_found
     from skyhop.contract.managed_jobs import MANAGED_JOB_IDS_ID, ManagedJobIdsQuery
 
-    handle = client.get_workflow_handle(MANAGED_JOB_IDS_ID)
-    try:
-        last: int = await asked_again(lambda: handle.query(ManagedJobIdsQuery.LAST, result_type=int))
-    except RPCError as exc:
-        if not is_not_found(exc):
-            raise
-        return 0  # no job was ever submitted
+    last: int = await _query(client, MANAGED_JOB_IDS_ID, ManagedJobIdsQuery.LAST, None, int, 0)
     return last
 
 
