@@ -1,11 +1,12 @@
 """The managed-job part of the contract: ``ManagedJobWorkflow``, its input, its states and its query.
 
 A managed job is one workflow, id ``managed-job:<id>`` on ``skyhop-workflows``, started with a
-``ManagedJobRequest`` as JSON. Its ``state`` query answers a ``ManagedJobState``; the same summary
-a listing needs is in its memo (``MEMO_KEY``, a ``ManagedJobSummary``) and its status in the
-``SkyhopStatus`` search attribute, so ``jobs queue`` reads one visibility page per thousand jobs
-and queries none. Cancel it with Temporal's cancel: it ends CANCELLED once its clusters are gone.
-Every end, cancel included, completes the workflow with the final ``ManagedJobState`` as result.
+``ManagedJobRequest`` as JSON. Its ``state`` query answers a ``ManagedJobState``; the summary a
+listing needs is in its memo (``MEMO_KEY``, a ``ManagedJobSummary``) and its status in the
+``SkyhopStatus`` search attribute, for the Web UI and any client's visibility queries, and in
+its row of the job index (below), which ``jobs queue`` reads. Cancel it with Temporal's cancel:
+it ends CANCELLED once its clusters are gone. Every end, cancel included, completes the workflow
+with the final ``ManagedJobState`` as result.
 
 A parallel group's runs see, besides the usual variables, ``SKYHOP_JOBGROUP_<NAME>_IPS`` (and
 ``SKYPILOT_JOBGROUP_<NAME>_IPS``) for every task of the group: its nodes' addresses, newline-separated
