@@ -21,10 +21,11 @@ from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest, ListSe
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from skyhop.activities import cluster_ops, job_watch, jobs, planning, provisioning, sync
+from skyhop.activities import cluster_ops, job_index, job_watch, jobs, planning, provisioning, sync
 from skyhop.activities.clusters import ClusterActivities
 from skyhop.contract import LONG_QUEUE, SEARCH_ATTRIBUTES, SHORT_QUEUE, WORKFLOW_QUEUE
 from skyhop.workflows.cluster import ClusterWorkflow
+from skyhop.workflows.job_index import JobIndexWorkflow
 from skyhop.workflows.launch import LaunchWorkflow
 from skyhop.workflows.lock_lease import LockLeaseWorkflow
 from skyhop.workflows.managed_job import ManagedJobWorkflow
@@ -64,6 +65,7 @@ def build_workers(client: Client, *, long_slots: int = 200, short_slots: int = 5
                 LockLeaseWorkflow,
                 ManagedJobWorkflow,
                 ManagedJobIdsWorkflow,
+                JobIndexWorkflow,
             ],
             # Failover re-optimizes between attempts as a local activity: no task queue round trip.
             activities=[planning.optimize],
@@ -100,6 +102,7 @@ def build_workers(client: Client, *, long_slots: int = 200, short_slots: int = 5
                 cluster_activities.submit_job,
                 cluster_ops.cancel_jobs,
                 cluster_ops.probe_cluster,
+                job_index.index_job_row,
             ],
             max_concurrent_activities=short_slots,
             graceful_shutdown_timeout=timedelta(seconds=5),

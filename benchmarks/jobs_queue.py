@@ -1,12 +1,14 @@
 """``skyhop jobs queue`` and ``jobs cancel --all`` at scale: whole-command time with N managed jobs.
 
 On an embedded skyhop (own HOME and ports: a Temporal dev server on SQLite and one worker), N
-managed jobs are listed the way real ones are (a workflow with a managed job's id, search
-attributes and memo summary), started on a task queue no worker polls, so nothing but the listing
-is measured. Then: ``jobs queue -a`` (visibility pages of 1,000, rows from the memo, no query per
-job), median of ``--runs``, and ``jobs cancel --all -y`` on ``--cancel`` of them (the CLI's part:
-finding them and sending every cancel; ending each is the workflow's, measured by
-``managed_jobs_scale.py``).
+managed jobs are listed the way real ones are (ids from the allocator in one block, a workflow
+with a managed job's id, search attributes and memo summary, and its row reported to the job
+index), started on a task queue no worker polls, so nothing but the listing is measured. Then,
+side by side, median of ``--runs``: all N read from visibility (pages of 1,000, rows from the memo:
+how ``jobs queue`` listed before the index) and from the job index (every shard queried at once:
+how it lists now), both in this process; ``jobs queue -a`` as a whole command; and ``jobs cancel
+--all -y`` on the active ones among ``--cancel`` of them (the CLI's part: finding them and sending
+every cancel; ending each is the workflow's, measured by ``managed_jobs_scale.py``).
 
 Targets (issue 12): ``jobs queue`` under 1 s at N = 10,000; cancel of 2,000 in seconds.
 
@@ -32,40 +34,68 @@ _STARTS_IN_FLIGHT = 20
 
 async def _list_jobs(address: str, jobs: int, cancel: int) -> float:
     """Start ``jobs`` listed jobs (the first ``cancel`` of them for user ``bench-cancel``); seconds taken."""
-    from temporalio.exceptions import WorkflowAlreadyStartedError
     from temporalio.service import RPCError, RPCStatusCode
 
     from skyhop.cli.client import connect
     from skyhop.cli.config import TemporalConfig
     from skyhop.contract.managed_jobs import ManagedJobStatus
-    from tests.managed_jobs.fakes import start_listed
+    from tests.managed_jobs.fakes import allocated_ids, start_listed
     from tests.managed_jobs.support import attempt, job_state
 
     client = await connect(TemporalConfig(), address)
     gate = asyncio.Semaphore(_STARTS_IN_FLIGHT)
     statuses = list(ManagedJobStatus)
     started = time.monotonic()
+    ids = await allocated_ids(client, jobs)
 
     async def one(job_id: int) -> None:
         state = job_state(job_id, [[attempt(1)]], statuses[job_id % len(statuses)])
-        user = "bench-cancel" if job_id <= cancel else "bench"
+        state = state.model_copy(
+            update={
+                "user": "bench-cancel" if job_id < ids[0] + cancel else "bench",
+                "name": f"train-{job_id}",
+            }
+        )
         async with gate:
-            while True:  # a start that timed out on a busy server may have happened: its id says so
+            while True:  # a start that timed out may have happened: sent again, it finds its workflow
                 try:
-                    await start_listed(
-                        client, state.model_copy(update={"user": user, "name": f"train-{job_id}"})
-                    )
-                    return
-                except WorkflowAlreadyStartedError:
+                    await start_listed(client, state)
                     return
                 except RPCError as exc:
                     if exc.status != RPCStatusCode.DEADLINE_EXCEEDED:
                         raise
 
-    await asyncio.gather(*(one(job_id) for job_id in range(1, jobs + 1)))
+    await asyncio.gather(*(one(job_id) for job_id in ids))
     while (await client.count_workflows("SkyhopKind = 'managed-job'")).count < jobs:
         await asyncio.sleep(0.5)
     return time.monotonic() - started
+
+
+async def _side_by_side(address: str, runs: int) -> None:
+    """Every job read from visibility (before the index) and from the index (now), in this process."""
+    from skyhop.cli.client import connect
+    from skyhop.cli.config import TemporalConfig
+    from skyhop.cli.jobs_listing import indexed_jobs, listing_query, visible_jobs
+    from skyhop.contract.managed_jobs import JobRowsFilter
+
+    client = await connect(TemporalConfig(), address)
+    ways = {
+        "visibility (before)": lambda: visible_jobs(client, listing_query(None)),
+        "job index (now)": lambda: indexed_jobs(client, JobRowsFilter()),
+    }
+    listed = {}
+    for way, listing in ways.items():
+        times = []
+        for _ in range(runs):
+            started = time.monotonic()
+            listed[way] = await listing()
+            times.append(time.monotonic() - started)
+        print(f"  {way:20} {len(listed[way]):6} rows   median {statistics.median(times):.2f} s "
+              f"(min {min(times):.2f}, max {max(times):.2f})")  # fmt: skip
+    same = [(s.job_id, status) for s, status, _ in listed["visibility (before)"]] == [
+        (s.job_id, status) for s, status, _ in listed["job index (now)"]
+    ]
+    print(f"  the same jobs and statuses both ways: {same}")
 
 
 def _timed(argv: list[str], env: dict[str, str]) -> tuple[float, subprocess.CompletedProcess[str]]:
@@ -93,8 +123,11 @@ def main() -> None:
         address = f"127.0.0.1:{env['SKYHOP_SERVER_PORT']}"
         took = asyncio.run(_list_jobs(address, args.jobs, args.cancel))
         print(
-            f"{args.jobs} managed jobs listed in visibility in {took:.1f} s ({args.jobs / took:.0f} starts/s)"
+            f"{args.jobs} managed jobs in visibility and the index in {took:.1f} s "
+            f"({args.jobs / took:.0f} starts/s)"
         )
+        print(f"every job listed, in this process, median of {args.runs}:")
+        asyncio.run(_side_by_side(address, args.runs))
         times = []
         for _ in range(args.runs):
             seconds, result = _timed(["jobs", "queue", "-a"], env)
@@ -108,7 +141,8 @@ def main() -> None:
         print(f"jobs queue --help (the CLI's own start-up): {help_s:.2f} s")
         cancel_s, result = _timed(["jobs", "cancel", "--all", "-y"], {**env, "LOGNAME": "bench-cancel"})
         print(
-            f"jobs cancel --all -y on {args.cancel} jobs: {cancel_s:.2f} s   ({result.stderr.strip()[:100]})"
+            f"jobs cancel --all -y, the active ones of {args.cancel} jobs: {cancel_s:.2f} s   "
+            f"({result.stderr.strip()[:100]})"
         )
 
 

@@ -3,8 +3,8 @@ recover and to cancel, each figure printed next to its target (issue 12, at N = 
 
 On an embedded skyhop (own HOME and ports: a Temporal dev server on SQLite and one worker), the
 sim cloud provisions at once (``latency_s: 0``) and each job ``sleep``s for a day. Jobs are
-submitted the way ``skyhop jobs launch -d`` submits them (``cli.jobs_submit``: an id from the
-allocator, then the workflow with its search attributes and memo), ``--in-flight`` at a time.
+submitted as a program submits many (``cli.jobs_submit.submit_jobs``: one block of ids from the
+allocator, then each workflow with its search attributes and memo), ``--in-flight`` at a time.
 Then, in order:
 
 - launch throughput (jobs/s) and the time until all N are RUNNING (visibility's ``SkyhopStatus``);
@@ -222,7 +222,7 @@ def _timed_cli(argv: list[str], env: dict[str, str]) -> float:
 async def _bench(args: argparse.Namespace, env: dict[str, str], request: ManagedJobRequest) -> dict[str, Any]:
     from skyhop.cli.client import connect
     from skyhop.cli.config import TemporalConfig
-    from skyhop.cli.jobs_submit import submit_job
+    from skyhop.cli.jobs_submit import submit_jobs
     from skyhop.providers.sim import SimCloud
 
     n = args.jobs
@@ -234,7 +234,7 @@ async def _bench(args: argparse.Namespace, env: dict[str, str], request: Managed
     figures: dict[str, Any] = {"worker_before_kib": _rss_kib(worker)[0]}
 
     started = time.monotonic()
-    job_ids: list[int] = await _bounded(args.in_flight, list(range(n)), lambda _: submit_job(client, request))
+    job_ids = await submit_jobs(client, [request] * n, in_flight=args.in_flight)
     figures["submit_s"] = time.monotonic() - started
     running = f"{_KIND} AND SkyhopStatus = 'RUNNING'"
     await _until_count(client, running, n)
@@ -322,9 +322,8 @@ def main() -> None:
     parser.add_argument(
         "--in-flight",
         type=int,
-        default=10,
-        help="submissions at a time (each takes an id from the one allocator workflow, and Temporal "
-        "refuses more than 10 updates in flight on one workflow: more only retries)",
+        default=20,
+        help="workflow starts at a time (the ids are one block: cli.jobs_submit.submit_jobs)",
     )
     args = parser.parse_args()
     from skyhop.cli.jobs_submit import load_job

@@ -10,14 +10,25 @@ from skyhop.contract.managed_jobs import MANAGED_JOB_IDS_ID
 if TYPE_CHECKING:
     from temporalio.client import Client
 
-__all__ = ["allocate_job_id"]
+    from skyhop.contract.managed_jobs import AllocatedIds
+
+__all__ = ["allocate_job_id", "allocate_job_ids"]
 
 
 async def allocate_job_id(client: Client, request_id: str, *, workflow_id: str = MANAGED_JOB_IDS_ID) -> int:
-    """The next job id, by update-with-start: whoever submits first starts the allocator.
+    """The next job id (see ``allocate_job_ids``)."""
+    return (await allocate_job_ids(client, request_id, 1, workflow_id=workflow_id)).first
+
+
+async def allocate_job_ids(
+    client: Client, request_id: str, count: int, *, workflow_id: str = MANAGED_JOB_IDS_ID
+) -> AllocatedIds:
+    """The next ``count`` consecutive job ids, by update-with-start: whoever submits first starts
+    the allocator. One update for the block, however large: the allocator takes at most 10
+    updates in flight, so a program submitting many jobs asks once instead of once per job.
 
     The update's id is ``request_id``, and the allocator remembers its answer for it, so sending
-    it again (the server was busy, or the allocator was continuing as new) gets the same id.
+    it again (the server was busy, or the allocator was continuing as new) gets the same ids.
     ``workflow_id`` is the allocator's: tests give each its own.
     """
     from temporalio.client import WithStartWorkflowOperation
@@ -41,11 +52,11 @@ async def allocate_job_id(client: Client, request_id: str, *, workflow_id: str =
         )
         allocated: AllocatedIds = await client.execute_update_with_start_workflow(
             ManagedJobIdsUpdate.ALLOCATE,
-            AllocateIds(request_id=request_id),
+            AllocateIds(request_id=request_id, count=count),
             start_workflow_operation=start,
             id=request_id,
             result_type=AllocatedIds,
         )
         return allocated
 
-    return (await while_busy(send)).first
+    return await while_busy(send)

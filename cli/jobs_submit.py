@@ -20,7 +20,10 @@ if TYPE_CHECKING:
     from skyhop.contract.managed_jobs import ManagedJobRequest, ManagedJobSummary
     from skyhop.spec import Dag, TaskOverrides
 
-__all__ = ["load_job", "run_jobs_launch", "submit_job"]
+__all__ = ["STARTS_IN_FLIGHT", "load_job", "run_jobs_launch", "submit_job", "submit_jobs"]
+
+STARTS_IN_FLIGHT = 20
+"""Workflow starts ``submit_jobs`` sends at once: thousands at once time out on the dev server."""
 
 
 def load_job(
@@ -73,11 +76,40 @@ async def run_jobs_launch(request: ManagedJobRequest, *, detach: bool) -> int:
 
 async def submit_job(client: Client, request: ManagedJobRequest) -> int:
     """Take an id and start the job's workflow under it; the id. What ``jobs launch`` does before it
-    follows the job, and what a program (the scale benchmark) submits many jobs with."""
+    follows the job."""
+    (job_id,) = await submit_jobs(client, [request])
+    return job_id
+
+
+async def submit_jobs(
+    client: Client, requests: list[ManagedJobRequest], *, in_flight: int = STARTS_IN_FLIGHT
+) -> list[int]:
+    """Take one block of consecutive ids for ``requests`` (one allocator update per 10,000) and
+    start each job's workflow under its id, ``in_flight`` at a time; the ids, in order. For a
+    program that submits many jobs (the scale benchmark): the allocator takes at most 10 updates
+    in flight, so an id per job would cap the launch rate."""
+    from skyhop.cli.job_ids import allocate_job_ids
+    from skyhop.contract.managed_jobs import MAX_IDS_PER_ALLOCATION
+
+    ids: list[int] = []
+    for start in range(0, len(requests), MAX_IDS_PER_ALLOCATION):
+        count = min(MAX_IDS_PER_ALLOCATION, len(requests) - start)
+        allocated = await allocate_job_ids(client, f"submit:{uuid.uuid4().hex}", count)
+        ids.extend(range(allocated.first, allocated.first + count))
+    gate = asyncio.Semaphore(in_flight)
+
+    async def one(job_id: int, request: ManagedJobRequest) -> None:
+        async with gate:
+            await _submit(client, job_id, request)
+
+    await asyncio.gather(*(one(job_id, r) for job_id, r in zip(ids, requests, strict=True)))
+    return ids
+
+
+async def _submit(client: Client, job_id: int, request: ManagedJobRequest) -> None:
     from temporalio.exceptions import WorkflowAlreadyStartedError
 
     from skyhop.cli.failures import while_busy
-    from skyhop.cli.job_ids import allocate_job_id
     from skyhop.contract.managed_jobs import (
         MANAGED_JOB_IDS_ID,
         ManagedJobStatus,
@@ -85,7 +117,6 @@ async def submit_job(client: Client, request: ManagedJobRequest) -> int:
         job_resources,
     )
 
-    job_id = await allocate_job_id(client, f"submit:{uuid.uuid4().hex}")
     request = request.model_copy(update={"job_id": job_id, "submitted_at": time.time()})
     summary = ManagedJobSummary(
         job_id=job_id,
@@ -101,7 +132,6 @@ async def submit_job(client: Client, request: ManagedJobRequest) -> int:
             f"job id {job_id} belongs to an earlier job: the id allocator ({MANAGED_JOB_IDS_ID}) was "
             "reset; a new one must start above the highest id in: skyhop jobs queue -a"
         )
-    return job_id
 
 
 async def _start(client: Client, request: ManagedJobRequest, summary: ManagedJobSummary) -> None:

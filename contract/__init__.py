@@ -93,6 +93,7 @@ class WorkflowType(StrEnum):
     LOCK_LEASE = "LockLeaseWorkflow"
     MANAGED_JOB = "ManagedJobWorkflow"
     MANAGED_JOB_IDS = "ManagedJobIdsWorkflow"
+    JOB_INDEX = "JobIndexWorkflow"
 
 
 LAUNCH_WORKFLOW = WorkflowType.LAUNCH

@@ -1,11 +1,12 @@
 """The managed-job part of the contract: ``ManagedJobWorkflow``, its input, its states and its query.
 
 A managed job is one workflow, id ``managed-job:<id>`` on ``skyhop-workflows``, started with a
-``ManagedJobRequest`` as JSON. Its ``state`` query answers a ``ManagedJobState``; the same summary
-a listing needs is in its memo (``MEMO_KEY``, a ``ManagedJobSummary``) and its status in the
-``SkyhopStatus`` search attribute, so ``jobs queue`` reads one visibility page per thousand jobs
-and queries none. Cancel it with Temporal's cancel: it ends CANCELLED once its clusters are gone.
-Every end, cancel included, completes the workflow with the final ``ManagedJobState`` as result.
+``ManagedJobRequest`` as JSON. Its ``state`` query answers a ``ManagedJobState``; the summary a
+listing needs is in its memo (``MEMO_KEY``, a ``ManagedJobSummary``) and its status in the
+``SkyhopStatus`` search attribute, for the Web UI and any client's visibility queries, and in
+its row of the job index (below), which ``jobs queue`` reads. Cancel it with Temporal's cancel:
+it ends CANCELLED once its clusters are gone. Every end, cancel included, completes the workflow
+with the final ``ManagedJobState`` as result.
 
 A parallel group's runs see, besides the usual variables, ``SKYHOP_JOBGROUP_<NAME>_IPS`` (and
 ``SKYPILOT_JOBGROUP_<NAME>_IPS``) for every task of the group: its nodes' addresses, newline-separated
@@ -14,6 +15,11 @@ digits as ``_`` (``TASK<index>`` for a task without a name); ``jobgroup_env_name
 
 Job ids are short and sequential: ``ManagedJobIdsWorkflow`` (id ``managed-job-ids``) hands them
 out through its ``allocate`` update, once per ``request_id``.
+
+``jobs queue`` reads the job index: ``JobIndexWorkflow`` shards (id ``job-index:<job id // 1000>``),
+each holding a ``JobIndexRow`` per job of its id range, which every job reports (signal ``row``) on
+each status change; the ``rows`` query takes a ``JobRowsFilter``. The shards to ask are
+0..``last // 1000`` of the allocator's ``last`` query.
 """
 
 from __future__ import annotations
@@ -28,13 +34,20 @@ from skyhop.spec import Task
 
 __all__ = [
     "MANAGED_JOB_IDS_ID",
+    "MAX_IDS_PER_ALLOCATION",
     "MEMO_KEY",
     "AllocateIds",
     "AllocatedIds",
     "MANAGED_CLUSTER_PATTERN",
     "ManagedJobIdsInput",
     "EndReason",
+    "JOB_INDEX_SHARD_SIZE",
     "JobEnd",
+    "JobIndexInput",
+    "JobIndexQuery",
+    "JobIndexRow",
+    "JobIndexSignal",
+    "JobRowsFilter",
     "ManagedJobIdsQuery",
     "ManagedJobIdsUpdate",
     "ManagedJobQuery",
@@ -46,6 +59,8 @@ __all__ = [
     "ManagedTaskState",
     "TaskAttempt",
     "jobgroup_env_name",
+    "job_index_shard",
+    "job_index_workflow_id",
     "job_resources",
     "managed_cluster_name",
     "managed_job_workflow_id",
@@ -193,6 +208,9 @@ class ManagedJobState(BaseModel):
     """The tasks' resources, as ``Resources.describe`` says them."""
     tasks: list[ManagedTaskState]
     end: JobEnd | None = None
+    published: int = 0
+    """Status changes published so far (across continues-as-new): the sequence number of the job's
+    ``JobIndexRow``, so a late report never overwrites a newer one."""
 
 
 class ManagedJobResume(BaseModel):
@@ -218,6 +236,56 @@ class ManagedJobSummary(BaseModel):
     message: str | None = None
 
 
+JOB_INDEX_SHARD_SIZE = 1_000
+"""Job ids per ``JobIndexWorkflow`` shard: a shard's rows stay a few hundred KB."""
+
+
+class JobIndexRow(BaseModel):
+    """A job as the job index holds it: its summary, its user, and how recent the report is."""
+
+    summary: ManagedJobSummary
+    user: str
+    seq: int
+    """``ManagedJobState.published`` when the job reported it: a shard keeps the highest."""
+
+
+class JobRowsFilter(BaseModel):
+    """The ``rows`` query's argument: which rows to answer, so the answer stays small."""
+
+    user: str | None = None
+    """None: every user's."""
+    active_only: bool = False
+    """Only jobs whose status is not done."""
+    name: str | None = None
+
+
+class JobIndexInput(BaseModel):
+    """``JobIndexWorkflow``'s input: its shard, and the rows a continue-as-new carries."""
+
+    shard: int = Field(ge=0)
+    rows: list[JobIndexRow] = []
+    history_limit: int | None = None
+    """Continue as new once the history has this many events (None: the shard's default)."""
+
+
+class JobIndexSignal(StrEnum):
+    ROW = "row"
+    """A ``JobIndexRow``: kept unless the shard has a row of that job with a higher ``seq``."""
+
+
+class JobIndexQuery(StrEnum):
+    ROWS = "rows"
+    """``JobRowsFilter`` -> ``list[JobIndexRow]``, in no particular order."""
+
+
+def job_index_shard(job_id: int) -> int:
+    return job_id // JOB_INDEX_SHARD_SIZE
+
+
+def job_index_workflow_id(shard: int) -> str:
+    return f"job-index:{shard}"
+
+
 class ManagedJobQuery(StrEnum):
     STATE = "state"
     """The ``ManagedJobState``."""
@@ -233,10 +301,14 @@ class ManagedJobIdsQuery(StrEnum):
     """The last id handed out (an int)."""
 
 
+MAX_IDS_PER_ALLOCATION = 10_000
+"""The most ids one ``allocate`` update hands out."""
+
+
 class AllocateIds(BaseModel):
     request_id: str
     """The same request id gets the same ids again (a retried submit)."""
-    count: int = Field(default=1, ge=1, le=10_000)
+    count: int = Field(default=1, ge=1, le=MAX_IDS_PER_ALLOCATION)
 
 
 class AllocatedIds(BaseModel):

@@ -7,25 +7,29 @@ parallel group runs them at once (every cluster up before any run starts, each r
 others' addresses) and a failure of one cancels the others.
 
 The job's status is the ``state`` query (``ManagedJobState``), the ``SkyhopStatus`` search
-attribute and the memo's ``ManagedJobSummary``; the last two are written on a status change only,
-so a running job writes nothing to its history. Cancelled (Temporal's cancel), every task removes
-its cluster, and the workflow completes CANCELLED with the final state, as every end does. Between
-clusters (or while it waits for capacity) a job whose history is long continues as new, carrying
-its state.
+attribute, the memo's ``ManagedJobSummary`` and its row in the job index (``JobIndexWorkflow``,
+which ``jobs queue`` reads); all but the first are written on a status change only, so a running
+job writes nothing to its history; the workflow ends only once its last report reached the
+index. Cancelled (Temporal's cancel), every task removes its cluster, and the workflow completes
+CANCELLED with the final state, as every end does. Between clusters (or while it waits for
+capacity) a job whose history is long continues as new, carrying its state.
 """
 
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from skyhop.contract import ProvisionState, WorkflowKind, WorkflowType
+    from skyhop.activities.job_index import index_job_row
+    from skyhop.contract import SHORT_QUEUE, ProvisionState, WorkflowKind, WorkflowType
     from skyhop.contract.managed_jobs import (
         MEMO_KEY,
         EndReason,
         JobEnd,
+        JobIndexRow,
         ManagedJobQuery,
         ManagedJobRequest,
         ManagedJobResume,
@@ -39,6 +43,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from skyhop.contract.search import KIND, NAME, STATUS, USER
     from skyhop.workflows.managed_task import Group, ManagedTask
+    from skyhop.workflows.options import LONG_RETRY
     from skyhop.workflows.stages import history_is_long
 
 __all__ = ["ManagedJobWorkflow"]
@@ -50,6 +55,8 @@ _LIVE_ORDER = (
     ManagedJobStatus.RUNNING,
 )
 """A job whose tasks are in several of these states shows the first (then PENDING)."""
+_JOB_INDEX_PATCH = "job-index-rows"
+"""Jobs started before the job index report nothing to it (their histories have no such activity)."""
 
 
 @workflow.defn(name=WorkflowType.MANAGED_JOB)
@@ -59,6 +66,7 @@ class ManagedJobWorkflow:
         self.request = request
         self._state = request.resume.state if request.resume is not None else _first_state(request)
         self._published: ManagedJobStatus | None = None
+        self._reports: list[workflow.ActivityHandle[None]] = []
 
     @workflow.query(name=ManagedJobQuery.STATE)
     def state(self) -> ManagedJobState:
@@ -86,6 +94,7 @@ class ManagedJobWorkflow:
                         ),
                     )
         self._finish()
+        await asyncio.gather(*self._reports)  # the end is in the index before the workflow ends
         return self._state
 
     async def _run_pipeline(self) -> None:
@@ -183,8 +192,28 @@ class ManagedJobWorkflow:
             if attributes.get(USER) is None:
                 updates.append(USER.value_set(self.request.user))
         workflow.upsert_search_attributes(updates)
-        workflow.upsert_memo({MEMO_KEY: _summary(state)})
+        summary = _summary(state)
+        workflow.upsert_memo({MEMO_KEY: summary})
         workflow.set_current_details(f"status: {state.status}")
+        self._report(summary)
+
+    def _report(self, summary: ManagedJobSummary) -> None:
+        """Send the new row to the job index, without waiting: reports may land out of order, and
+        the sequence number (``published``) makes the shard keep the newest. A report still in
+        flight at a continue-as-new is sent again by the next run's first ``_publish``."""
+        if not workflow.patched(_JOB_INDEX_PATCH):
+            return
+        self._state.published += 1
+        row = JobIndexRow(summary=summary, user=self.request.user, seq=self._state.published)
+        self._reports.append(
+            workflow.start_activity(
+                index_job_row,
+                row,
+                task_queue=SHORT_QUEUE,
+                start_to_close_timeout=timedelta(seconds=10),  # one signal-with-start
+                retry_policy=LONG_RETRY,  # never given up: a busy server only delays the row
+            )
+        )
 
 
 def _first_state(request: ManagedJobRequest) -> ManagedJobState:

@@ -17,10 +17,12 @@ from skyhop.activities.log_store import attempt_log
 from skyhop.cli.failures import asked_again
 from skyhop.contract import WORKFLOW_QUEUE, WorkflowType
 from skyhop.contract.managed_jobs import (
+    JobIndexRow,
     ManagedJobQuery,
     ManagedJobRequest,
     ManagedJobState,
     ManagedJobStatus,
+    ManagedJobSummary,
     ManagedTaskState,
     TaskAttempt,
     managed_job_workflow_id,
@@ -34,6 +36,7 @@ __all__ = [
     "assert_replays",
     "attempt",
     "gate",
+    "index_row",
     "job_log",
     "job_state",
     "next_job_id",
@@ -178,3 +181,13 @@ def write_attempt(job_id: int, task_index: int, number: int, text: str) -> Path:
     with path.open("a") as log:
         log.write(text)
     return path
+
+
+def index_row(
+    job_id: int, status: ManagedJobStatus, seq: int, *, user: str = "al", name: str = "train"
+) -> JobIndexRow:
+    """A job-index row of a job, as its workflow reports it."""
+    summary = ManagedJobSummary(
+        job_id=job_id, name=name, resources="1x[any]", status=status, submitted_at=0.0
+    )
+    return JobIndexRow(summary=summary, user=user, seq=seq)

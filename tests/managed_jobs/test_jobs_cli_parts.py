@@ -59,8 +59,9 @@ def test_listing_query_scopes_by_kind_user_name_and_status() -> None:
     assert (
         "'RUNNING'" in query and "'SUCCEEDED'" not in query and "ExecutionStatus != 'ContinuedAsNew'" in query
     )
-    assert listing_query(None, name="n", running_only=True) == (
-        "SkyhopKind = 'managed-job' AND SkyhopName = 'n' AND ExecutionStatus = 'Running'"
+    assert listing_query(None, name="n", ended_only=True) == (
+        "SkyhopKind = 'managed-job' AND SkyhopName = 'n' AND ExecutionStatus != 'Running' "
+        "AND ExecutionStatus != 'ContinuedAsNew'"
     )
 
 

@@ -1,7 +1,8 @@
 """``skyhop jobs queue|cancel|logs`` as a user runs them, against the session's server and worker.
 
-The jobs are stand-ins (``tests.managed_jobs.fakes``) with a real job's id, search attributes and
-memo, and log-store files the test writes, so these hold whatever ``ManagedJobWorkflow`` does.
+The jobs are stand-ins (``tests.managed_jobs.fakes``) with a real job's id, search attributes,
+memo and job-index row, and log-store files the test writes, so these hold whatever
+``ManagedJobWorkflow`` does.
 """
 
 from __future__ import annotations
@@ -23,14 +24,21 @@ from skyhop.contract.managed_jobs import ManagedJobState, ManagedJobStatus
 from tests.conftest import run, skyhop
 from tests.helpers import DevServer, WorkerProcess
 from tests.integration.support import client_for
-from tests.managed_jobs.fakes import SET_STATE, ScriptedJob, fake_job_id, start_listed, user_env
+from tests.managed_jobs.fakes import (
+    SET_STATE,
+    ScriptedJob,
+    allocated_ids,
+    fake_job_id,
+    start_listed,
+    user_env,
+)
 from tests.managed_jobs.support import attempt, job_state, write_attempt
 
 pytestmark = [pytest.mark.integration, pytest.mark.e2e]
 
 
-def _state(user: str, name: str, status: ManagedJobStatus, age_s: float = 0) -> ManagedJobState:
-    state = job_state(fake_job_id(), [[attempt(1)]], status)
+def _state(job_id: int, user: str, name: str, status: ManagedJobStatus, age_s: float = 0) -> ManagedJobState:
+    state = job_state(job_id, [[attempt(1)]], status)
     return state.model_copy(update={"user": user, "name": name, "submitted_at": time.time() - age_s})
 
 
@@ -47,19 +55,20 @@ async def _until_listed(client: Client, query: str, count: int) -> None:
         await asyncio.sleep(0.1)
 
 
-def test_queue_lists_from_visibility_newest_first_for_the_user_or_everyone(
-    temporal_server: DevServer, cli_env: dict[str, str]
+def test_queue_lists_from_the_index_newest_first_for_the_user_or_everyone(
+    temporal_server: DevServer, live_worker: WorkerProcess, cli_env: dict[str, str]
 ) -> None:
     env, user = user_env(cli_env)
 
     async def start() -> list[WorkflowHandle[object, object]]:
         client = await client_for(temporal_server.address)
+        ids = iter(await allocated_ids(client, 5))
         states = [
-            _state(user, "old", ManagedJobStatus.SUCCEEDED, age_s=600),
-            _state(user, "mid", ManagedJobStatus.RECOVERING, age_s=300),
-            _state(user, "new", ManagedJobStatus.PENDING),
-            _state("someone-else-" + user, "theirs", ManagedJobStatus.RUNNING),
-            _state(user, "killed", ManagedJobStatus.RUNNING, age_s=900),
+            _state(next(ids), user, "old", ManagedJobStatus.SUCCEEDED, age_s=600),
+            _state(next(ids), user, "mid", ManagedJobStatus.RECOVERING, age_s=300),
+            _state(next(ids), user, "new", ManagedJobStatus.PENDING),
+            _state(next(ids), "someone-else-" + user, "theirs", ManagedJobStatus.RUNNING),
+            _state(next(ids), user, "killed", ManagedJobStatus.RUNNING, age_s=900),
         ]
         handles = [await start_listed(client, state) for state in states]
         await handles[-1].terminate("an operator terminated it: its memo still says RUNNING")
@@ -96,14 +105,15 @@ def test_queue_lists_from_visibility_newest_first_for_the_user_or_everyone(
 
 
 def test_cancel_by_id_name_and_all_says_what_was_cancelled_and_what_had_ended(
-    temporal_server: DevServer, cli_env: dict[str, str]
+    temporal_server: DevServer, live_worker: WorkerProcess, cli_env: dict[str, str]
 ) -> None:
     env, user = user_env(cli_env)
 
     async def start() -> list[WorkflowHandle[object, object]]:
         client = await client_for(temporal_server.address)
-        states = [_state(user, "a", ManagedJobStatus.RUNNING) for _ in range(3)]
-        states += [_state(user, "b", ManagedJobStatus.RUNNING) for _ in range(2)]
+        ids = await allocated_ids(client, 5)
+        states = [_state(job_id, user, "a", ManagedJobStatus.RUNNING) for job_id in ids[:3]]
+        states += [_state(job_id, user, "b", ManagedJobStatus.RUNNING) for job_id in ids[3:]]
         handles = [await start_listed(client, state) for state in states]
         await handles[2].terminate("ended before the cancel")
         await _until_listed(client, f"SkyhopUser = '{user}' AND ExecutionStatus = 'Running'", 4)

@@ -1,0 +1,48 @@
+"""The job index's merging rules (``workflows.job_rows``), without Temporal."""
+
+from __future__ import annotations
+
+from skyhop.contract.managed_jobs import JobRowsFilter, ManagedJobStatus
+from skyhop.workflows.job_rows import JobRows
+from tests.managed_jobs.support import index_row
+
+
+def test_the_highest_sequence_wins_whatever_the_arrival_order() -> None:
+    rows = JobRows([])
+    assert rows.merge(index_row(7, ManagedJobStatus.PENDING, 1))
+    assert rows.merge(index_row(7, ManagedJobStatus.SUCCEEDED, 4))
+    assert not rows.merge(index_row(7, ManagedJobStatus.RUNNING, 3)), "a late RUNNING overwrote SUCCEEDED"
+    assert not rows.merge(index_row(7, ManagedJobStatus.RUNNING, 4)), "a retried report is kept once"
+    assert [row.summary.status for row in rows.carried()] == [ManagedJobStatus.SUCCEEDED]
+
+
+def test_rows_carried_into_a_new_run_keep_the_newest_of_each_job() -> None:
+    carried = [
+        index_row(1, ManagedJobStatus.RUNNING, 3),
+        index_row(1, ManagedJobStatus.STARTING, 2),
+        index_row(2, ManagedJobStatus.PENDING, 1),
+    ]
+    rows = JobRows(carried)
+    assert {row.summary.job_id: row.seq for row in rows.carried()} == {1: 3, 2: 1}
+    assert not rows.merge(index_row(1, ManagedJobStatus.STARTING, 2))
+
+
+def test_filters_select_by_user_name_and_done_ness() -> None:
+    rows = JobRows(
+        [
+            index_row(1, ManagedJobStatus.RUNNING, 1),
+            index_row(2, ManagedJobStatus.FAILED, 1),
+            index_row(3, ManagedJobStatus.RECOVERING, 1, user="bo"),
+            index_row(4, ManagedJobStatus.CANCELLED, 1, name="eval"),
+        ]
+    )
+
+    def ids(wanted: JobRowsFilter) -> list[int]:
+        return sorted(row.summary.job_id for row in rows.select(wanted))
+
+    assert ids(JobRowsFilter()) == [1, 2, 3, 4]
+    assert ids(JobRowsFilter(user="al")) == [1, 2, 4]
+    assert ids(JobRowsFilter(active_only=True)) == [1, 3]
+    assert ids(JobRowsFilter(user="al", active_only=True)) == [1]
+    assert ids(JobRowsFilter(name="eval")) == [4]
+    assert ids(JobRowsFilter(user="bo", name="eval")) == []
