@@ -212,6 +212,22 @@ class ManagedJobState(BaseModel):
     """Status changes published so far (across continues-as-new): the sequence number of the job's
     ``JobIndexRow``, so a late report never overwrites a newer one."""
 
+    def summary(self) -> ManagedJobSummary:
+        """The memo's summary of this state (what ``jobs queue`` lists)."""
+        running = [task.running_since for task in self.tasks if task.running_since is not None]
+        return ManagedJobSummary(
+            job_id=self.job_id,
+            name=self.name,
+            resources=self.resources,
+            status=self.status,
+            submitted_at=self.submitted_at,
+            ended_at=self.ended_at,
+            recoveries=sum(task.recoveries for task in self.tasks),
+            job_seconds=sum(task.job_seconds for task in self.tasks),
+            running_since=min(running) if running else None,
+            message=self.end.message if self.end is not None else None,
+        )
+
 
 class ManagedJobResume(BaseModel):
     """What a managed job carries into its next run (continue-as-new, between its clusters)."""

@@ -192,7 +192,7 @@ class ManagedJobWorkflow:
             if attributes.get(USER) is None:
                 updates.append(USER.value_set(self.request.user))
         workflow.upsert_search_attributes(updates)
-        summary = _summary(state)
+        summary = state.summary()
         workflow.upsert_memo({MEMO_KEY: summary})
         workflow.set_current_details(f"status: {state.status}")
         self._report(summary)
@@ -250,19 +250,3 @@ def _job_end(tasks: list[ManagedTaskState]) -> JobEnd:
     count = len(tasks)
     message = "succeeded" if count == 1 else f"all {count} tasks succeeded"
     return JobEnd(status=ManagedJobStatus.SUCCEEDED, reason=EndReason.SUCCEEDED, message=message, exit_code=0)
-
-
-def _summary(state: ManagedJobState) -> ManagedJobSummary:
-    running = [task.running_since for task in state.tasks if task.running_since is not None]
-    return ManagedJobSummary(
-        job_id=state.job_id,
-        name=state.name,
-        resources=state.resources,
-        status=state.status,
-        submitted_at=state.submitted_at,
-        ended_at=state.ended_at,
-        recoveries=sum(task.recoveries for task in state.tasks),
-        job_seconds=sum(task.job_seconds for task in state.tasks),
-        running_since=min(running) if running else None,
-        message=state.end.message if state.end is not None else None,
-    )

@@ -30,7 +30,6 @@ from skyhop.contract.managed_jobs import (
     ManagedJobQuery,
     ManagedJobState,
     ManagedJobStatus,
-    ManagedJobSummary,
     managed_job_workflow_id,
 )
 from skyhop.contract.search import managed_job_search_attributes
@@ -63,24 +62,12 @@ def user_env(cli_env: dict[str, str]) -> tuple[dict[str, str], str]:
     return {**cli_env, "LOGNAME": user, "USER": user}, user
 
 
-def _summary(state: ManagedJobState) -> ManagedJobSummary:
-    return ManagedJobSummary(
-        job_id=state.job_id,
-        name=state.name,
-        resources=state.resources,
-        status=state.status,
-        submitted_at=state.submitted_at,
-        ended_at=state.ended_at,
-        recoveries=sum(task.recoveries for task in state.tasks),
-    )
-
-
 async def start_listed(
     client: Client, state: ManagedJobState, task_queue: str | None = None
 ) -> WorkflowHandle[Any, Any]:
     """A job as visibility lists it; on ``task_queue`` (default: one nobody polls) as ``ScriptedJob``."""
     attributes = managed_job_search_attributes(state.name, state.user, state.status)
-    summary = _summary(state)
+    summary = state.summary()
     handle = await client.start_workflow(
         WorkflowType.MANAGED_JOB,
         state,
