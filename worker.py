@@ -21,7 +21,7 @@ from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest, ListSe
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from skyhop.activities import cluster_ops, job_watch, jobs, planning, provisioning, sync
+from skyhop.activities import cluster_ops, job_watch, jobs, planning, provisioning, sync, watch_hub
 from skyhop.activities.clusters import ClusterActivities
 from skyhop.contract import LONG_QUEUE, SEARCH_ATTRIBUTES, SHORT_QUEUE, WORKFLOW_QUEUE
 from skyhop.workflows.cluster import ClusterWorkflow
@@ -30,6 +30,7 @@ from skyhop.workflows.lock_lease import LockLeaseWorkflow
 from skyhop.workflows.managed_job import ManagedJobWorkflow
 from skyhop.workflows.managed_job_ids import ManagedJobIdsWorkflow
 from skyhop.workflows.runner import TaskBoundRunner
+from skyhop.workflows.watch_hub import WatchHubWorkflow
 
 __all__ = ["build_workers", "ensure_search_attributes", "serve"]
 
@@ -64,6 +65,7 @@ def build_workers(client: Client, *, long_slots: int = 200, short_slots: int = 5
                 LockLeaseWorkflow,
                 ManagedJobWorkflow,
                 ManagedJobIdsWorkflow,
+                WatchHubWorkflow,
             ],
             # Failover re-optimizes between attempts as a local activity: no task queue round trip.
             activities=[planning.optimize],
@@ -81,6 +83,7 @@ def build_workers(client: Client, *, long_slots: int = 200, short_slots: int = 5
                 jobs.run_setup,
                 jobs.start_job,
                 job_watch.watch_jobs,
+                watch_hub.watch_followed,
                 # Only for clusters started before job watchers, until they continue as new
                 # (``workflows.job_watch.JOB_EVENTS_PATCH``).
                 jobs.wait_job,
@@ -100,6 +103,7 @@ def build_workers(client: Client, *, long_slots: int = 200, short_slots: int = 5
                 cluster_activities.submit_job,
                 cluster_ops.cancel_jobs,
                 cluster_ops.probe_cluster,
+                watch_hub.follow_run,
             ],
             max_concurrent_activities=short_slots,
             graceful_shutdown_timeout=timedelta(seconds=5),

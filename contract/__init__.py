@@ -93,6 +93,7 @@ class WorkflowType(StrEnum):
     LOCK_LEASE = "LockLeaseWorkflow"
     MANAGED_JOB = "ManagedJobWorkflow"
     MANAGED_JOB_IDS = "ManagedJobIdsWorkflow"
+    WATCH_HUB = "WatchHubWorkflow"
 
 
 LAUNCH_WORKFLOW = WorkflowType.LAUNCH

@@ -38,8 +38,10 @@ with workflow.unsafe.imports_passed_through():
         managed_task_id,
     )
     from skyhop.contract.search import KIND, NAME, STATUS, USER
+    from skyhop.contract.watch_hub import RUN_ENDED_SIGNAL, RunEnded
     from skyhop.workflows.managed_task import Group, ManagedTask
     from skyhop.workflows.stages import history_is_long
+    from skyhop.workflows.watch_hub import RunEnds
 
 __all__ = ["ManagedJobWorkflow"]
 
@@ -59,6 +61,12 @@ class ManagedJobWorkflow:
         self.request = request
         self._state = request.resume.state if request.resume is not None else _first_state(request)
         self._published: ManagedJobStatus | None = None
+        self._run_ends = RunEnds()
+
+    @workflow.signal(name=RUN_ENDED_SIGNAL)
+    def run_ended(self, ended: RunEnded) -> None:
+        """A task's run ended, says its watch hub (at least once: ``RunEnds`` handles it once)."""
+        self._run_ends.receive(ended)
 
     @workflow.query(name=ManagedJobQuery.STATE)
     def state(self) -> ManagedJobState:
@@ -98,6 +106,7 @@ class ManagedJobWorkflow:
                 self.request,
                 task,
                 self._publish,
+                self._run_ends,
                 provision=provision,
                 continue_as_new=self._continue_if_long,
             )
@@ -111,7 +120,9 @@ class ManagedJobWorkflow:
     async def _run_group(self) -> None:
         group = Group(len(self._state.tasks))
         runs = {
-            asyncio.create_task(ManagedTask(self.request, task, self._publish, group=group).run()): task
+            asyncio.create_task(
+                ManagedTask(self.request, task, self._publish, self._run_ends, group=group).run()
+            ): task
             for task in self._state.tasks
         }
         pending = list(runs)  # a list: cancelling in a set's order would not replay deterministically

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from temporalio.testing import ActivityEnvironment
 
-from skyhop.activities.job_watch import _ship_log
 from skyhop.activities.log_store import attempt_log
 from skyhop.activities.models import AttemptLog
+from skyhop.activities.watch_hub import _ship_log
 from skyhop.contract.managed_jobs import TaskAttempt, jobgroup_env_name
 from skyhop.optimizer.blocklist import Blocked, Blocklist
 from skyhop.providers.base import NodeStatus
