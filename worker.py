@@ -32,7 +32,7 @@ from skyhop.workflows.managed_job_ids import ManagedJobIdsWorkflow
 from skyhop.workflows.runner import TaskBoundRunner
 from skyhop.workflows.watch_hub import WatchHubWorkflow
 
-__all__ = ["build_workers", "ensure_search_attributes", "serve"]
+__all__ = ["CACHED_WORKFLOWS", "build_workers", "ensure_search_attributes", "serve"]
 
 log = logging.getLogger("skyhop.worker")
 
@@ -52,8 +52,22 @@ async def ensure_search_attributes(client: Client) -> None:
         )
 
 
+CACHED_WORKFLOWS = 1_000
+"""Workflows kept in the worker's sticky cache; the least recently used are evicted beyond it.
+
+A running managed job is idle (no activity, no timer: its watch hub signals its end), so 10,000
+of them must not all stay in memory: an evicted one costs the worker nothing and replays its short
+history (the attempt's events since its last continue-as-new) when its next event arrives. The 32
+watch hubs are asked every cycle, so they stay cached and are never replayed for a query.
+"""
+
+
 def build_workers(client: Client, *, long_slots: int = 200, short_slots: int = 50) -> list[Worker]:
-    """The three pollers of a skyhop worker."""
+    """The three pollers of a skyhop worker.
+
+    Long slots are for work that runs (provision, sync, setup, start) and the watchers: a cluster's
+    one and the watch hubs' (``WATCH_HUB_SHARDS``); a running managed job holds none.
+    """
     cluster_activities = ClusterActivities(client)
     return [
         Worker(
@@ -70,6 +84,7 @@ def build_workers(client: Client, *, long_slots: int = 200, short_slots: int = 5
             # Failover re-optimizes between attempts as a local activity: no task queue round trip.
             activities=[planning.optimize],
             max_concurrent_workflow_tasks=100,
+            max_cached_workflows=CACHED_WORKFLOWS,
             workflow_runner=TaskBoundRunner(),
         ),
         Worker(

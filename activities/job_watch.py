@@ -60,6 +60,9 @@ class ClusterWatch:
     def __init__(self, request: WatchJobsInput) -> None:
         self.request = request
         self.trackers = {job.job_id: _tracker(request.handle, job) for job in request.jobs}
+        provider = get_provider(request.handle.offering.provider)
+        self.runtimes = [provider.runtime(node) for node in request.handle.nodes]
+        """Each cluster node's runtime, made once: a hub asks thousands of clusters every cycle."""
         self.present: dict[int, bool] = {}
         """Whether each node's runtime folder was there the first time it answered."""
         self.answered: dict[int, float] = {}
@@ -78,7 +81,6 @@ class ClusterWatch:
         for job in request.jobs:
             for rank in self.trackers[job.job_id].asking():
                 asked[job.nodes[rank]].append((job.job_id, rank))
-        provider = get_provider(request.handle.offering.provider)
         known = [f"{JOB_KEY_PREFIX}{job_id}" for job_id in request.known]
         queries = [
             JobsQuery(
@@ -91,9 +93,7 @@ class ClusterWatch:
         ]
         reports = await asyncio.gather(
             *(
-                asyncio.wait_for(
-                    provider.runtime(request.handle.nodes[node]).watch_jobs(query), CALL_TIMEOUT_S
-                )
+                asyncio.wait_for(self.runtimes[node].watch_jobs(query), CALL_TIMEOUT_S)
                 for node, query in enumerate(queries)
             ),
             return_exceptions=True,

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import time
 
 from temporalio import activity
@@ -27,7 +28,6 @@ from temporalio.service import RPCError, RPCStatusCode
 from skyhop.activities.job_watch import ClusterWatch
 from skyhop.activities.log_store import attempt_log
 from skyhop.activities.models import (
-    AttemptLog,
     FollowedRun,
     FollowRunInput,
     FollowSet,
@@ -43,8 +43,6 @@ from skyhop.contract.watch_hub import (
     WatchHubSignal,
     watch_hub_workflow_id,
 )
-from skyhop.providers.base import NodeRuntime
-from skyhop.providers.registry import get_provider
 from skyhop.providers.runtime.errors import NodeUnreachableError
 from skyhop.providers.runtime.jobs import JobOutcome
 
@@ -84,7 +82,10 @@ async def watch_followed(hub_id: str) -> None:
             del followed[key]
         await _deliver(client, hub, ended)
         activity.heartbeat()
-        await asyncio.sleep(max(0.0, CYCLE_S - (time.monotonic() - began)))
+        took = time.monotonic() - began
+        # A cycle slower than CYCLE_S (thousands of runs on a busy worker) is followed by as long a
+        # rest: the hubs never take more than half of the worker's time.
+        await asyncio.sleep(max(CYCLE_S - took, took))
 
 
 class Followed:
@@ -95,6 +96,10 @@ class Followed:
         self.watch = ClusterWatch(
             WatchJobsInput(handle=run.handle, jobs=[run.job], newer_than=run.job.job_id)
         )
+        self.key = self.watch.trackers[run.job.job_id].key
+        self.head = self.watch.runtimes[run.job.nodes[0]]
+        """Rank 0's node, whose output is kept."""
+        self.store = attempt_log(run.log.job_id, run.log.task_index, run.log.attempt)
 
 
 async def poll_followed(followed: list[Followed]) -> dict[str, tuple[FollowedRun, JobOutcome]]:
@@ -113,10 +118,7 @@ async def poll_followed(followed: list[Followed]) -> dict[str, tuple[FollowedRun
         outcome = result.ended.get(run.job.job_id)
         if outcome is not None:
             ended[run.key] = (run, outcome)
-        provider = get_provider(run.handle.offering.provider)
-        runtime = provider.runtime(run.handle.nodes[run.job.nodes[0]])
-        key = each.watch.trackers[run.job.job_id].key
-        shipping.append(_ship_log(runtime, key, run.log, None if outcome is not None else _SHIP_PER_POLL))
+        shipping.append(_ship_log(each, None if outcome is not None else _SHIP_PER_POLL))
         if outcome is not None:
             shipping.append(each.watch.stop_ended(result))
     await asyncio.gather(*shipping)
@@ -171,22 +173,29 @@ async def _signal_owner(client: Client, owner: str, ended: RunEnded) -> None:
             raise
 
 
-async def _ship_log(runtime: NodeRuntime, key: str, log: AttemptLog, limit: int | None) -> None:
+async def _ship_log(followed: Followed, limit: int | None) -> None:
     """Append what the node's log has beyond the store file's end; a node that does not answer
     (gone, say) is skipped: what was shipped before stays, and the run's end is not held up.
 
     A running run's output is copied ``limit`` bytes at most a cycle, so one that writes faster
     than this reads cannot hold its end back; an ended one's, to its end. It heartbeats as it copies.
+    The store file is only opened when there is something to write: most cycles find nothing new.
     """
-    path = attempt_log(log.job_id, log.task_index, log.attempt)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "ab") as out, contextlib.suppress(NodeUnreachableError, TimeoutError, OSError):
+    store = followed.store
+    with contextlib.suppress(NodeUnreachableError, TimeoutError, OSError):
+        try:
+            offset = os.stat(store).st_size
+        except FileNotFoundError:
+            offset = 0
         shipped = 0
         while limit is None or shipped < limit:
-            chunk = await asyncio.wait_for(runtime.read_log(key, out.tell()), CALL_TIMEOUT_S)
+            chunk = await asyncio.wait_for(
+                followed.head.read_log(followed.key, offset + shipped), CALL_TIMEOUT_S
+            )
             if not chunk:
                 break
-            out.write(chunk)
-            out.flush()
+            store.parent.mkdir(parents=True, exist_ok=True)
+            with open(store, "ab") as out:
+                out.write(chunk)
             shipped += len(chunk)
             activity.heartbeat()
