@@ -92,10 +92,7 @@ class ClusterWatch:
             for node in range(len(request.handle.nodes))
         ]
         reports = await asyncio.gather(
-            *(
-                asyncio.wait_for(self.runtimes[node].watch_jobs(query), CALL_TIMEOUT_S)
-                for node, query in enumerate(queries)
-            ),
+            *(self._ask(node, query) for node, query in enumerate(queries)),
             return_exceptions=True,
         )
         result = WatchJobsResult()
@@ -116,6 +113,12 @@ class ClusterWatch:
             if outcome is not None and job_id not in result.ended:
                 result.ended[job_id] = outcome
         return result
+
+    async def _ask(self, node: int, query: JobsQuery) -> JobsReport:
+        """One bounded question (a timeout scope, not ``wait_for``'s extra task: a hub asks
+        thousands of nodes a cycle)."""
+        async with asyncio.timeout(CALL_TIMEOUT_S):
+            return await self.runtimes[node].watch_jobs(query)
 
     async def stop_ended(self, result: WatchJobsResult) -> None:
         """Stop each job that ended without success on its other nodes."""

@@ -101,28 +101,31 @@ class Followed:
         """Rank 0's node, whose output is kept."""
         self.store = attempt_log(run.log.job_id, run.log.task_index, run.log.attempt)
 
+    async def cycle(self) -> JobOutcome | None:
+        """Ask the run's nodes once and ship its new output; its outcome if it ended.
+
+        A run whose nodes gave an unexpected error is asked again next cycle: it holds up no other.
+        """
+        try:
+            result = await self.watch.poll()
+        except Exception as exc:
+            activity.logger.warning("asking the nodes of %s failed: %r", self.run.key, exc)
+            return None
+        outcome = result.ended.get(self.run.job.job_id)
+        await _ship_log(self, None if outcome is not None else _SHIP_PER_POLL)
+        if outcome is not None:
+            await self.watch.stop_ended(result)
+        return outcome
+
 
 async def poll_followed(followed: list[Followed]) -> dict[str, tuple[FollowedRun, JobOutcome]]:
-    """One cycle: ask each run's nodes once, ship its output; the runs that ended, by key.
-
-    A run whose nodes gave an unexpected error is asked again next cycle: it holds up no other.
-    """
-    results = await asyncio.gather(*(f.watch.poll() for f in followed), return_exceptions=True)
-    ended: dict[str, tuple[FollowedRun, JobOutcome]] = {}
-    shipping = []
-    for each, result in zip(followed, results, strict=True):
-        run = each.run
-        if isinstance(result, BaseException):
-            activity.logger.warning("asking the nodes of %s failed: %r", run.key, result)
-            continue
-        outcome = result.ended.get(run.job.job_id)
-        if outcome is not None:
-            ended[run.key] = (run, outcome)
-        shipping.append(_ship_log(each, None if outcome is not None else _SHIP_PER_POLL))
-        if outcome is not None:
-            shipping.append(each.watch.stop_ended(result))
-    await asyncio.gather(*shipping)
-    return ended
+    """One cycle: ask each run's nodes once, ship its output; the runs that ended, by key."""
+    outcomes = await asyncio.gather(*(each.cycle() for each in followed))
+    return {
+        each.run.key: (each.run, outcome)
+        for each, outcome in zip(followed, outcomes, strict=True)
+        if outcome is not None
+    }
 
 
 async def _refresh(
@@ -189,9 +192,8 @@ async def _ship_log(followed: Followed, limit: int | None) -> None:
             offset = 0
         shipped = 0
         while limit is None or shipped < limit:
-            chunk = await asyncio.wait_for(
-                followed.head.read_log(followed.key, offset + shipped), CALL_TIMEOUT_S
-            )
+            async with asyncio.timeout(CALL_TIMEOUT_S):
+                chunk = await followed.head.read_log(followed.key, offset + shipped)
             if not chunk:
                 break
             store.parent.mkdir(parents=True, exist_ok=True)
