@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import os
 import time
+from pathlib import Path
 
 from temporalio import activity
 from temporalio.client import Client, WorkflowHandle, WorkflowQueryFailedError
@@ -43,6 +44,7 @@ from skyhop.contract.watch_hub import (
     WatchHubSignal,
     watch_hub_workflow_id,
 )
+from skyhop.providers.base import NodeRuntime
 from skyhop.providers.runtime.errors import NodeUnreachableError
 from skyhop.providers.runtime.jobs import JobOutcome
 
@@ -50,6 +52,8 @@ __all__ = ["CYCLE_S", "Followed", "follow_run", "poll_followed", "watch_followed
 
 CYCLE_S = POLL_MAX_S
 """At most this long between two questions to a run's nodes: a run's end shows within it."""
+_MOST_REST_S = 2.0
+"""Longest rest between two cycles (well below the heartbeat timeout, ``workflows.options.HEARTBEAT``)."""
 _SHIP_PER_POLL = 8 << 20
 """Most bytes of one run's output a cycle copies to the log store."""
 
@@ -84,8 +88,9 @@ async def watch_followed(hub_id: str) -> None:
         activity.heartbeat()
         took = time.monotonic() - began
         # A cycle slower than CYCLE_S (thousands of runs on a busy worker) is followed by as long a
-        # rest: the hubs never take more than half of the worker's time.
-        await asyncio.sleep(max(CYCLE_S - took, took))
+        # rest, so the hubs leave the worker time for the rest, but never a rest the heartbeat
+        # timeout could notice.
+        await asyncio.sleep(min(max(CYCLE_S - took, took), _MOST_REST_S))
 
 
 class Followed:
@@ -112,7 +117,7 @@ class Followed:
             activity.logger.warning("asking the nodes of %s failed: %r", self.run.key, exc)
             return None
         outcome = result.ended.get(self.run.job.job_id)
-        await _ship_log(self, None if outcome is not None else _SHIP_PER_POLL)
+        await _ship_log(self.head, self.key, self.store, None if outcome is not None else _SHIP_PER_POLL)
         if outcome is not None:
             await self.watch.stop_ended(result)
         return outcome
@@ -176,7 +181,7 @@ async def _signal_owner(client: Client, owner: str, ended: RunEnded) -> None:
             raise
 
 
-async def _ship_log(followed: Followed, limit: int | None) -> None:
+async def _ship_log(runtime: NodeRuntime, key: str, store: Path, limit: int | None) -> None:
     """Append what the node's log has beyond the store file's end; a node that does not answer
     (gone, say) is skipped: what was shipped before stays, and the run's end is not held up.
 
@@ -184,7 +189,6 @@ async def _ship_log(followed: Followed, limit: int | None) -> None:
     than this reads cannot hold its end back; an ended one's, to its end. It heartbeats as it copies.
     The store file is only opened when there is something to write: most cycles find nothing new.
     """
-    store = followed.store
     with contextlib.suppress(NodeUnreachableError, TimeoutError, OSError):
         try:
             offset = os.stat(store).st_size
@@ -193,7 +197,7 @@ async def _ship_log(followed: Followed, limit: int | None) -> None:
         shipped = 0
         while limit is None or shipped < limit:
             async with asyncio.timeout(CALL_TIMEOUT_S):
-                chunk = await followed.head.read_log(followed.key, offset + shipped)
+                chunk = await runtime.read_log(key, offset + shipped)
             if not chunk:
                 break
             store.parent.mkdir(parents=True, exist_ok=True)

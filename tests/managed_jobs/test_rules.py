@@ -73,7 +73,8 @@ def test_jobgroup_names() -> None:
 
 def _ship(node: _Node, log: AttemptLog, limit: int | None) -> None:
     """One poll's shipping, inside an activity (it heartbeats)."""
-    run(ActivityEnvironment().run(_ship_log, node, "job-1", log, limit))  # type: ignore[arg-type]
+    store = attempt_log(log.job_id, log.task_index, log.attempt)
+    run(ActivityEnvironment().run(_ship_log, node, "job-1", store, limit))  # type: ignore[arg-type]
 
 
 class _Node:
