@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
+from temporalio.service import RPCError
 
 from skyhop.activities.models import AttemptLog, FollowedRun, FollowSet, WatchedJob, WatchHubInput
 from skyhop.contract import WORKFLOW_QUEUE, WorkflowType
@@ -79,6 +81,20 @@ async def _followed(client: Client, hub_id: str) -> FollowSet:
     return follow
 
 
+async def _run_of(client: Client, hub_id: str, owner: str) -> FollowedRun:
+    """The run ``owner`` follows on the hub, once it does (a job shows RUNNING just before)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 60
+    while True:
+        with contextlib.suppress(RPCError):  # the first follow starts the hub
+            runs = [r for r in (await _followed(client, hub_id)).runs if r.owner == owner]
+            if runs:
+                return runs[0]
+        if loop.time() > deadline:
+            raise AssertionError(f"{owner} is not followed on {hub_id} after 60 s")
+        await asyncio.sleep(0.2)
+
+
 async def _watcher_attempt(client: Client, hub_id: str) -> int:
     """The attempt of the hub's pending ``watch_followed`` activity (0: none pending)."""
     pending = (await client.get_workflow_handle(hub_id).describe()).raw_description.pending_activities
@@ -106,18 +122,14 @@ def test_twenty_running_jobs_are_followed_by_at_most_one_activity_per_shard(
         handles = [await start_job(client, [_task(tmp_path)], job_id=job_id) for job_id in ids]
         for handle in handles:
             await until_state(handle, _running, f"{handle.id} running", timeout=240)
+        for job_id, handle in zip(ids, handles, strict=True):
+            await _run_of(client, watch_hub_workflow_id(watch_hub_shard(job_id)), handle.id)
         hubs = sorted({watch_hub_workflow_id(watch_hub_shard(job_id)) for job_id in ids})
         assert len(hubs) == 2
         pending = 0
         for hub in hubs:
             description = await client.get_workflow_handle(hub).describe()
             pending += len(description.raw_description.pending_activities)
-            owners = {r.owner for r in (await _followed(client, hub)).runs}
-            assert {
-                h.id
-                for h in handles
-                if watch_hub_workflow_id(watch_hub_shard(int(h.id.split(":")[1]))) == hub
-            } <= owners
         assert pending <= len(hubs), f"{pending} activities follow 20 jobs"
         for handle in handles:
             description = await handle.describe()
@@ -187,7 +199,9 @@ def test_a_forgotten_run_is_not_signalled(
             await until_state(handle, _running, f"{handle.id} running", timeout=120)
         until_log(first, 0, 1, "before")
         hub = client.get_workflow_handle(watch_hub_workflow_id(watch_hub_shard(first)))
-        await hub.signal(WatchHubSignal.FORGET.value, [run_key(managed_job_workflow_id(first), 0, 1)])
+        run_a = await _run_of(client, hub.id, forgotten.id)
+        assert run_a.key == run_key(managed_job_workflow_id(first), 0, 1)
+        await hub.signal(WatchHubSignal.FORGET.value, [run_a.key])
         open_gate(tmp_path / "a")
         wait_for(lambda: (tmp_path / "a-done").exists(), 60, "the forgotten run to end")
         # The other run's end comes from a cycle after the forgotten run ended: it was not asked.
@@ -213,7 +227,7 @@ def test_the_hub_continues_as_new_and_keeps_following(
         state = await until_state(owner, _running, "running", timeout=120)
         job_id = state.job_id
         shard_hub = watch_hub_workflow_id(watch_hub_shard(job_id))
-        (real,) = [r for r in (await _followed(client, shard_hub)).runs if r.owner == owner.id]
+        real = await _run_of(client, shard_hub, owner.id)
         # The run moves to a hub of the test's own with a short history, which also follows runs
         # that end at once (no record on the node: each a follow, an end and a forget).
         await client.get_workflow_handle(shard_hub).signal(WatchHubSignal.FORGET.value, [real.key])
