@@ -21,7 +21,16 @@ from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest, ListSe
 from temporalio.client import Client
 from temporalio.worker import Worker
 
-from skyhop.activities import cluster_ops, job_index, job_watch, jobs, planning, provisioning, sync
+from skyhop.activities import (
+    cluster_ops,
+    job_index,
+    job_watch,
+    jobs,
+    planning,
+    provisioning,
+    sync,
+    watch_hub,
+)
 from skyhop.activities.clusters import ClusterActivities
 from skyhop.contract import LONG_QUEUE, SEARCH_ATTRIBUTES, SHORT_QUEUE, WORKFLOW_QUEUE
 from skyhop.workflows.cluster import ClusterWorkflow
@@ -31,8 +40,9 @@ from skyhop.workflows.lock_lease import LockLeaseWorkflow
 from skyhop.workflows.managed_job import ManagedJobWorkflow
 from skyhop.workflows.managed_job_ids import ManagedJobIdsWorkflow
 from skyhop.workflows.runner import TaskBoundRunner
+from skyhop.workflows.watch_hub import WatchHubWorkflow
 
-__all__ = ["build_workers", "ensure_search_attributes", "serve"]
+__all__ = ["CACHED_WORKFLOWS", "build_workers", "ensure_search_attributes", "serve"]
 
 log = logging.getLogger("skyhop.worker")
 
@@ -52,8 +62,22 @@ async def ensure_search_attributes(client: Client) -> None:
         )
 
 
+CACHED_WORKFLOWS = 1_000
+"""Workflows kept in the worker's sticky cache; the least recently used are evicted beyond it.
+
+A running managed job is idle (no activity, no timer: its watch hub signals its end), so 10,000
+of them must not all stay in memory: an evicted one costs the worker nothing and replays its short
+history (the attempt's events since its last continue-as-new) when its next event arrives. The 32
+watch hubs are asked every cycle, so they stay cached and are never replayed for a query.
+"""
+
+
 def build_workers(client: Client, *, long_slots: int = 200, short_slots: int = 50) -> list[Worker]:
-    """The three pollers of a skyhop worker."""
+    """The three pollers of a skyhop worker.
+
+    Long slots are for work that runs (provision, sync, setup, start) and the watchers: a cluster's
+    one and the watch hubs' (``WATCH_HUB_SHARDS``); a running managed job holds none.
+    """
     cluster_activities = ClusterActivities(client)
     return [
         Worker(
@@ -66,10 +90,12 @@ def build_workers(client: Client, *, long_slots: int = 200, short_slots: int = 5
                 ManagedJobWorkflow,
                 ManagedJobIdsWorkflow,
                 JobIndexWorkflow,
+                WatchHubWorkflow,
             ],
             # Failover re-optimizes between attempts as a local activity: no task queue round trip.
             activities=[planning.optimize],
             max_concurrent_workflow_tasks=100,
+            max_cached_workflows=CACHED_WORKFLOWS,
             workflow_runner=TaskBoundRunner(),
         ),
         Worker(
@@ -83,6 +109,7 @@ def build_workers(client: Client, *, long_slots: int = 200, short_slots: int = 5
                 jobs.run_setup,
                 jobs.start_job,
                 job_watch.watch_jobs,
+                watch_hub.watch_followed,
                 # Only for clusters started before job watchers, until they continue as new
                 # (``workflows.job_watch.JOB_EVENTS_PATCH``).
                 jobs.wait_job,
@@ -103,6 +130,7 @@ def build_workers(client: Client, *, long_slots: int = 200, short_slots: int = 5
                 cluster_ops.cancel_jobs,
                 cluster_ops.probe_cluster,
                 job_index.index_job_row,
+                watch_hub.follow_run,
             ],
             max_concurrent_activities=short_slots,
             graceful_shutdown_timeout=timedelta(seconds=5),

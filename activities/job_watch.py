@@ -10,23 +10,19 @@ workflow then re-arms it (``workflows.job_watch``). A killed worker's watcher is
 another one by Temporal (heartbeat timeout) and reads the jobs' state again from the nodes, where
 the runner keeps it, so every end is reported once: in the one result Temporal records.
 
-A followed job that names a log (``WatchedJob.log``, a managed job's attempt) has rank 0's new
-output appended to the log store on each poll, after its state was read, so the poll that sees
-the end also keeps the last bytes. The store file's size is the offset read from on the node, so
-a retried watcher (another worker) carries on where the file ends and never writes a byte twice.
+The same polling follows managed jobs' runs, each on its own cluster, in a watch hub's activity
+(``activities.watch_hub``): a ``ClusterWatch`` per run, one question per node a poll.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections import defaultdict
 
 from temporalio import activity
 
-from skyhop.activities.log_store import attempt_log
-from skyhop.activities.models import AttemptLog, WatchedJob, WatchJobsInput, WatchJobsResult
+from skyhop.activities.models import WatchedJob, WatchJobsInput, WatchJobsResult
 from skyhop.activities.node_jobs import (
     CALL_TIMEOUT_S,
     NODE_LOST_AFTER_S,
@@ -35,38 +31,38 @@ from skyhop.activities.node_jobs import (
     JobTracker,
 )
 from skyhop.contract import JOB_KEY_PREFIX
-from skyhop.providers.base import ClusterHandle, NodeRuntime
+from skyhop.providers.base import ClusterHandle
 from skyhop.providers.registry import get_provider
 from skyhop.providers.runtime.errors import NodeUnreachableError
 from skyhop.providers.runtime.jobs import JobOutcome, JobsQuery, JobsReport
 
-__all__ = ["watch_jobs"]
-
-_SHIP_PER_POLL = 8 << 20
-"""Most bytes of one job's output a poll copies to the log store."""
+__all__ = ["ClusterWatch", "watch_jobs"]
 
 
 @activity.defn
 async def watch_jobs(request: WatchJobsInput) -> WatchJobsResult:
     """Follow the cluster's started jobs until one ends, a newer one appears, or a node goes away."""
-    watch = _Watch(request)
+    watch = ClusterWatch(request)
     poll = POLL_FIRST_S
     while True:
         result = await watch.poll()
         if result.ended or result.newer or result.gone:
-            await asyncio.gather(*(watch.trackers[i].stop_rest(o) for i, o in result.ended.items()))
+            await watch.stop_ended(result)
             return result
         activity.heartbeat()
         await asyncio.sleep(poll)
         poll = min(poll * 2, POLL_MAX_S)
 
 
-class _Watch:
-    """What one watcher has heard from the cluster's nodes so far."""
+class ClusterWatch:
+    """What one watcher has heard from a cluster's nodes so far."""
 
     def __init__(self, request: WatchJobsInput) -> None:
         self.request = request
         self.trackers = {job.job_id: _tracker(request.handle, job) for job in request.jobs}
+        provider = get_provider(request.handle.offering.provider)
+        self.runtimes = [provider.runtime(node) for node in request.handle.nodes]
+        """Each cluster node's runtime, made once: a hub asks thousands of clusters every cycle."""
         self.present: dict[int, bool] = {}
         """Whether each node's runtime folder was there the first time it answered."""
         self.answered: dict[int, float] = {}
@@ -85,7 +81,6 @@ class _Watch:
         for job in request.jobs:
             for rank in self.trackers[job.job_id].asking():
                 asked[job.nodes[rank]].append((job.job_id, rank))
-        provider = get_provider(request.handle.offering.provider)
         known = [f"{JOB_KEY_PREFIX}{job_id}" for job_id in request.known]
         queries = [
             JobsQuery(
@@ -97,12 +92,7 @@ class _Watch:
             for node in range(len(request.handle.nodes))
         ]
         reports = await asyncio.gather(
-            *(
-                asyncio.wait_for(
-                    provider.runtime(request.handle.nodes[node]).watch_jobs(query), CALL_TIMEOUT_S
-                )
-                for node, query in enumerate(queries)
-            ),
+            *(self._ask(node, query) for node, query in enumerate(queries)),
             return_exceptions=True,
         )
         result = WatchJobsResult()
@@ -122,19 +112,17 @@ class _Watch:
             outcome = tracker.outcome()
             if outcome is not None and job_id not in result.ended:
                 result.ended[job_id] = outcome
-        await asyncio.gather(
-            *(
-                _ship_log(
-                    provider.runtime(request.handle.nodes[job.nodes[0]]),
-                    self.trackers[job.job_id].key,
-                    job.log,
-                    None if job.job_id in result.ended else _SHIP_PER_POLL,
-                )
-                for job in request.jobs
-                if job.log is not None
-            )
-        )
         return result
+
+    async def _ask(self, node: int, query: JobsQuery) -> JobsReport:
+        """One bounded question (a timeout scope, not ``wait_for``'s extra task: a hub asks
+        thousands of nodes a cycle)."""
+        async with asyncio.timeout(CALL_TIMEOUT_S):
+            return await self.runtimes[node].watch_jobs(query)
+
+    async def stop_ended(self, result: WatchJobsResult) -> None:
+        """Stop each job that ended without success on its other nodes."""
+        await asyncio.gather(*(self.trackers[i].stop_rest(o) for i, o in result.ended.items()))
 
     def _went_away(self, node: int, report: JobsReport | BaseException) -> bool:
         """Whether a node that answered this watcher has lost its folder, or fell silent for too long."""
@@ -145,27 +133,6 @@ class _Watch:
         if isinstance(report, NodeUnreachableError | TimeoutError):
             return node in self.answered and now - self.answered[node] >= NODE_LOST_AFTER_S
         raise report
-
-
-async def _ship_log(runtime: NodeRuntime, key: str, log: AttemptLog, limit: int | None) -> None:
-    """Append what the node's log has beyond the store file's end; a node that does not answer
-    (gone, say) is skipped: what was shipped before stays, and the job's end is not held up.
-
-    A running job's output is copied ``limit`` bytes at most a poll, so one that writes faster than
-    this reads cannot hold its end back; an ended job's, to its end. It heartbeats as it copies.
-    """
-    path = attempt_log(log.job_id, log.task_index, log.attempt)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "ab") as out, contextlib.suppress(NodeUnreachableError, TimeoutError, OSError):
-        shipped = 0
-        while limit is None or shipped < limit:
-            chunk = await asyncio.wait_for(runtime.read_log(key, out.tell()), CALL_TIMEOUT_S)
-            if not chunk:
-                break
-            out.write(chunk)
-            out.flush()
-            shipped += len(chunk)
-            activity.heartbeat()
 
 
 def _tracker(handle: ClusterHandle, job: WatchedJob) -> JobTracker:

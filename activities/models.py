@@ -15,6 +15,9 @@ from skyhop.spec import Task
 __all__ = [
     "AttemptLog",
     "FileMountsInput",
+    "FollowRunInput",
+    "FollowSet",
+    "FollowedRun",
     "LaunchRunningInput",
     "OpenClusterInput",
     "OptimizeInput",
@@ -23,6 +26,7 @@ __all__ = [
     "SubmitJobInput",
     "SyncWorkdirInput",
     "WaitJobInput",
+    "WatchHubInput",
     "WatchJobsInput",
     "WatchJobsResult",
     "WatchedJob",
@@ -83,8 +87,38 @@ class WatchedJob(BaseModel):
     """The cluster nodes the job runs on, in job-rank order."""
     running: bool
     """False while it is being started: a node without its record yet has not lost it."""
-    log: AttemptLog | None = None
-    """Where to keep rank 0's output as it runs (a managed job's: its nodes may vanish); None: nowhere."""
+
+
+class FollowedRun(BaseModel):
+    """A managed job's running attempt, as a watch hub follows it (``workflows.watch_hub``)."""
+
+    key: str
+    """``contract.watch_hub.run_key``: the owner's workflow id, the task and the attempt."""
+    owner: str
+    """The workflow id of the managed job that waits for the run's end."""
+    handle: ClusterHandle
+    job: WatchedJob
+    log: AttemptLog
+    """Where rank 0's output is kept as it runs (its nodes may vanish)."""
+
+
+class FollowSet(BaseModel):
+    """A hub's followed runs, and the version that changes with them."""
+
+    version: int = 0
+    runs: list[FollowedRun] = []
+
+
+class WatchHubInput(BaseModel):
+    follow: FollowSet = FollowSet()
+    """What an earlier run followed (continue-as-new carries it)."""
+    history_limit: int | None = None
+    """Continue as new once the history has this many events (tests force a small one)."""
+
+
+class FollowRunInput(BaseModel):
+    shard: int
+    run: FollowedRun
 
 
 class WatchJobsInput(BaseModel):

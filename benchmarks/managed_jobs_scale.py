@@ -10,9 +10,10 @@ Then, in order:
 - launch throughput (jobs/s) and the time until all N are RUNNING (visibility's ``SkyhopStatus``);
 - peak RSS of the worker and the server (``VmHWM``), and the worker's RSS growth per running job;
 - history events per idle running job per hour: every job workflow's history length (and its
-  cluster's, if it has a cluster workflow) before and after ``--idle-s`` seconds of idling; and
-  the activities they hold open meanwhile (each a worker slot, heartbeating every 0.8 x its
-  heartbeat timeout: server writes that are no history events);
+  cluster's, if it has a cluster workflow, and the watch hubs') before and after ``--idle-s``
+  seconds of idling; and the activities they hold open meanwhile (the hubs' watchers: each a
+  worker slot, heartbeating every 0.8 x its heartbeat timeout: server writes that are no history
+  events);
 - ``skyhop jobs queue -a``, the whole command as a subprocess (median of 3);
 - ``--preemptions`` preemptions (the sim's timer, ``SimCloud.schedule_preemption``),
   ``--preempt-rate`` a second: from the moment a node's processes were killed to the job's
@@ -98,15 +99,17 @@ async def _until_count(client: Client, query: str, n: int, stall_s: float = 120.
 
 
 async def _history_lengths(client: Client, job_ids: list[int]) -> dict[str, tuple[str, int, int]]:
-    """(run id, history length, activities open) of each job's workflow and of its cluster's
-    workflow, if any."""
+    """(run id, history length, activities open) of each job's workflow, of its cluster's
+    workflow, if any, and of every watch hub (whose activities follow the running jobs)."""
     from temporalio.service import RPCError
 
     from skyhop.contract import cluster_workflow_id
     from skyhop.contract.managed_jobs import managed_cluster_name, managed_job_workflow_id
+    from skyhop.contract.watch_hub import WATCH_HUB_SHARDS, watch_hub_workflow_id
 
     ids = [managed_job_workflow_id(j) for j in job_ids]
     ids += [cluster_workflow_id(managed_cluster_name(j, 0, 1)) for j in job_ids]
+    ids += [watch_hub_workflow_id(shard) for shard in range(WATCH_HUB_SHARDS)]
 
     async def one(workflow_id: str) -> tuple[str, tuple[str, int, int]] | None:
         try:

@@ -94,6 +94,7 @@ class WorkflowType(StrEnum):
     MANAGED_JOB = "ManagedJobWorkflow"
     MANAGED_JOB_IDS = "ManagedJobIdsWorkflow"
     JOB_INDEX = "JobIndexWorkflow"
+    WATCH_HUB = "WatchHubWorkflow"
 
 
 LAUNCH_WORKFLOW = WorkflowType.LAUNCH

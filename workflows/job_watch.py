@@ -13,7 +13,8 @@ history event until it ends; a cluster with jobs costs one slot.
 - Continue-as-new abandons the activity (it ends when its heartbeat finds the run closed); the next
   run follows the carried jobs with a watcher of its own.
 
-``notify_ended`` is how another workflow (a managed job) learns that its job ended.
+``notify_ended`` is how another workflow (a ``JobSubmission.notify``) learns that its job ended.
+Managed jobs' runs are followed by watch hubs instead (``workflows.watch_hub``).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from temporalio.exceptions import ActivityError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     from skyhop.activities import job_watch
-    from skyhop.activities.models import AttemptLog, WatchedJob, WatchJobsInput, WatchJobsResult
+    from skyhop.activities.models import WatchedJob, WatchJobsInput, WatchJobsResult
     from skyhop.contract import JOB_ENDED_SIGNAL, LONG_QUEUE, JobEnded, JobRecord, JobStatus
     from skyhop.providers.base import ClusterHandle
     from skyhop.providers.runtime.jobs import JobOutcome
@@ -52,17 +53,13 @@ class JobWatcher:
         self._handle: ClusterHandle | None = None
         self._loop: asyncio.Task[None] | None = None
 
-    def follow(self, job: JobRecord, handle: ClusterHandle, log: AttemptLog | None = None) -> None:
-        """Follow a placed job from now on (idempotent); arm a watcher if none is armed.
-
-        With ``log``, the watcher keeps rank 0's output in the log store as the job runs.
-        """
+    def follow(self, job: JobRecord, handle: ClusterHandle) -> None:
+        """Follow a placed job from now on (idempotent); arm a watcher if none is armed."""
         if job.job_id not in self._jobs:
             self._jobs[job.job_id] = WatchedJob(
                 job_id=job.job_id,
                 nodes=[a.node for a in job.placement] or list(range(job.num_nodes)),
                 running=job.status == JobStatus.RUNNING,
-                log=log,
             )
             self._ends[job.job_id] = asyncio.get_running_loop().create_future()
         self._newest = max(self._newest, job.job_id)

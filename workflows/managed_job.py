@@ -42,9 +42,11 @@ with workflow.unsafe.imports_passed_through():
         managed_task_id,
     )
     from skyhop.contract.search import KIND, NAME, STATUS, USER
+    from skyhop.contract.watch_hub import RUN_ENDED_SIGNAL, RunEnded
     from skyhop.workflows.managed_task import Group, ManagedTask
     from skyhop.workflows.options import LONG_RETRY
     from skyhop.workflows.stages import history_is_long
+    from skyhop.workflows.watch_hub import RunEnds
 
 __all__ = ["ManagedJobWorkflow"]
 
@@ -55,8 +57,6 @@ _LIVE_ORDER = (
     ManagedJobStatus.RUNNING,
 )
 """A job whose tasks are in several of these states shows the first (then PENDING)."""
-_JOB_INDEX_PATCH = "job-index-rows"
-"""Jobs started before the job index report nothing to it (their histories have no such activity)."""
 
 
 @workflow.defn(name=WorkflowType.MANAGED_JOB)
@@ -67,6 +67,12 @@ class ManagedJobWorkflow:
         self._state = request.resume.state if request.resume is not None else _first_state(request)
         self._published: ManagedJobStatus | None = None
         self._reports: list[workflow.ActivityHandle[None]] = []
+        self._run_ends = RunEnds()
+
+    @workflow.signal(name=RUN_ENDED_SIGNAL)
+    def run_ended(self, ended: RunEnded) -> None:
+        """A task's run ended, says its watch hub (at least once: ``RunEnds`` handles it once)."""
+        self._run_ends.receive(ended)
 
     @workflow.query(name=ManagedJobQuery.STATE)
     def state(self) -> ManagedJobState:
@@ -107,6 +113,7 @@ class ManagedJobWorkflow:
                 self.request,
                 task,
                 self._publish,
+                self._run_ends,
                 provision=provision,
                 continue_as_new=self._continue_if_long,
             )
@@ -120,7 +127,9 @@ class ManagedJobWorkflow:
     async def _run_group(self) -> None:
         group = Group(len(self._state.tasks))
         runs = {
-            asyncio.create_task(ManagedTask(self.request, task, self._publish, group=group).run()): task
+            asyncio.create_task(
+                ManagedTask(self.request, task, self._publish, self._run_ends, group=group).run()
+            ): task
             for task in self._state.tasks
         }
         pending = list(runs)  # a list: cancelling in a set's order would not replay deterministically
@@ -201,8 +210,6 @@ class ManagedJobWorkflow:
         """Send the new row to the job index, without waiting: reports may land out of order, and
         the sequence number (``published``) makes the shard keep the newest. A report still in
         flight at a continue-as-new is sent again by the next run's first ``_publish``."""
-        if not workflow.patched(_JOB_INDEX_PATCH):
-            return
         self._state.published += 1
         row = JobIndexRow(summary=summary, user=self.request.user, seq=self._state.published)
         self._reports.append(

@@ -3,14 +3,15 @@
 ``ManagedTask.run`` brings the task's dedicated cluster up (``Provisioner``, with the searches
 ``workflows.recovery`` gives), readies it (``prepare_nodes``), starts the run (``start_job``, a job
 whose id is the attempt number and whose ``task_id`` is the task's, the same across recoveries)
-and learns its end as an event from the cluster's one watcher (``JobWatcher``), which keeps rank
+and learns its end as a signal from the job's watch hub (``workflows.watch_hub``), which keeps rank
 0's output in the log store as it runs. A run that did not succeed makes it ask the provider
 whether the nodes are still there (``probe_cluster``); ``workflows.recovery.verdict`` decides.
 A provider that does not answer is asked again on a durable backoff timer, never taken for a
 preemption. Whatever ends the task (its end, the job's cancel, a sibling's failure), its cluster
 is removed first.
 
-Nothing runs while the run runs: no timer, no activity but the watcher, no history event.
+Nothing runs while the run runs: no timer, no activity (the hub's one polls many jobs' runs), no
+history event.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from temporalio.exceptions import ActivityError, ApplicationError, CancelledErro
 with workflow.unsafe.imports_passed_through():
     from skyhop.activities import cluster_ops, jobs
     from skyhop.activities.cluster_ops import ProbeResult
-    from skyhop.activities.models import AttemptLog, RunJobInput
+    from skyhop.activities.models import AttemptLog, FollowedRun, RunJobInput, WatchedJob
     from skyhop.cli.failures import innermost_message
     from skyhop.contract import (
         SHORT_QUEUE,
@@ -46,14 +47,15 @@ with workflow.unsafe.imports_passed_through():
         TaskAttempt,
         jobgroup_env_name,
     )
+    from skyhop.contract.watch_hub import run_key, watch_hub_shard
     from skyhop.providers.base import ClusterHandle
     from skyhop.providers.runtime.jobs import JobOutcome, NodeJobStatus
     from skyhop.spec import JobRecovery, Task
     from skyhop.workflows.failover import history_table
-    from skyhop.workflows.job_watch import JobWatcher
     from skyhop.workflows.provisioner import Provisioner, ProvisionSpec, remove_nodes
     from skyhop.workflows.recovery import PREEMPTED, Search, Verdict, nodes_lost, searches_for, verdict
     from skyhop.workflows.stages import prepare_nodes, raise_if_cancelled, run_long
+    from skyhop.workflows.watch_hub import RunEnds
 
 __all__ = ["Group", "ManagedTask"]
 
@@ -98,13 +100,15 @@ class ManagedTask:
         request: ManagedJobRequest,
         state: ManagedTaskState,
         changed: Callable[[], None],
+        ends: RunEnds,
         *,
         group: Group | None = None,
         provision: ProvisionState | None = None,
         continue_as_new: Callable[[ProvisionState | None], None] = lambda state: None,
     ) -> None:
-        """``provision`` resumes a search that was waiting for capacity; ``continue_as_new`` may
-        continue the job as new at a point where this task holds no cluster."""
+        """``ends`` receives the job's ``run_ended`` signals; ``provision`` resumes a search that was
+        waiting for capacity; ``continue_as_new`` may continue the job as new at a point where this
+        task holds no cluster."""
         self.request = request
         self.state = state
         self.task: Task = request.tasks[state.index]
@@ -115,7 +119,7 @@ class ManagedTask:
         self._continue_as_new = continue_as_new
         self.handle: ClusterHandle | None = None
         """The cluster this task holds now, if any."""
-        self._watcher = JobWatcher()
+        self._ends = ends
 
     async def run(self) -> JobEnd:
         """Run the task to its end; its cluster is gone by then, whatever ends it."""
@@ -311,7 +315,7 @@ class ManagedTask:
         group.started = True
 
     async def _run_once(self, handle: ClusterHandle, attempt: TaskAttempt) -> JobOutcome:
-        """Start the attempt's run and wait for its end (an event from the cluster's watcher)."""
+        """Start the attempt's run and wait for its end (a signal from the job's watch hub)."""
         task = self.task
         if self._group is not None:
             task = task.model_copy(update={"envs": {**task.envs, **self._group.env()}})
@@ -325,8 +329,6 @@ class ManagedTask:
             num_nodes=task.num_nodes,
             task_id=self.state.task_id,
         )
-        log = AttemptLog(job_id=self.request.job_id, task_index=self.state.index, attempt=attempt.number)
-        self._watcher.follow(job, handle, log)
         try:
             await run_long(
                 jobs.start_job,
@@ -337,13 +339,19 @@ class ManagedTask:
             raise_if_cancelled()
         except ActivityError as exc:
             _raise_if_cancelled_by(exc)
-            self._watcher.forget(job.job_id)
             return JobOutcome(status=NodeJobStatus.FAILED, error=innermost_message(exc))
         self.state.running_since = workflow.now().timestamp()
         self._set(ManagedJobStatus.RUNNING)
-        self._watcher.started(job.job_id)
+        owner = workflow.info().workflow_id
+        run = FollowedRun(
+            key=run_key(owner, self.state.index, attempt.number),
+            owner=owner,
+            handle=handle,
+            job=WatchedJob(job_id=job.job_id, nodes=list(range(job.num_nodes)), running=True),
+            log=AttemptLog(job_id=self.request.job_id, task_index=self.state.index, attempt=attempt.number),
+        )
         try:
-            outcome = await self._watcher.end_of(job.job_id)
+            outcome = await self._ends.end_of(run, watch_hub_shard(self.request.job_id))
         except ActivityError as exc:
             _raise_if_cancelled_by(exc)
             outcome = JobOutcome(status=NodeJobStatus.FAILED, error=innermost_message(exc))

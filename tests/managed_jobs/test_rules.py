@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from temporalio.testing import ActivityEnvironment
 
-from skyhop.activities.job_watch import _ship_log
 from skyhop.activities.log_store import attempt_log
 from skyhop.activities.models import AttemptLog
+from skyhop.activities.watch_hub import _ship_log
 from skyhop.contract.managed_jobs import TaskAttempt, jobgroup_env_name
 from skyhop.optimizer.blocklist import Blocked, Blocklist
 from skyhop.providers.base import NodeStatus
@@ -73,7 +73,8 @@ def test_jobgroup_names() -> None:
 
 def _ship(node: _Node, log: AttemptLog, limit: int | None) -> None:
     """One poll's shipping, inside an activity (it heartbeats)."""
-    run(ActivityEnvironment().run(_ship_log, node, "job-1", log, limit))  # type: ignore[arg-type]
+    store = attempt_log(log.job_id, log.task_index, log.attempt)
+    run(ActivityEnvironment().run(_ship_log, node, "job-1", store, limit))  # type: ignore[arg-type]
 
 
 class _Node:

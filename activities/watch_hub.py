@@ -1,0 +1,207 @@
+"""A watch hub's activities: follow a run (signal-with-start), and poll every followed run.
+
+``watch_followed`` is the one activity of a hub (``workflows.watch_hub``): it never returns while
+the hub runs. Its input is only the hub's id, so the hub's history does not grow with what it
+follows: the follow set is the hub's ``followed`` query, asked again when its ``version`` (asked
+every cycle) changes. Each cycle asks every followed run's nodes once (``ClusterWatch``, as a
+cluster's watcher does), ships each run's new output to the log store, and sends each ended run's
+owner its ``RunEnded`` before telling the hub to ``forget`` it. A killed worker's activity is
+retried by Temporal and starts from the hub's follow set and the nodes' records, so an end is
+sent at least once; the owner handles the first it waits for.
+
+Logs: rank 0's new output is appended on each cycle, after the run's state was read, so the
+cycle that sees the end also keeps the last bytes. The store file's size is the offset read from
+on the node, so a retried activity carries on where the file ends and never writes a byte twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import time
+from pathlib import Path
+
+from temporalio import activity
+from temporalio.client import Client, WorkflowHandle, WorkflowQueryFailedError
+from temporalio.service import RPCError, RPCStatusCode
+
+from skyhop.activities.job_watch import ClusterWatch
+from skyhop.activities.log_store import attempt_log
+from skyhop.activities.models import (
+    FollowedRun,
+    FollowRunInput,
+    FollowSet,
+    WatchHubInput,
+    WatchJobsInput,
+)
+from skyhop.activities.node_jobs import CALL_TIMEOUT_S, POLL_MAX_S
+from skyhop.contract import WORKFLOW_QUEUE, WorkflowType
+from skyhop.contract.watch_hub import (
+    RUN_ENDED_SIGNAL,
+    RunEnded,
+    WatchHubQuery,
+    WatchHubSignal,
+    watch_hub_workflow_id,
+)
+from skyhop.providers.base import NodeRuntime
+from skyhop.providers.runtime.errors import NodeUnreachableError
+from skyhop.providers.runtime.jobs import JobOutcome
+
+__all__ = ["CYCLE_S", "Followed", "follow_run", "poll_followed", "watch_followed"]
+
+CYCLE_S = POLL_MAX_S
+"""At most this long between two questions to a run's nodes: a run's end shows within it."""
+_MOST_REST_S = 2.0
+"""Longest rest between two cycles (well below the heartbeat timeout, ``workflows.options.HEARTBEAT``)."""
+_SHIP_PER_POLL = 8 << 20
+"""Most bytes of one run's output a cycle copies to the log store."""
+
+
+@activity.defn
+async def follow_run(request: FollowRunInput) -> None:
+    """Follow the run on its shard's hub, starting the hub if it is not running (signal-with-start)."""
+    await activity.client().start_workflow(
+        WorkflowType.WATCH_HUB,
+        WatchHubInput(),
+        id=watch_hub_workflow_id(request.shard),
+        task_queue=WORKFLOW_QUEUE,
+        start_signal=WatchHubSignal.FOLLOW.value,
+        start_signal_args=[request.run],
+    )
+
+
+@activity.defn
+async def watch_followed(hub_id: str) -> None:
+    """Poll the hub's followed runs every ``CYCLE_S`` until the hub's run closes (then cancelled)."""
+    client = activity.client()
+    hub: WorkflowHandle[object, object] = client.get_workflow_handle(hub_id)
+    followed: dict[str, Followed] = {}
+    version: int | None = None
+    while True:
+        began = time.monotonic()
+        version = await _refresh(hub, version, followed)
+        ended = await poll_followed(list(followed.values()))
+        for key in ended:
+            del followed[key]
+        await _deliver(client, hub, ended)
+        activity.heartbeat()
+        took = time.monotonic() - began
+        # A cycle slower than CYCLE_S (thousands of runs on a busy worker) is followed by as long a
+        # rest, so the hubs leave the worker time for the rest, but never a rest the heartbeat
+        # timeout could notice.
+        await asyncio.sleep(min(max(CYCLE_S - took, took), _MOST_REST_S))
+
+
+class Followed:
+    """One followed run and what its nodes said so far."""
+
+    def __init__(self, run: FollowedRun) -> None:
+        self.run = run
+        self.watch = ClusterWatch(
+            WatchJobsInput(handle=run.handle, jobs=[run.job], newer_than=run.job.job_id)
+        )
+        self.key = self.watch.trackers[run.job.job_id].key
+        self.head = self.watch.runtimes[run.job.nodes[0]]
+        """Rank 0's node, whose output is kept."""
+        self.store = attempt_log(run.log.job_id, run.log.task_index, run.log.attempt)
+
+    async def cycle(self) -> JobOutcome | None:
+        """Ask the run's nodes once and ship its new output; its outcome if it ended.
+
+        A run whose nodes gave an unexpected error is asked again next cycle: it holds up no other.
+        """
+        try:
+            result = await self.watch.poll()
+        except Exception as exc:
+            activity.logger.warning("asking the nodes of %s failed: %r", self.run.key, exc)
+            return None
+        outcome = result.ended.get(self.run.job.job_id)
+        await _ship_log(self.head, self.key, self.store, None if outcome is not None else _SHIP_PER_POLL)
+        if outcome is not None:
+            await self.watch.stop_ended(result)
+        return outcome
+
+
+async def poll_followed(followed: list[Followed]) -> dict[str, tuple[FollowedRun, JobOutcome]]:
+    """One cycle: ask each run's nodes once, ship its output; the runs that ended, by key."""
+    outcomes = await asyncio.gather(*(each.cycle() for each in followed))
+    return {
+        each.run.key: (each.run, outcome)
+        for each, outcome in zip(followed, outcomes, strict=True)
+        if outcome is not None
+    }
+
+
+async def _refresh(
+    hub: WorkflowHandle[object, object], version: int | None, followed: dict[str, Followed]
+) -> int | None:
+    """Bring ``followed`` up to the hub's follow set if its version changed; the version now.
+
+    A hub that does not answer this cycle (its worker busy, say) keeps the set as it was.
+    """
+    try:
+        current: int = await hub.query(WatchHubQuery.VERSION.value, result_type=int)
+        if current == version:
+            return version
+        follow: FollowSet = await hub.query(WatchHubQuery.FOLLOWED.value, result_type=FollowSet)
+    except (RPCError, WorkflowQueryFailedError) as exc:
+        activity.logger.warning("the hub %s did not answer (%s); following what it said before", hub.id, exc)
+        return version
+    runs = {run.key: run for run in follow.runs}
+    for key in list(followed):
+        if key not in runs:
+            del followed[key]
+    for key, run in runs.items():
+        if key not in followed:
+            followed[key] = Followed(run)
+    return follow.version
+
+
+async def _deliver(
+    client: Client, hub: WorkflowHandle[object, object], ended: dict[str, tuple[FollowedRun, JobOutcome]]
+) -> None:
+    """Tell each owner its run's end, then the hub to forget the runs (an owner gone is skipped)."""
+    if not ended:
+        return
+    await asyncio.gather(
+        *(
+            _signal_owner(client, run.owner, RunEnded(key=key, outcome=outcome))
+            for key, (run, outcome) in ended.items()
+        )
+    )
+    await hub.signal(WatchHubSignal.FORGET.value, list(ended))
+
+
+async def _signal_owner(client: Client, owner: str, ended: RunEnded) -> None:
+    try:
+        await client.get_workflow_handle(owner).signal(RUN_ENDED_SIGNAL, ended)
+    except RPCError as exc:
+        if exc.status != RPCStatusCode.NOT_FOUND:
+            raise
+
+
+async def _ship_log(runtime: NodeRuntime, key: str, store: Path, limit: int | None) -> None:
+    """Append what the node's log has beyond the store file's end; a node that does not answer
+    (gone, say) is skipped: what was shipped before stays, and the run's end is not held up.
+
+    A running run's output is copied ``limit`` bytes at most a cycle, so one that writes faster
+    than this reads cannot hold its end back; an ended one's, to its end. It heartbeats as it copies.
+    The store file is only opened when there is something to write: most cycles find nothing new.
+    """
+    with contextlib.suppress(NodeUnreachableError, TimeoutError, OSError):
+        try:
+            offset = os.stat(store).st_size
+        except FileNotFoundError:
+            offset = 0
+        shipped = 0
+        while limit is None or shipped < limit:
+            async with asyncio.timeout(CALL_TIMEOUT_S):
+                chunk = await runtime.read_log(key, offset + shipped)
+            if not chunk:
+                break
+            store.parent.mkdir(parents=True, exist_ok=True)
+            with open(store, "ab") as out:
+                out.write(chunk)
+            shipped += len(chunk)
+            activity.heartbeat()

@@ -1,0 +1,148 @@
+"""``WatchHubWorkflow``: one activity follows many managed jobs' runs, so a running job holds none.
+
+A managed job's running attempt is followed by its shard's hub (``contract.watch_hub``), not by
+an activity of its own: ``WATCH_HUB_SHARDS`` hubs, each with one ``watch_followed`` activity on the
+long queue that polls every run it follows, cost a few dozen worker slots and heartbeats for
+10,000 running jobs, and a running job writes no history event until its run ends.
+
+- The hub's state is its follow set (``FollowedRun`` by key), changed by the ``follow`` and
+  ``forget`` signals; every change bumps a version the activity asks each cycle, so the activity
+  re-reads the set only when it changed, and its input (the hub's id) stays small.
+- A killed worker's activity is retried by Temporal and carries on from the hub's state.
+- A long history continues as new with the follow set; the new run starts an activity of its own
+  (the old one ends when its heartbeat finds its run closed; both may signal an end meanwhile).
+
+``RunEnds`` is the owner's side: ``ManagedTask`` follows its run through it and waits for the end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError, FailureError
+
+with workflow.unsafe.imports_passed_through():
+    from skyhop.activities import watch_hub
+    from skyhop.activities.models import FollowedRun, FollowRunInput, FollowSet, WatchHubInput
+    from skyhop.contract import LONG_QUEUE, SHORT_QUEUE, WorkflowType
+    from skyhop.contract.watch_hub import (
+        RunEnded,
+        WatchHubQuery,
+        WatchHubSignal,
+        watch_hub_workflow_id,
+    )
+    from skyhop.providers.runtime.jobs import JobOutcome
+    from skyhop.workflows.options import HEARTBEAT, LONG_RETRY, SHORT_RETRY
+    from skyhop.workflows.stages import history_is_long
+
+__all__ = ["RunEnds", "WatchHubWorkflow"]
+
+_RESTART_AFTER = timedelta(seconds=30)
+"""How long a hub whose activity failed for good waits before it starts another."""
+
+
+@workflow.defn(name=WorkflowType.WATCH_HUB)
+class WatchHubWorkflow:
+    @workflow.init
+    def __init__(self, input: WatchHubInput) -> None:
+        self._runs = {run.key: run for run in input.follow.runs}
+        self._version = input.follow.version
+        self._watcher: asyncio.Task[None]
+        """The hub's one activity (``activities.watch_hub.watch_followed``)."""
+
+    @workflow.signal(name=WatchHubSignal.FOLLOW)
+    def follow(self, run: FollowedRun) -> None:
+        if run.key not in self._runs:
+            self._runs[run.key] = run
+            self._version += 1
+
+    @workflow.signal(name=WatchHubSignal.FORGET)
+    def forget(self, keys: list[str]) -> None:
+        if [self._runs.pop(key) for key in keys if key in self._runs]:
+            self._version += 1
+
+    @workflow.query(name=WatchHubQuery.VERSION)
+    def version(self) -> int:
+        return self._version
+
+    @workflow.query(name=WatchHubQuery.FOLLOWED)
+    def followed(self) -> FollowSet:
+        return FollowSet(version=self._version, runs=list(self._runs.values()))
+
+    @workflow.run
+    async def run(self, input: WatchHubInput) -> None:
+        while True:
+            watcher = self._watcher = workflow.start_activity(
+                watch_hub.watch_followed,
+                workflow.info().workflow_id,
+                task_queue=LONG_QUEUE,
+                start_to_close_timeout=timedelta(days=365),
+                heartbeat_timeout=HEARTBEAT,
+                retry_policy=LONG_RETRY,
+                summary="watch the followed runs",
+            )
+            await workflow.wait_condition(
+                lambda: self._watcher.done() or history_is_long(input.history_limit)
+            )
+            if not watcher.done():
+                break
+            try:
+                await watcher
+            except ActivityError as exc:
+                workflow.logger.warning("the hub's watcher failed for good (%s); starting another", exc)
+            await workflow.sleep(_RESTART_AFTER)
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        workflow.continue_as_new(WatchHubInput(follow=self.followed(), history_limit=input.history_limit))
+
+
+class RunEnds:
+    """An owner's side of the hubs: the runs it waits on, and the ends the hubs signalled for them.
+
+    The owner's ``run_ended`` signal handler calls ``receive``; an end for a key not waited on (a
+    retried hub activity's second one, or a forgotten run's) is ignored, so each end is handled once.
+    """
+
+    def __init__(self) -> None:
+        self._waiting: dict[str, JobOutcome | None] = {}
+
+    def receive(self, ended: RunEnded) -> None:
+        if ended.key in self._waiting and self._waiting[ended.key] is None:
+            self._waiting[ended.key] = ended.outcome
+
+    async def end_of(self, run: FollowedRun, shard: int) -> JobOutcome:
+        """Follow the run on hub ``shard`` and wait for its end; the hub forgets it on every way out.
+
+        The key is waited on before the follow is sent: an end signalled at once is not missed.
+        """
+        key = run.key
+        self._waiting[key] = None
+        try:
+            await workflow.execute_activity(
+                watch_hub.follow_run,
+                FollowRunInput(shard=shard, run=run),
+                task_queue=SHORT_QUEUE,
+                start_to_close_timeout=timedelta(seconds=30),
+                retry_policy=SHORT_RETRY,
+                summary=f"follow {key}",
+            )
+            await workflow.wait_condition(lambda: self._waiting[key] is not None)
+        except (asyncio.CancelledError, ActivityError):
+            # Not on eviction (a ``BaseException`` that is neither): no workflow state is touched then.
+            del self._waiting[key]
+            await _forget(shard, key)
+            raise
+        outcome = self._waiting.pop(key)
+        assert outcome is not None
+        await _forget(shard, key)
+        return outcome
+
+
+async def _forget(shard: int, key: str) -> None:
+    """Tell the hub to drop the run (a hub the follow never started is not there to tell)."""
+    with contextlib.suppress(FailureError):
+        await workflow.get_external_workflow_handle(watch_hub_workflow_id(shard)).signal(
+            WatchHubSignal.FORGET, [key]
+        )
