@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import subprocess
@@ -239,7 +240,7 @@ def test_the_temporal_cli_starts_a_managed_job_with_signed_json(
 def test_a_running_job_writes_nothing_to_its_history(
     temporal_server: DevServer, live_worker: WorkerProcess, sim_catalog: Path, tmp_path: Path
 ) -> None:
-    """No timer, no activity but the cluster's watcher: a job's history stands still while it runs."""
+    """No timer and no activity (its watch hub follows it): a job's history stands still while it runs."""
     task = Task(run=f"echo a; {gate(tmp_path, 'b')}; echo b; {gate(tmp_path)}", resources=SIM)
 
     async def scenario() -> None:
@@ -247,6 +248,17 @@ def test_a_running_job_writes_nothing_to_its_history(
         handle = await start_job(client, [task])
         state = await until_state(handle, lambda s: s.status == ManagedJobStatus.RUNNING, "the run")
         until_log(state.job_id, 0, 1, "a\n")
+
+        async def settled() -> bool:
+            """The RUNNING report to the job index is done and its workflow task too."""
+            description = (await handle.describe()).raw_description
+            return not description.pending_activities and not description.HasField("pending_workflow_task")
+
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 60
+        while not await settled():
+            assert loop.time() < deadline, "the job's RUNNING report never settled"
+            await asyncio.sleep(0.1)
         before = (await handle.describe()).raw_description.workflow_execution_info.history_length
         open_gate(tmp_path, "b")
         until_log(state.job_id, 0, 1, "b\n")  # the watcher polled on, and shipped the new output
