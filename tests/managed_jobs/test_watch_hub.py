@@ -42,7 +42,7 @@ from tests.managed_jobs.support import (
 
 pytestmark = pytest.mark.integration
 
-KILL_ROUNDS = 5
+KILL_ROUNDS = 3
 
 
 def _task(folder: Path, after: str = "") -> Task:
