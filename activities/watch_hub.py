@@ -1,8 +1,8 @@
 """A watch hub's activities: follow a run (signal-with-start), and poll every followed run.
 
-``watch_followed`` is the one activity of a hub (``workflows.watch_hub``): it never returns while
-the hub runs. Its input is only the hub's id, so the hub's history does not grow with what it
-follows: the follow set is the hub's ``followed`` query, asked again when its ``version`` (asked
+``watch_followed`` is the one activity of a hub (``workflows.watch_hub``): it runs while the hub
+follows runs, and returns once it follows none. Its input is only the hub's id, so the hub's
+history does not grow with what it follows: the follow set is the hub's ``followed`` query, asked again when its ``version`` (asked
 every cycle) changes. Each cycle asks every followed run's nodes once (``ClusterWatch``, as a
 cluster's watcher does), ships each run's new output to the log store, and sends each ended run's
 owner its ``RunEnded`` before telling the hub to ``forget`` it. A killed worker's activity is
@@ -73,7 +73,8 @@ async def follow_run(request: FollowRunInput) -> None:
 
 @activity.defn
 async def watch_followed(hub_id: str) -> None:
-    """Poll the hub's followed runs every ``CYCLE_S`` until the hub's run closes (then cancelled)."""
+    """Poll the hub's followed runs every ``CYCLE_S`` until it follows none (or its run closes:
+    then this is cancelled). An idle hub then holds no activity, and an idle skyhop polls nothing."""
     client = activity.client()
     hub: WorkflowHandle[object, object] = client.get_workflow_handle(hub_id)
     followed: dict[str, Followed] = {}
@@ -81,6 +82,8 @@ async def watch_followed(hub_id: str) -> None:
     while True:
         began = time.monotonic()
         version = await _refresh(hub, version, followed)
+        if version is not None and not followed:
+            return
         ended = await poll_followed(list(followed.values()))
         for key in ended:
             del followed[key]

@@ -3,7 +3,8 @@
 A managed job's running attempt is followed by its shard's hub (``contract.watch_hub``), not by
 an activity of its own: ``WATCH_HUB_SHARDS`` hubs, each with one ``watch_followed`` activity on the
 long queue that polls every run it follows, cost a few dozen worker slots and heartbeats for
-10,000 running jobs, and a running job writes no history event until its run ends.
+10,000 running jobs, and a running job writes no history event until its run ends. A hub that
+follows nothing holds no activity (its activity returns; the next ``follow`` starts another).
 
 - The hub's state is its follow set (``FollowedRun`` by key), changed by the ``follow`` and
   ``forget`` signals; every change bumps a version the activity asks each cycle, so the activity
@@ -75,6 +76,10 @@ class WatchHubWorkflow:
     @workflow.run
     async def run(self, input: WatchHubInput) -> None:
         while True:
+            # An idle hub holds no activity: it waits for a run to follow.
+            await workflow.wait_condition(lambda: bool(self._runs) or history_is_long(input.history_limit))
+            if not self._runs:
+                break
             watcher = self._watcher = workflow.start_activity(
                 watch_hub.watch_followed,
                 workflow.info().workflow_id,
@@ -90,10 +95,10 @@ class WatchHubWorkflow:
             if not watcher.done():
                 break
             try:
-                await watcher
+                await watcher  # it returns once the hub follows nothing
             except ActivityError as exc:
                 workflow.logger.warning("the hub's watcher failed for good (%s); starting another", exc)
-            await workflow.sleep(_RESTART_AFTER)
+                await workflow.sleep(_RESTART_AFTER)
         await workflow.wait_condition(workflow.all_handlers_finished)
         workflow.continue_as_new(WatchHubInput(follow=self.followed(), history_limit=input.history_limit))
 
