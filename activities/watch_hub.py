@@ -1,13 +1,13 @@
 """A watch hub's activities: follow a run (signal-with-start), and poll every followed run.
 
 ``watch_followed`` is the one activity of a hub (``workflows.watch_hub``): it runs while the hub
-follows runs, and returns once it follows none. Its input is only the hub's id, so the hub's
-history does not grow with what it follows: the follow set is the hub's ``followed`` query, asked again when its ``version`` (asked
-every cycle) changes. Each cycle asks every followed run's nodes once (``ClusterWatch``, as a
-cluster's watcher does), ships each run's new output to the log store, and sends each ended run's
-owner its ``RunEnded`` before telling the hub to ``forget`` it. A killed worker's activity is
-retried by Temporal and starts from the hub's follow set and the nodes' records, so an end is
-sent at least once; the owner handles the first it waits for.
+follows runs, and returns once it follows none. Its input is only the hub's id, so the hub's history
+does not grow with what it follows: the follow set is the hub's ``followed`` query, asked again when
+its ``version`` (asked every cycle) changes. Each cycle asks every followed run's nodes once
+(``ClusterWatch``, as a cluster's watcher does), ships each run's new output to the log store, and
+sends each ended run's owner its ``RunEnded`` before telling the hub to ``forget`` it. A killed
+worker's activity is retried by Temporal and starts from the hub's follow set and the nodes'
+records, so an end is sent at least once; the owner handles the first it waits for.
 
 Logs: rank 0's new output is appended on each cycle, after the run's state was read, so the
 cycle that sees the end also keeps the last bytes. The store file's size is the offset read from
