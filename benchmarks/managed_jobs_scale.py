@@ -188,10 +188,13 @@ async def _preemption_latencies(
         await asyncio.sleep(1.0)
 
     def preempted_at() -> dict[str, float]:
-        items = json.loads((cloud.root / "state.json").read_text())["instances"]
-        return {
-            i: items[i]["preempted_at"] for ids in victims.values() for i in ids if "preempted_at" in items[i]
-        }
+        """When each victim's processes were killed, from its cluster's file (``clusters/<name>.json``)."""
+        found: dict[str, float] = {}
+        for job_id, ids in victims.items():
+            path = cloud.root / "clusters" / f"{managed_cluster_name(job_id, 0, 1)}.json"
+            items = json.loads(path.read_text()) if path.exists() else {}
+            found.update({i: items[i]["preempted_at"] for i in ids if "preempted_at" in items.get(i, {})})
+        return found
 
     deadline = time.monotonic() + 120
     while len(killed := preempted_at()) < sum(map(len, victims.values())):
