@@ -16,7 +16,10 @@ if TYPE_CHECKING:
     from skyhop.optimizer import Candidate, DagPlan, Minimize, Plan
     from skyhop.spec import Dag, TaskOverrides
 
-__all__ = ["dryrun", "placeable", "plan_document", "print_dag_plan", "print_plan"]
+REDACTED = "<redacted>"
+"""What a secret's value shows as, wherever skyhop displays a task."""
+
+__all__ = ["REDACTED", "dryrun", "placeable", "plan_document", "print_dag_plan", "print_plan"]
 
 
 def print_plan(task: Task, minimize: Minimize = "cost") -> int:
@@ -37,7 +40,7 @@ def dryrun(entrypoint: str, overrides: TaskOverrides, *, as_json: bool, minimize
     from skyhop.spec import SpecError, load_dag
 
     try:
-        dag = load_dag(entrypoint)
+        dag = load_dag(entrypoint, overrides.values())
         dag = dag.model_copy(
             update={
                 "tasks": [
@@ -111,8 +114,9 @@ def _left_out(dag: Dag) -> list[dict[str, str]]:
 def plan_document(plan: DagPlan, dag: Dag) -> dict[str, Any]:
     """The plan as ``print_json`` fields: one item per task, then the totals."""
     tasks = []
-    for p, left in zip(plan.plans, _left_out(dag), strict=True):
+    for p, left, node in zip(plan.plans, _left_out(dag), dag.tasks, strict=True):
         c = p.chosen
+        task = node.task
         tasks.append(
             {
                 "name": p.task_name,
@@ -126,6 +130,14 @@ def plan_document(plan: DagPlan, dag: Dag) -> dict[str, Any]:
                 "accelerators": c.accelerators,
                 "use_spot": p.use_spot,
                 "image_id": p.choice.image_id,
+                "disk_size": p.choice.disk_size,
+                "disk_tier": p.choice.disk_tier,
+                "network_tier": p.choice.network_tier,
+                "labels": p.choice.labels,
+                "workdir": task.workdir_git.model_dump() if task.workdir_git else task.workdir,
+                "file_mounts": task.file_mounts,
+                "secrets": dict.fromkeys(task.secrets, REDACTED),
+                "service": task.service is not None,
                 "hourly_cost": round(p.hourly_cost, 6),
                 "estimated_hours": p.estimated_hours,
                 "candidates": [_candidate_json(k, i == 0) for i, k in enumerate(p.considered)],

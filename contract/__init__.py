@@ -286,6 +286,8 @@ class ErrorType(StrEnum):
     NOT_SUPPORTED = "NotSupportedError"
     SDK_MISSING = "SdkMissingError"
     INVALID_REQUEST = "InvalidRequestError"
+    GIT_WORKDIR_FAILED = "GitWorkdirFailed"
+    """``workdir: {url, ref}`` could not be cloned or checked out (a wrong URL or ref)."""
 
     @property
     def retry_can_fix(self) -> bool:
@@ -305,6 +307,7 @@ _USER_TO_FIX = frozenset(
         ErrorType.SUBMIT_REJECTED,
         ErrorType.RESOURCES_MISMATCH,
         ErrorType.OUTSIDE_NODE,
+        ErrorType.GIT_WORKDIR_FAILED,
         # A provider's errors that retrying cannot fix (``providers.errors.RETRY_CANNOT_FIX``).
         ErrorType.PROVIDER_UNAVAILABLE,
         ErrorType.CREDENTIALS,
