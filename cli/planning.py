@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 REDACTED = "<redacted>"
 """What a secret's value shows as, wherever skyhop displays a task."""
 
-__all__ = ["REDACTED", "dryrun", "placeable", "plan_document", "print_dag_plan", "print_plan"]
+__all__ = ["REDACTED", "dryrun", "planned_dag", "placeable", "plan_document", "print_dag_plan", "print_plan"]
 
 
 def print_plan(task: Task, minimize: Minimize = "cost") -> int:
@@ -37,17 +37,10 @@ def print_dag_plan(dag: Dag, minimize: Minimize = "cost") -> int:
 
 def dryrun(entrypoint: str, overrides: TaskOverrides, *, as_json: bool, minimize: Minimize) -> int:
     """``launch --dryrun`` / ``optimize``: place a task or a chain and print the plan (or JSON)."""
-    from skyhop.spec import SpecError, load_dag
+    from skyhop.spec import SpecError
 
     try:
-        dag = load_dag(entrypoint, overrides.values())
-        dag = dag.model_copy(
-            update={
-                "tasks": [
-                    n.model_copy(update={"task": placeable(overrides.apply(n.task))}) for n in dag.tasks
-                ]
-            }
-        )
+        dag = planned_dag(entrypoint, overrides)
     except SpecError as exc:
         fail(str(exc), EXIT_USAGE)
     plan = _place(dag, minimize)
@@ -56,6 +49,15 @@ def dryrun(entrypoint: str, overrides: TaskOverrides, *, as_json: bool, minimize
     else:
         _show(plan, dag)
     return 0
+
+
+def planned_dag(entrypoint: str, overrides: TaskOverrides) -> Dag:
+    """The tasks ``--dryrun`` plans: loaded, overridden and placeable (``SpecError`` otherwise)."""
+    from skyhop.spec import load_dag
+
+    dag = load_dag(entrypoint, overrides.values())
+    tasks = [n.model_copy(update={"task": placeable(overrides.apply(n.task))}) for n in dag.tasks]
+    return dag.model_copy(update={"tasks": tasks})
 
 
 def placeable(task: Task) -> Task:

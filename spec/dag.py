@@ -169,7 +169,7 @@ def dag_from_documents(documents: list[Any], base: Path, validate_task: Any, sou
         try:
             task = validate_task({k: v for k, v in doc.items() if k not in _DAG_KEYS}, base)
         except SpecError as exc:
-            raise SpecError(exc.field, f"{where}{str(exc).removeprefix(f'{exc.field}: ')}") from None
+            raise type(exc)(exc.field, f"{where}{str(exc).removeprefix(f'{exc.field}: ')}") from None
         try:
             nodes.append(DagTask(task=task, **extras))
         except ValidationError as exc:
@@ -190,7 +190,20 @@ def _is_header(docs: list[Any]) -> bool:
     return "execution" in first or (len(docs) > 1 and set(first) == {"name"})
 
 
+_HEADER_REFUSED = {
+    "primary_tasks": "not supported: a skyhop job group ends when every one of its tasks has ended",
+    "termination_delay": "not supported: a skyhop job group ends when every one of its tasks has ended",
+    "inter_connection": (
+        "not supported: a group's tasks reach each other by the SKYHOP_JOBGROUP_<NAME>_IPS variables"
+    ),
+}
+"""SkyPilot's job-group header fields skyhop refuses, each with what it does instead."""
+
+
 def _read_header(header: Mapping[Any, Any]) -> tuple[str | None, Execution]:
+    refused = next((str(key) for key in header if key in _HEADER_REFUSED), None)
+    if refused is not None:
+        raise SpecError(refused, _HEADER_REFUSED[refused])
     extra = sorted(str(key) for key in header if key not in _HEADER_KEYS)
     if extra:
         raise SpecError(

@@ -95,7 +95,7 @@ def task_from_dict(data: object, base: Path, envs: Mapping[str, str] | None = No
     if not isinstance(data, Mapping):
         raise SpecError("", f"a task must be a mapping of fields, got {type(data).__name__}")
     check_refused(data)
-    raw = {k: v for k, v in data.items() if k not in _NO_EFFECT_FIELDS and not (k == "config" and not v)}
+    raw = {k: v for k, v in data.items() if k not in (*_NO_EFFECT_FIELDS, "config")}
     if isinstance(raw.get("resources"), Mapping):
         raw["resources"] = drop_missing_clouds(raw["resources"])
     if raw.get("api_server_access") is False:

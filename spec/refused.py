@@ -15,6 +15,7 @@ from skyhop.providers.registry import PLANNED_PROVIDERS, all_provider_names
 from skyhop.spec.errors import SpecError
 
 __all__ = [
+    "CONFIG_INERT",
     "CONFIG_REFUSED",
     "RESOURCES_REFUSED",
     "SKYPILOT_CLOUDS",
@@ -61,17 +62,19 @@ RESOURCES_REFUSED: dict[str, str] = {
 CONFIG_REFUSED: dict[str, str] = {
     "docker": _NO_CONTAINERS,
     "nvidia_gpus": "skyhop leaves the GPU driver's settings as the image has them",
-    "kubernetes": "Kubernetes is not supported yet",
     "ssh": "SSH node pools are set up in their pools file (skyhop ssh up)",
     "gcp": "skyhop's GCP provider uses the project's default network and no placement policies",
     "azure": "skyhop's Azure provider makes its own network per cluster and uses its own identity",
-    "vast": "skyhop has no Vast provider",
-    "slurm": "skyhop has no Slurm provider",
     "active_workspace": "skyhop has no workspaces: one Temporal namespace is one workspace",
     "hooks": "lifecycle hooks are not supported; end 'run' with what should happen",
 }
-"""SkyPilot's task ``config:`` keys (its overridable settings). None has a meaning in skyhop yet, so
-a ``config:`` with any key is refused naming it; an empty one is accepted."""
+"""SkyPilot's task ``config:`` keys (its overridable settings) that would change a launch skyhop makes:
+refused, naming the key."""
+
+CONFIG_INERT = ("kubernetes", "vast", "slurm")
+"""``config:`` keys for infrastructure skyhop has no provider for. SkyPilot applies them only when the
+task lands there, which under skyhop it never does, so they are accepted and change nothing: the
+same launch SkyPilot makes anywhere else."""
 
 SKYPILOT_CLOUDS = (
     "aws", "azure", "gcp", "ibm", "lambda", "scp", "oci", "kubernetes", "runpod", "vast", "vsphere", "cudo",
@@ -101,8 +104,8 @@ def check_refused(task: Mapping[str, Any]) -> None:
         if not isinstance(config, Mapping):
             raise SpecError("config", "must be a mapping of SkyPilot settings")
         for key in config:
-            reason = CONFIG_REFUSED.get(str(key), "not a setting skyhop has")
-            raise SpecError(f"config.{key}", reason)
+            if key not in CONFIG_INERT:
+                raise SpecError(f"config.{key}", CONFIG_REFUSED.get(str(key), "not a setting skyhop has"))
     resources = task.get("resources")
     if isinstance(resources, Mapping):
         _refuse(RESOURCES_REFUSED, resources, "resources.")
