@@ -99,8 +99,18 @@ def _merge(outer: dict[str, Any], item: object) -> object:
         return item
     base = {k: v for k, v in outer.items() if k not in ("any_of", "ordered")}
     if any(k in item for k in _LOCATION_KEYS):
+        cloud = _outer_cloud(base)
         base = {k: v for k, v in base.items() if k not in _LOCATION_KEYS}
+        if cloud and not ({"infra", "cloud"} & item.keys()):
+            base["cloud"] = cloud  # an item naming only a region or zone stays on the outer cloud
     return {**base, **item}
+
+
+def _outer_cloud(outer: dict[str, Any]) -> str | None:
+    if isinstance(outer.get("cloud"), str):
+        return str(outer["cloud"])
+    infra = outer.get("infra")
+    return infra.split("/")[0] if isinstance(infra, str) and infra.split("/")[0] != "*" else None
 
 
 def _check_alternatives(data: dict[str, Any]) -> None:
@@ -129,8 +139,9 @@ def _expand_choices(item: object) -> list[object]:
     return [{**item, "accelerators": choice} for choice in choices] if len(choices) > 1 else [item]
 
 
-_ALIASES = {"gpus": "accelerators", "ephemeral_storage": "disk_size"}
-"""SkyPilot's other names for a field (``ephemeral_storage`` is its deprecated ``disk_size``)."""
+_ALIASES = {"gpus": "accelerators", "ephemeral_storage": "disk_size", "spot_recovery": "job_recovery"}
+"""SkyPilot's other names for a field (``ephemeral_storage`` and ``spot_recovery`` are its deprecated
+``disk_size`` and ``job_recovery``)."""
 _NO_EFFECT = ("_no_missing_accel_warnings",)
 """Fields SkyPilot reads only to silence its own warnings: nothing to do, so they are dropped."""
 
@@ -312,8 +323,7 @@ class Resources(BaseModel):
         cloud = data.pop("cloud", None) or "*"
         region = data.pop("region", None)
         zone = data.pop("zone", None)
-        if zone and not region:
-            raise ValueError("'zone' needs 'region' (or use infra: cloud/region/zone)")
+        region = region or ("*" if zone else None)  # a zone alone names its region (SkyPilot infers it)
         data["infra"] = "/".join(str(p) for p in (cloud, region, zone) if p)
         return data
 

@@ -66,6 +66,12 @@ ACCEPTED: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
         {"workdir": {"url": "file:///r", "ref": "v1"}},
     ),
     ("service", {"service": {"readiness_probe": "/health", "replicas": 2}}, {"service": True}),
+    (
+        "any_of zone on the outer cloud",
+        {"resources": {"cloud": "gcp", "cpus": 2, "use_spot": True, "any_of": [{"zone": "us-central1-a"}]}},
+        {"provider": "gcp", "zone": "us-central1-a"},
+    ),
+    ("spot_recovery", {"resources": {"spot_recovery": "FAILOVER"}}, {}),
 ]
 
 
