@@ -12,11 +12,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from skyhop.providers.base import ClusterHandle, Offering, ProvisionRequest
+from skyhop.providers.base import ClusterHandle, DiskTier, NetworkTier, Offering, ProvisionRequest
 from skyhop.spec import Resources, Task
 
 __all__ = [
     "DEFAULT_CPU_DEMAND",
+    "DiskTier",
+    "NetworkTier",
     "Demand",
     "NodeAllocation",
     "ClusterQuery",

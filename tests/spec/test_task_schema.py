@@ -193,3 +193,32 @@ def test_a_job_group_is_planned_task_by_task_and_launch_points_to_jobs_launch(tm
         tmp_path, [{"name": "g", "execution": "parallel", "primary_tasks": ["a"]}, *group[1:]]
     )
     assert code == 2 and "primary_tasks: not supported" in output
+
+
+def test_launch_of_a_service_runs_the_task_and_says_serve_up_reads_the_section(tmp_path: Path) -> None:
+    path = tmp_path / "svc.yaml"
+    path.write_text(yaml.safe_dump({"run": "x", "service": {"replicas": 1}, "resources": {"infra": "local"}}))
+    result = CliRunner().invoke(app, ["launch", str(path)], input="n\n")
+    assert "used by skyhop serve up (not built yet); launching the task" in result.output
+    assert "Considered resources" in result.output
+
+
+def test_the_service_section_is_typed_in_its_canonical_form() -> None:
+    from skyhop.spec import Service
+
+    fixed = Service.model_validate(
+        {"readiness_probe": "/health", "replicas": 2, "load_balancing_policy": "ROUND_ROBIN"}
+    )
+    assert (fixed.readiness_probe.path, fixed.readiness_probe.initial_delay_seconds) == ("/health", 1200.0)
+    assert (fixed.replica_policy.min_replicas, fixed.replica_policy.max_replicas) == (2, 2)
+    assert fixed.load_balancing_policy == "round_robin"
+    scaled = Service.model_validate(
+        {
+            "readiness_probe": {"path": "/v1/models", "post_data": {"model": "m"}, "headers": {"A": "b"}},
+            "replica_policy": {"min_replicas": 1, "max_replicas": 4, "target_qps_per_replica": {"H100": 5}},
+            "ports": 8080,
+        }
+    )
+    assert scaled.replica_policy.target_qps_per_replica == {"H100": 5.0} and scaled.ports == 8080
+    pool = Service.model_validate({"pool": {"workers": 3}})
+    assert pool.pool is not None and pool.pool.workers == 3
