@@ -88,7 +88,8 @@ def _task(entrypoint: list[str], **overrides: Any) -> Any:
         fail("give a task YAML file or a command to run", EXIT_USAGE)
     try:
         flags = task_overrides(**overrides)
-        return placeable(flags.apply(load_task(" ".join(entrypoint), flags.values())))
+        task = load_task(" ".join(entrypoint), flags.values(), flags.secret_values().values())
+        return placeable(flags.apply(task))
     except SpecError as exc:
         fail(str(exc), EXIT_USAGE)
 

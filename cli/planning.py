@@ -11,15 +11,13 @@ from typing import TYPE_CHECKING, Any
 
 from skyhop.cli.output import EXIT_USAGE, fail, info, print_json, table
 from skyhop.spec import Task
+from skyhop.spec.errors import REDACTED
 
 if TYPE_CHECKING:
     from skyhop.optimizer import Candidate, DagPlan, Minimize, Plan
     from skyhop.spec import Dag, TaskOverrides
 
-REDACTED = "<redacted>"
-"""What a secret's value shows as, wherever skyhop displays a task."""
-
-__all__ = ["REDACTED", "dryrun", "planned_dag", "placeable", "plan_document", "print_dag_plan", "print_plan"]
+__all__ = ["dryrun", "planned_dag", "placeable", "plan_document", "print_dag_plan", "print_plan"]
 
 
 def print_plan(task: Task, minimize: Minimize = "cost") -> int:
@@ -55,7 +53,7 @@ def planned_dag(entrypoint: str, overrides: TaskOverrides) -> Dag:
     """The tasks ``--dryrun`` plans: loaded, overridden and placeable (``SpecError`` otherwise)."""
     from skyhop.spec import load_dag
 
-    dag = load_dag(entrypoint, overrides.values())
+    dag = load_dag(entrypoint, overrides.values(), overrides.secret_values().values())
     tasks = [n.model_copy(update={"task": placeable(overrides.apply(n.task))}) for n in dag.tasks]
     return dag.model_copy(update={"tasks": tasks})
 
@@ -136,8 +134,8 @@ def plan_document(plan: DagPlan, dag: Dag) -> dict[str, Any]:
                 "disk_tier": p.choice.disk_tier,
                 "network_tier": p.choice.network_tier,
                 "labels": p.choice.labels,
-                "workdir": task.workdir_git.model_dump() if task.workdir_git else task.workdir,
-                "file_mounts": task.file_mounts,
+                "workdir": task.workdir_git.model_dump() if task.workdir_git else _shown(task.workdir, task),
+                "file_mounts": {_shown(k, task): _shown(v, task) for k, v in task.file_mounts.items()},
                 "secrets": dict.fromkeys(task.secrets, REDACTED),
                 "service": task.service is not None,
                 "hourly_cost": round(p.hourly_cost, 6),
@@ -153,6 +151,13 @@ def plan_document(plan: DagPlan, dag: Dag) -> dict[str, Any]:
         "egress_cost": round(plan.egress_cost, 6),
         "total_cost": round(plan.total_cost, 6),
     }
+
+
+def _shown(text: str | None, task: Task) -> str | None:
+    """A path as displayed: a secret ``${VAR}`` filled into it is redacted."""
+    from skyhop.spec.errors import redacted
+
+    return None if text is None else redacted(text, task.secrets.values())
 
 
 def _rows(plan: Plan) -> list[Candidate]:

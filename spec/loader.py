@@ -10,14 +10,14 @@ import os
 import re
 import reprlib
 import shlex
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
 from skyhop.spec.dag import Dag, dag_from_documents
-from skyhop.spec.errors import SpecError, did_you_mean
+from skyhop.spec.errors import SpecError, did_you_mean, redacted
 from skyhop.spec.refused import check_refused, drop_missing_clouds
 from skyhop.spec.resources import Resources
 from skyhop.spec.task import Task
@@ -31,10 +31,12 @@ def looks_like_yaml_path(entrypoint: str) -> bool:
     return entrypoint.endswith((".yaml", ".yml")) and len(shlex.split(entrypoint)) == 1
 
 
-def load_task(entrypoint: str, envs: Mapping[str, str] | None = None) -> Task:
+def load_task(
+    entrypoint: str, envs: Mapping[str, str] | None = None, secret_values: Iterable[str] = ()
+) -> Task:
     """Load one task from a YAML path (its ``outputs``/``estimated_runtime`` only matter in a
     chain) or turn a shell command into ``run:``."""
-    dag = load_dag(entrypoint, envs)
+    dag = load_dag(entrypoint, envs, secret_values)
     if len(dag.tasks) != 1:
         kind = "job group" if dag.execution == "parallel" else "pipeline"
         raise SpecError(
@@ -45,16 +47,20 @@ def load_task(entrypoint: str, envs: Mapping[str, str] | None = None) -> Task:
     return dag.tasks[0].task
 
 
-def load_dag(entrypoint: str, envs: Mapping[str, str] | None = None) -> Dag:
+def load_dag(
+    entrypoint: str, envs: Mapping[str, str] | None = None, secret_values: Iterable[str] = ()
+) -> Dag:
     """Load a chain of tasks (``---``-separated documents), or one task, as a ``Dag``.
 
-    ``envs`` (the ``--env``/``--secret`` values) win over the file's when ``${VAR}`` is filled in.
+    ``envs`` (the ``--env``/``--secret`` values) win over the file's when ``${VAR}`` is filled in;
+    ``secret_values`` (the ``--secret`` ones) never appear in an error.
     """
+    hidden = list(secret_values)
     if not looks_like_yaml_path(entrypoint):
         return Dag.chain([_validate(Task, {"run": entrypoint})])
 
     def validate(data: object, base: Path) -> Task:
-        return task_from_dict(data, base, envs)
+        return task_from_dict(data, base, envs, hidden)
 
     return dag_from_documents(read_yaml_documents(entrypoint), Path.cwd(), validate, entrypoint)
 
@@ -87,20 +93,35 @@ def _known_values(data: Mapping[str, Any], overrides: Mapping[str, str]) -> dict
     return {**values, **overrides}
 
 
-def task_from_dict(data: object, base: Path, envs: Mapping[str, str] | None = None) -> Task:
+def task_from_dict(
+    data: object, base: Path, envs: Mapping[str, str] | None = None, secret_values: Iterable[str] = ()
+) -> Task:
     """Validate a task mapping; relative local paths are resolved against ``base``.
 
     Fields skyhop refuses are named first; alternatives on clouds skyhop lacks are dropped.
     """
     if not isinstance(data, Mapping):
         raise SpecError("", f"a task must be a mapping of fields, got {type(data).__name__}")
+    secrets = data.get("secrets")
+    hidden = [*(secrets.values() if isinstance(secrets, Mapping) else []), *(envs or {}).values()]
+    try:
+        return _task_from_mapping(data, base, envs or {})
+    except SpecError as exc:
+        # ${VAR} may have put a secret into a path an error quotes; --env values are hidden alike,
+        # since the overrides do not say which of them are secrets
+        raise type(exc)(
+            exc.field, redacted(str(exc).removeprefix(f"{exc.field}: "), map(str, hidden))
+        ) from None
+
+
+def _task_from_mapping(data: Mapping[str, Any], base: Path, envs: Mapping[str, str]) -> Task:
     check_refused(data)
     raw = {k: v for k, v in data.items() if k not in (*_NO_EFFECT_FIELDS, "config")}
     if isinstance(raw.get("resources"), Mapping):
         raw["resources"] = drop_missing_clouds(raw["resources"])
     if raw.get("api_server_access") is False:
         raw.pop("api_server_access")
-    values = _known_values(raw, envs or {})
+    values = _known_values(raw, envs)
     for field in _SUBSTITUTED:
         if raw.get(field) is not None:
             raw[field] = fill_in_envs(raw[field], values)
@@ -149,7 +170,11 @@ class TaskOverrides(BaseModel):
 
     def values(self) -> dict[str, str]:
         """What ``--env`` and ``--secret`` set, to fill ``${VAR}`` in the file's paths."""
-        return {**_assignments(self.envs, "--env"), **_assignments(self.secrets, "--secret")}
+        return {**_assignments(self.envs, "--env"), **self.secret_values()}
+
+    def secret_values(self) -> dict[str, str]:
+        """What ``--secret`` sets: values no output may show."""
+        return _assignments(self.secrets, "--secret")
 
     def apply(self, task: Task) -> Task:
         """Return ``task`` with these overrides; envs with null values must be supplied by now."""

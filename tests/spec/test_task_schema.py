@@ -159,7 +159,9 @@ def test_env_vars_fill_workdir_and_file_mount_paths(tmp_path: Path, monkeypatch:
     assert item["file_mounts"] == {"~/d-large": str(tmp_path / "data-large")}
 
 
-def test_secrets_are_required_overridable_and_never_shown(tmp_path: Path) -> None:
+def test_secrets_are_required_overridable_and_never_shown(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     task = {"run": "x", "secrets": {"HF_TOKEN": None, "OTHER": SECRET}}
     code, output = _dryrun(tmp_path, task)
     assert code == 2 and "secrets.HF_TOKEN: required but not set; pass --secret HF_TOKEN=VALUE" in output
@@ -169,6 +171,13 @@ def test_secrets_are_required_overridable_and_never_shown(tmp_path: Path) -> Non
     assert code == 2 and SECRET not in output
     code, output = _dryrun(tmp_path, {"run": "x", "secrets": {"bad-name": SECRET}})
     assert code == 2 and "secrets:" in output and SECRET not in output
+    mounted = {"run": "x", "secrets": {"TOK": None}, "file_mounts": {"~/d": "./${TOK}"}}
+    code, output = _dryrun(tmp_path, mounted, "--secret", f"TOK={SECRET}")
+    assert code == 2 and "local path './<redacted>' does not exist" in output and SECRET not in output
+    (tmp_path / SECRET).mkdir()
+    monkeypatch.chdir(tmp_path)
+    item = _item(tmp_path, mounted, "--secret", f"TOK={SECRET}")
+    assert item["file_mounts"] == {"~/d": str(tmp_path / "<redacted>")}
 
 
 def test_secrets_stay_out_of_the_real_cli_output(tmp_path: Path) -> None:
