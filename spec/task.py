@@ -99,6 +99,11 @@ class Task(BaseModel):
         return self
 
     @property
+    def has_workdir(self) -> bool:
+        """Whether nodes get a workdir: a local folder or a git repository."""
+        return bool(self.workdir or self.workdir_git)
+
+    @property
     def job_envs(self) -> dict[str, str]:
         """What setup and run see: envs, then secrets over them (SkyPilot's order)."""
         merged = {**self.envs, **self.secrets}

@@ -60,7 +60,7 @@ async def prepare_nodes(
     ``enter`` hears each stage as it begins; ``setup_key`` names the setup's node job, so a
     retried setup re-attaches instead of running twice.
     """
-    if task.workdir or task.workdir_git:
+    if task.has_workdir:
         enter(LaunchStage.SYNC_WORKDIR)
         workdir = SyncWorkdirInput(handle=handle, workdir=task.workdir or "", git=task.workdir_git)
         await run_long(sync.sync_workdir, workdir, timeout=timeout)

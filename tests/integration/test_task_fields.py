@@ -3,18 +3,20 @@ a git workdir checked out at its ref, secrets in the job's environment."""
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 from pathlib import Path
 
 import pytest
 from temporalio.client import WorkflowFailureError
 
-from skyhop.contract import ErrorType, JobStatus
-from skyhop.spec import task_from_dict
+from skyhop.contract import ClusterUpdate, ErrorType, JobRecord, JobStatus, JobSubmission, cluster_workflow_id
+from skyhop.spec import GitWorkdir, task_from_dict
 from tests.conftest import run
-from tests.helpers import DevServer, WorkerProcess
+from tests.helpers import DevServer, WorkerProcess, wait_for
 from tests.integration.support import (
     client_for,
+    current_record,
     down,
     launch,
     launched,
@@ -72,6 +74,19 @@ def test_a_git_workdir_is_checked_out_at_its_ref_on_the_node(
             assert (await record(client, cluster)).jobs[0].status == JobStatus.SUCCEEDED
             log = (Path(result.handle.nodes[0].runtime_dir) / "jobs" / "job-1" / "run.log").read_text()
             assert log.split() == ["one", v1, "token=from-secrets"]
+            # exec at another ref: the workdir is checked out again before the job
+            later = task.model_copy(update={"workdir_git": GitWorkdir(url=f"file://{repo}", ref="main")})
+            submission = JobSubmission(request_id="exec-main", task=later, user="tester", sync_workdir=True)
+            handle = client.get_workflow_handle(cluster_workflow_id(cluster))
+            await handle.execute_update(ClusterUpdate.SUBMIT_JOB, submission, result_type=JobRecord)
+            await asyncio.to_thread(
+                wait_for,
+                lambda: current_record(temporal_server.address, cluster).jobs[1].status.done,
+                60,
+                "job 2",
+            )
+            log = (Path(result.handle.nodes[0].runtime_dir) / "jobs" / "job-2" / "run.log").read_text()
+            assert log.split()[0] == "two"
 
     run(scenario())
 
