@@ -239,7 +239,8 @@ def _to_spec_error(exc: ValidationError) -> SpecError:
     field = ".".join(loc)
     if error["type"] == "extra_forbidden":
         parent: type[BaseModel] = Resources if "resources" in loc[:-1] else Task
-        allowed = sorted(parent.model_fields) + (["cloud", "region", "zone"] if parent is Resources else [])
+        also = _ALSO_ALLOWED_RESOURCES if parent is Resources else _ALSO_ALLOWED_TASK
+        allowed = sorted({*parent.model_fields, *also})
         hint = did_you_mean(loc[-1], allowed)
         return SpecError(field, f"unknown field{hint}; allowed: {', '.join(allowed)}")
     message = error["msg"].removeprefix("Value error, ")
@@ -247,6 +248,12 @@ def _to_spec_error(exc: ValidationError) -> SpecError:
         message = f"{message}, got {_shown(error.get('input'))}"
     return SpecError(field, message)
 
+
+_ALSO_ALLOWED_TASK = ("config", "inputs", "outputs", "estimated_runtime", "_metadata", "api_server_access")
+"""Task fields read before validation (or by the chain), beside the model's own."""
+_ALSO_ALLOWED_RESOURCES = ("cloud", "region", "zone", "gpus")
+"""SkyPilot's legacy location keys and its alias of ``accelerators``, folded in before validation (the
+deprecated ``ephemeral_storage`` and ``spot_recovery`` go unlisted: the line stays short)."""
 
 _SHOWN_CHARS = 60
 _REPR = reprlib.Repr()
