@@ -18,7 +18,7 @@ from skyhop.activities.node_jobs import (
     stop_if_cancelled,
     wait_on_nodes,
 )
-from skyhop.activities.sync import sync_workdir_to
+from skyhop.activities.sync import sync_task_workdir
 from skyhop.contract import ErrorType
 from skyhop.providers.runtime.jobs import JobOutcome, JobSpec, NodeJobStatus
 
@@ -57,8 +57,8 @@ async def run_setup(request: SetupInput) -> None:
 async def start_job(request: RunJobInput) -> None:
     """Start a scheduled job on its nodes (after syncing its workdir, for ``exec``); never twice."""
     handle = request.job.handle_in(request.handle)
-    if request.sync_workdir and request.task.workdir:
-        await _heartbeating(sync_workdir_to(handle, request.task.workdir))
+    if request.sync_workdir:
+        await _heartbeating(sync_task_workdir(handle, request.task))
     assert request.task.run is not None
     specs = []
     for rank in range(request.task.num_nodes):

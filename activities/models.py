@@ -11,6 +11,7 @@ from skyhop.optimizer.blocklist import Blocklist
 from skyhop.providers.base import ClusterHandle
 from skyhop.providers.runtime.jobs import JobOutcome
 from skyhop.spec import Task
+from skyhop.spec.task import GitWorkdir
 
 __all__ = [
     "AttemptLog",
@@ -42,7 +43,9 @@ class OptimizeInput(BaseModel):
 
 class SyncWorkdirInput(BaseModel):
     handle: ClusterHandle
-    workdir: str
+    workdir: str = ""
+    git: GitWorkdir | None = None
+    """The workdir is this repository at its ref instead of the local folder ``workdir``."""
 
 
 class FileMountsInput(BaseModel):

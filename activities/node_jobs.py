@@ -69,7 +69,7 @@ def job_env(handle: ClusterHandle, task: Task, rank: int, task_id: str) -> dict[
         "NUM_GPUS_PER_NODE": str(int(-(-gpus // 1))),
         "CLUSTER_INFO": json.dumps(info),
     }
-    env = {key: value for key, value in task.envs.items() if value is not None}
+    env = task.job_envs
     for name, value in values.items():
         env[f"SKYHOP_{name}"] = value
         env[f"SKYPILOT_{name}"] = value

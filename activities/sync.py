@@ -8,19 +8,31 @@ silent for ``NODE_LOST_AFTER_S``; then the sync fails, naming the node, and is n
 from __future__ import annotations
 
 import asyncio
+import tempfile
 import time
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import TypeVar
 
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
 from skyhop.activities.models import FileMountsInput, SyncWorkdirInput
 from skyhop.activities.node_jobs import NODE_LOST_AFTER_S, WORKDIR, node_lost
+from skyhop.contract import ErrorType
 from skyhop.providers.base import ClusterHandle, NodeHandle, NodeRuntime
 from skyhop.providers.registry import get_provider
 from skyhop.providers.runtime.errors import NodeUnreachableError
+from skyhop.spec.task import GitWorkdir, Task
 
-__all__ = ["heartbeating", "sync_file_mounts", "sync_workdir", "sync_workdir_to"]
+__all__ = [
+    "heartbeating",
+    "sync_file_mounts",
+    "sync_git_workdir_to",
+    "sync_task_workdir",
+    "sync_workdir",
+    "sync_workdir_to",
+]
 
 T = TypeVar("T")
 _BEAT_S = 2.0
@@ -30,12 +42,54 @@ _RETRY_S = 1.0
 @activity.defn
 async def sync_workdir(request: SyncWorkdirInput) -> None:
     """Copy the task's workdir to every node."""
-    await sync_workdir_to(request.handle, request.workdir)
+    if request.git is not None:
+        await sync_git_workdir_to(request.handle, request.git)
+    else:
+        await sync_workdir_to(request.handle, request.workdir)
 
 
 async def sync_workdir_to(handle: ClusterHandle, workdir: str) -> None:
     """Make ``WORKDIR`` on every node mirror ``workdir`` (ignore rules applied)."""
     await heartbeating(_on_every_node(handle, lambda rt: rt.sync_dir(workdir, WORKDIR)))
+
+
+async def sync_task_workdir(handle: ClusterHandle, task: Task) -> None:
+    """The task's workdir, a local folder or a git repository, onto every node (``exec``)."""
+    if task.workdir_git is not None:
+        await sync_git_workdir_to(handle, task.workdir_git)
+    elif task.workdir:
+        await sync_workdir_to(handle, task.workdir)
+
+
+async def sync_git_workdir_to(handle: ClusterHandle, git: GitWorkdir) -> None:
+    """Check ``git`` out at its ref here, then sync that tree as the workdir.
+
+    Cloning where the worker runs uses the worker's git credentials and needs no git on the nodes;
+    every node gets the same commit, with its ``.git`` history, as SkyPilot's clone gives.
+    """
+    with tempfile.TemporaryDirectory(prefix="skyhop-git-") as scratch:
+        tree = Path(scratch) / "repo"
+        await heartbeating(_git("clone", "--quiet", "--no-checkout", git.url, str(tree)))
+        await heartbeating(_git("-C", str(tree), "checkout", "--quiet", git.ref or "HEAD"))
+        await sync_workdir_to(handle, str(tree))
+
+
+async def _git(*args: str) -> None:
+    process = await asyncio.create_subprocess_exec(
+        "git", *args, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE
+    )
+    try:
+        _, err = await process.communicate()
+    except asyncio.CancelledError:
+        process.kill()
+        raise
+    if process.returncode != 0:
+        last = (err.decode(errors="replace").strip().splitlines() or ["no output"])[-1]
+        raise ApplicationError(
+            f"workdir: git {args[-2] if args[0] == 'clone' else 'checkout ' + args[-1]}: {last}",
+            type=ErrorType.GIT_WORKDIR_FAILED,
+            non_retryable=True,
+        )
 
 
 @activity.defn

@@ -21,6 +21,7 @@ from skyhop.cli.options import (
     Memory,
     Name,
     NumNodes,
+    Secrets,
     Workdir,
     Yes,
     task_overrides,
@@ -86,7 +87,9 @@ def _task(entrypoint: list[str], **overrides: Any) -> Any:
     if not entrypoint:
         fail("give a task YAML file or a command to run", EXIT_USAGE)
     try:
-        return placeable(task_overrides(**overrides).apply(load_task(" ".join(entrypoint))))
+        flags = task_overrides(**overrides)
+        task = load_task(" ".join(entrypoint), flags.values(), flags.secret_values().values())
+        return placeable(flags.apply(task))
     except SpecError as exc:
         fail(str(exc), EXIT_USAGE)
 
@@ -113,6 +116,7 @@ def launch(
     gpus: Gpus = None,
     infra: Infra = None,
     env: Envs = None,
+    secret: Secrets = None,
     idle_minutes: Annotated[
         int | None, typer.Option("--idle-minutes", "-i", help="Autostop after this many idle minutes.", min=0)
     ] = None,
@@ -142,6 +146,7 @@ def launch(
         gpus=gpus,
         infra=infra,
         envs=env,
+        secrets=secret,
     )
     if dryrun:
         from skyhop.cli.planning import dryrun as plan_only
@@ -154,6 +159,8 @@ def launch(
         )
         raise typer.Exit(plan)
     task = _task(entrypoint, **flags)
+    if task.service is not None:
+        info("The task's service: section is used by skyhop serve up (not built yet); launching the task.")
     cluster_name = (
         _not_managed(_check_cluster_name(cluster)) if cluster is not None else _default_cluster_name()
     )
@@ -190,6 +197,7 @@ def exec_(
     memory: Memory = None,
     gpus: Gpus = None,
     env: Envs = None,
+    secret: Secrets = None,
 ) -> None:
     """Run a task on an existing UP cluster: no provisioning, no setup; the workdir is synced."""
     task = _task(
@@ -201,6 +209,7 @@ def exec_(
         memory=memory,
         gpus=gpus,
         envs=env,
+        secrets=secret,
     )
     from skyhop.cli.launching import run_exec
 

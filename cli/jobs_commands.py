@@ -21,6 +21,7 @@ from skyhop.cli.options import (
     JsonOpt,
     Memory,
     NumNodes,
+    Secrets,
     Workdir,
     Yes,
     task_overrides,
@@ -62,6 +63,7 @@ def launch(
         bool | None, typer.Option("--use-spot/--no-use-spot", help="Run on spot instances (or not).")
     ] = None,
     env: Envs = None,
+    secret: Secrets = None,
     minimize: Annotated[str, typer.Option("--minimize", help="What to minimise: cost or time.")] = "cost",
 ) -> None:
     """Launch a managed job: it recovers from preemptions and its clusters go when it ends.
@@ -84,6 +86,7 @@ def launch(
         infra=infra,
         use_spot=use_spot,
         envs=env,
+        secrets=secret,
     )
     try:
         request, dag = load_job(" ".join(entrypoint), overrides, minimize=check_minimize(minimize))

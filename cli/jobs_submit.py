@@ -40,7 +40,7 @@ def load_job(
     from skyhop.spec import Execution, SpecError, load_dag
     from skyhop.spec.limits import MAX_NAME_CHARS, check_request_size
 
-    dag = load_dag(entrypoint)
+    dag = load_dag(entrypoint, overrides.values(), overrides.secret_values().values())
     per_task = overrides if len(dag.tasks) == 1 else overrides.model_copy(update={"name": None})
     tasks = [placeable(per_task.apply(node.task)) for node in dag.tasks]
     dag = dag.model_copy(

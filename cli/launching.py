@@ -288,7 +288,7 @@ async def run_exec(task: Task, cluster_name: str, *, detach: bool) -> int:
     from skyhop.spec.limits import check_request_size
 
     submission = JobSubmission(
-        request_id=f"exec:{uuid.uuid4().hex}", task=task, user=current_user(), sync_workdir=bool(task.workdir)
+        request_id=f"exec:{uuid.uuid4().hex}", task=task, user=current_user(), sync_workdir=task.has_workdir
     )
     check_request_size(submission, "job submission")
     client = await open_client()

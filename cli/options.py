@@ -20,6 +20,7 @@ __all__ = [
     "Memory",
     "Name",
     "NumNodes",
+    "Secrets",
     "Workdir",
     "Yes",
     "task_overrides",
@@ -34,6 +35,10 @@ Memory = Annotated[str | None, typer.Option(help="Memory per node in GiB: 16, 16
 Gpus = Annotated[str | None, typer.Option(help="Accelerators per node, e.g. A100:8.")]
 NumNodes = Annotated[int | None, typer.Option("--num-nodes", help="Number of nodes.", min=1)]
 Envs = Annotated[list[str] | None, typer.Option("--env", help="K=V (or K to copy it from here); repeatable.")]
+Secrets = Annotated[
+    list[str] | None,
+    typer.Option("--secret", help="NAME=VALUE (or NAME to copy it from here): like --env, never displayed."),
+]
 Workdir = Annotated[str | None, typer.Option(help="Local folder to sync to every node.")]
 Name = Annotated[str | None, typer.Option("--name", "-n", help="Task name.")]
 Detach = Annotated[bool, typer.Option("--detach", "-d", help="Return once the job is submitted.")]
@@ -46,4 +51,4 @@ def task_overrides(**flags: Any) -> TaskOverrides:
     """The task-field flags as ``TaskOverrides`` (repeatable ``--env`` defaults to none)."""
     from skyhop.spec import TaskOverrides
 
-    return TaskOverrides(**{**flags, "envs": flags.get("envs") or []})
+    return TaskOverrides(**{**flags, "envs": flags.get("envs") or [], "secrets": flags.get("secrets") or []})

@@ -11,12 +11,13 @@ from typing import TYPE_CHECKING, Any
 
 from skyhop.cli.output import EXIT_USAGE, fail, info, print_json, table
 from skyhop.spec import Task
+from skyhop.spec.errors import REDACTED
 
 if TYPE_CHECKING:
     from skyhop.optimizer import Candidate, DagPlan, Minimize, Plan
     from skyhop.spec import Dag, TaskOverrides
 
-__all__ = ["dryrun", "placeable", "plan_document", "print_dag_plan", "print_plan"]
+__all__ = ["dryrun", "planned_dag", "placeable", "plan_document", "print_dag_plan", "print_plan"]
 
 
 def print_plan(task: Task, minimize: Minimize = "cost") -> int:
@@ -34,17 +35,10 @@ def print_dag_plan(dag: Dag, minimize: Minimize = "cost") -> int:
 
 def dryrun(entrypoint: str, overrides: TaskOverrides, *, as_json: bool, minimize: Minimize) -> int:
     """``launch --dryrun`` / ``optimize``: place a task or a chain and print the plan (or JSON)."""
-    from skyhop.spec import SpecError, load_dag
+    from skyhop.spec import SpecError
 
     try:
-        dag = load_dag(entrypoint)
-        dag = dag.model_copy(
-            update={
-                "tasks": [
-                    n.model_copy(update={"task": placeable(overrides.apply(n.task))}) for n in dag.tasks
-                ]
-            }
-        )
+        dag = planned_dag(entrypoint, overrides)
     except SpecError as exc:
         fail(str(exc), EXIT_USAGE)
     plan = _place(dag, minimize)
@@ -53,6 +47,15 @@ def dryrun(entrypoint: str, overrides: TaskOverrides, *, as_json: bool, minimize
     else:
         _show(plan, dag)
     return 0
+
+
+def planned_dag(entrypoint: str, overrides: TaskOverrides) -> Dag:
+    """The tasks ``--dryrun`` plans: loaded, overridden and placeable (``SpecError`` otherwise)."""
+    from skyhop.spec import load_dag
+
+    dag = load_dag(entrypoint, overrides.values(), overrides.secret_values().values())
+    tasks = [n.model_copy(update={"task": placeable(overrides.apply(n.task))}) for n in dag.tasks]
+    return dag.model_copy(update={"tasks": tasks})
 
 
 def placeable(task: Task) -> Task:
@@ -111,8 +114,9 @@ def _left_out(dag: Dag) -> list[dict[str, str]]:
 def plan_document(plan: DagPlan, dag: Dag) -> dict[str, Any]:
     """The plan as ``print_json`` fields: one item per task, then the totals."""
     tasks = []
-    for p, left in zip(plan.plans, _left_out(dag), strict=True):
+    for p, left, node in zip(plan.plans, _left_out(dag), dag.tasks, strict=True):
         c = p.chosen
+        task = node.task
         tasks.append(
             {
                 "name": p.task_name,
@@ -126,6 +130,14 @@ def plan_document(plan: DagPlan, dag: Dag) -> dict[str, Any]:
                 "accelerators": c.accelerators,
                 "use_spot": p.use_spot,
                 "image_id": p.choice.image_id,
+                "disk_size": p.choice.disk_size,
+                "disk_tier": p.choice.disk_tier,
+                "network_tier": p.choice.network_tier,
+                "labels": p.choice.labels,
+                "workdir": task.workdir_git.model_dump() if task.workdir_git else _shown(task.workdir, task),
+                "file_mounts": {_shown(k, task): _shown(v, task) for k, v in task.file_mounts.items()},
+                "secrets": dict.fromkeys(task.secrets, REDACTED),
+                "service": task.service is not None,
                 "hourly_cost": round(p.hourly_cost, 6),
                 "estimated_hours": p.estimated_hours,
                 "candidates": [_candidate_json(k, i == 0) for i, k in enumerate(p.considered)],
@@ -139,6 +151,13 @@ def plan_document(plan: DagPlan, dag: Dag) -> dict[str, Any]:
         "egress_cost": round(plan.egress_cost, 6),
         "total_cost": round(plan.total_cost, 6),
     }
+
+
+def _shown(text: str | None, task: Task) -> str | None:
+    """A path as displayed: a secret ``${VAR}`` filled into it is redacted."""
+    from skyhop.spec.errors import redacted
+
+    return None if text is None else redacted(text, task.secrets.values())
 
 
 def _rows(plan: Plan) -> list[Candidate]:

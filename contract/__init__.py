@@ -12,11 +12,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from skyhop.providers.base import ClusterHandle, Offering, ProvisionRequest
+from skyhop.providers.base import ClusterHandle, DiskTier, NetworkTier, Offering, ProvisionRequest
 from skyhop.spec import Resources, Task
 
 __all__ = [
     "DEFAULT_CPU_DEMAND",
+    "DiskTier",
+    "NetworkTier",
     "Demand",
     "NodeAllocation",
     "ClusterQuery",
@@ -286,6 +288,8 @@ class ErrorType(StrEnum):
     NOT_SUPPORTED = "NotSupportedError"
     SDK_MISSING = "SdkMissingError"
     INVALID_REQUEST = "InvalidRequestError"
+    GIT_WORKDIR_FAILED = "GitWorkdirFailed"
+    """``workdir: {url, ref}`` could not be cloned or checked out (a wrong URL or ref)."""
 
     @property
     def retry_can_fix(self) -> bool:
@@ -305,6 +309,7 @@ _USER_TO_FIX = frozenset(
         ErrorType.SUBMIT_REJECTED,
         ErrorType.RESOURCES_MISMATCH,
         ErrorType.OUTSIDE_NODE,
+        ErrorType.GIT_WORKDIR_FAILED,
         # A provider's errors that retrying cannot fix (``providers.errors.RETRY_CANNOT_FIX``).
         ErrorType.PROVIDER_UNAVAILABLE,
         ErrorType.CREDENTIALS,

@@ -26,6 +26,8 @@ def task_needs(task: Task, resources: Resources) -> Needs:
         ports=bool(resources.ports),
         custom_image=resources.image_id is not None,
         disk_size=resources.disk_size is not None,
+        disk_tier=resources.disk_tier,
+        labels=bool(resources.labels),
         absolute_mount=next((target for target in task.file_mounts if target.startswith("/")), None),
     )
 

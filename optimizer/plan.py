@@ -15,10 +15,11 @@ from pydantic import BaseModel
 
 from skyhop.optimizer.blocklist import Blocklist
 from skyhop.optimizer.capabilities import shortfall, task_needs
+from skyhop.optimizer.egress import egress
 from skyhop.optimizer.errors import NoFeasibleOfferingError
 from skyhop.optimizer.explain import why_infeasible
 from skyhop.optimizer.launchables import catalog_launchables, offering_fits
-from skyhop.providers.base import Offering, ProvisionRequest
+from skyhop.providers.base import DiskTier, NetworkTier, Offering, ProvisionRequest
 from skyhop.providers.catalog import CLOUDS, CatalogSet, load_catalogs, policy_for
 from skyhop.spec import DagTask, Resources, Task
 
@@ -44,6 +45,9 @@ class Candidate(BaseModel):
     """The image to boot in the offering's region (None: the provider's default)."""
     disk_size: int | None = None
     """GiB of the boot disk (None: the provider's default)."""
+    disk_tier: DiskTier | None = None
+    network_tier: NetworkTier | None = None
+    labels: dict[str, str] = {}
     ports: list[str] = []
     hourly_cost: float
     """$/hour for all nodes of the task."""
@@ -51,11 +55,13 @@ class Candidate(BaseModel):
     """Estimated runtime on this offering."""
     alternative: int = 0
     """Index of the request alternative (``any_of``/``ordered`` item) it satisfies."""
+    input_cost: float = 0.0
+    """$ to read the task's ``inputs`` from another cloud's bucket here."""
 
     @property
     def cost(self) -> float:
         """Estimated $ for the whole run."""
-        return self.hourly_cost * self.hours
+        return self.hourly_cost * self.hours + self.input_cost
 
     def sort_key(self, minimize: Minimize) -> tuple[float, float, str, str, str, str]:
         """Objective first, then the documented tie-break order."""
@@ -74,6 +80,9 @@ class Candidate(BaseModel):
             ports=self.ports,
             image_id=self.image_id,
             disk_size=self.disk_size,
+            disk_tier=self.disk_tier,
+            network_tier=self.network_tier,
+            labels=self.labels,
             attempt_id=attempt_id,
         )
 
@@ -149,7 +158,13 @@ def task_candidates(
             policy = policy_for(name)
             if policy is not None and alternative.cloud in (None, name) and shortfall(name, needs) is None:
                 offerings += catalog_launchables(alternative, catalogs.get(name), policy, blocklist)
-        offerings = [o for o in offerings if alternative.allows_region(o.region)]
+        cap = alternative.max_hourly_cost
+        offerings = [
+            o
+            for o in offerings
+            if alternative.allows_region(o.region)
+            and (cap is None or ((o.spot_price if alternative.use_spot else o.price) or 0.0) <= cap)
+        ]
         pools.append([_priced(node, alternative, o, index) for o in offerings])
     if resources.ordered:
         pools = [next((pool for pool in pools if pool), [])]
@@ -166,11 +181,24 @@ def _priced(node: DagTask, resources: Resources, offering: Offering, alternative
         use_spot=resources.use_spot,
         image_id=resources.image_for(offering.region),
         disk_size=resources.disk_size,
+        disk_tier=resources.disk_tier,
+        network_tier=resources.network_tier,
+        labels=resources.labels,
         ports=resources.ports or [],
         hourly_cost=(price or 0.0) * node.task.num_nodes,
         hours=node.hours_on(offering.accelerators),
         alternative=alternative,
+        input_cost=_input_cost(node, offering),
     )
+
+
+def _input_cost(node: DagTask, offering: Offering) -> float:
+    """Egress of the task's inputs from their cloud to ``offering``'s (free within one cloud: SkyPilot
+    knows a bucket's cloud, not its region)."""
+    source = node.inputs_cloud
+    if source is None or source == offering.provider or node.inputs_gb <= 0:
+        return 0.0
+    return egress(source, None, offering.provider, offering.region, node.inputs_gb)[0]
 
 
 def plan_for(node: DagTask, found: list[Candidate], chosen: Candidate, minimize: Minimize) -> Plan:

@@ -26,9 +26,11 @@ __all__ = [
     "CannotStopError",
     "Capabilities",
     "CheckResult",
+    "DiskTier",
     "ClusterHandle",
     "LocalAccess",
     "Needs",
+    "NetworkTier",
     "NodeAccess",
     "NodeHandle",
     "NodeRuntime",
@@ -48,6 +50,26 @@ class CannotStopError(Exception):
 
 class StatusUnknownError(Exception):
     """The provider cannot report the real state of its nodes."""
+
+
+class DiskTier(StrEnum):
+    """SkyPilot's ``resources.disk_tier``: how fast the boot disk is; each provider maps it to a disk type."""
+
+    LOW = "low"
+    MEDIUM = "medium"
+    HIGH = "high"
+    ULTRA = "ultra"
+    BEST = "best"
+    """The fastest tier the chosen provider has."""
+
+
+class NetworkTier(StrEnum):
+    """SkyPilot's ``resources.network_tier``."""
+
+    STANDARD = "standard"
+    """The provider's default networking."""
+    BEST = "best"
+    """The fastest networking the instance type offers (GCP: gVNIC; Azure: accelerated networking)."""
 
 
 class NodeStatus(StrEnum):
@@ -198,6 +220,8 @@ class Needs(BaseModel):
     ports: bool = False
     custom_image: bool = False
     disk_size: bool = False
+    disk_tier: DiskTier | None = None
+    labels: bool = False
     absolute_mount: str | None = None
     """The first file mount whose target is an absolute path, if any."""
 
@@ -226,6 +250,10 @@ class Capabilities(BaseModel):
     docker: bool = False
     disk_size: bool = False
     """Whether a node's boot disk can be given a size."""
+    disk_tiers: frozenset[DiskTier] = frozenset()
+    """The disk tiers its nodes' boot disks can have (``best`` is the fastest of them)."""
+    labels: bool = False
+    """Whether its nodes carry the task's ``resources.labels`` (as tags or labels)."""
     max_nodes: int | None = None
     """Most nodes one cluster may have here; None: only the absolute bound (``spec.limits``)."""
     absolute_paths: bool = True
@@ -246,6 +274,17 @@ class Capabilities(BaseModel):
             (needs.custom_image and not self.custom_image, "resources.image_id", "custom images"),
             (needs.disk_size and not self.disk_size, "resources.disk_size", "setting the disk size"),
             (
+                needs.disk_tier is not None
+                and not (
+                    self.disk_tiers
+                    if needs.disk_tier == DiskTier.BEST
+                    else needs.disk_tier in self.disk_tiers
+                ),
+                "resources.disk_tier",
+                f"disk tier {needs.disk_tier}",
+            ),
+            (needs.labels and not self.labels, "resources.labels", "labels on its nodes"),
+            (
                 needs.absolute_mount is not None and not self.absolute_paths,
                 "file_mounts",
                 f"absolute file mount targets ({needs.absolute_mount!r} is absolute, but its nodes are "
@@ -254,6 +293,9 @@ class Capabilities(BaseModel):
             ),
         ]
         return next((Shortfall(field=f, feature=what) for missing, f, what in wanted if missing), None)
+
+    def _has_tier(self, tier: DiskTier) -> bool:
+        return bool(self.disk_tiers) if tier == DiskTier.BEST else tier in self.disk_tiers
 
 
 class ProvisionRequest(BaseModel):
@@ -269,6 +311,12 @@ class ProvisionRequest(BaseModel):
     image_id: str | None = None
     disk_size: int | None = None
     """GiB of the boot disk; None for the provider's default."""
+    disk_tier: DiskTier | None = None
+    """The boot disk's tier; None for the provider's default."""
+    network_tier: NetworkTier | None = None
+    """None or ``standard``: the provider's default networking."""
+    labels: dict[str, str] = {}
+    """The task's ``resources.labels``, put on every node beside skyhop's own tags."""
     attempt_id: str = ""
     """Same for every retry of one attempt, different across attempts: a cloud idempotency token."""
 
@@ -281,6 +329,8 @@ class ProvisionRequest(BaseModel):
             ports=bool(self.ports),
             custom_image=self.image_id is not None,
             disk_size=self.disk_size is not None,
+            disk_tier=self.disk_tier,
+            labels=bool(self.labels),
         )
 
 

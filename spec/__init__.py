@@ -5,16 +5,19 @@ from skyhop.spec.errors import SpecError
 from skyhop.spec.loader import TaskOverrides, load_dag, load_task, looks_like_yaml_path, task_from_dict
 from skyhop.spec.quantity import Quantity, parse_memory, parse_quantity
 from skyhop.spec.resources import KNOWN_INFRA, JobRecovery, Resources, parse_accelerators
-from skyhop.spec.task import Task
+from skyhop.spec.service import Service
+from skyhop.spec.task import GitWorkdir, Task
 
 __all__ = [
     "KNOWN_INFRA",
     "Dag",
     "DagTask",
     "Execution",
+    "GitWorkdir",
     "JobRecovery",
     "Quantity",
     "Resources",
+    "Service",
     "SpecError",
     "Task",
     "TaskOverrides",

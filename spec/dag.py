@@ -8,6 +8,9 @@ feed the optimizer:
 
 * ``outputs``: what the task hands to the next one, ``{path: GB}`` (SkyPilot's form) or a number
   of GB; moving it between clouds or regions costs egress.
+* ``inputs``: what the task reads, ``{path: GB}``; read from a bucket on another cloud
+  (``s3://`` is AWS, ``gs://`` GCP, ``https://<account>.blob.core.windows.net`` Azure), it costs that
+  cloud's egress, so the optimizer weighs it like SkyPilot's.
 * ``estimated_runtime``: hours the task runs, a number or ``{ACCELERATOR: hours, default: hours}``;
   ``--minimize time`` picks by it and cost is price x hours. Default: 1 hour everywhere.
 """
@@ -25,10 +28,23 @@ from skyhop.spec.errors import SpecError
 from skyhop.spec.limits import MAX_CHAIN_TASKS, MAX_NAME_CHARS
 from skyhop.spec.task import Task
 
-__all__ = ["DEFAULT_RUNTIME_HOURS", "Dag", "DagTask", "Execution", "dag_from_documents"]
+__all__ = ["DEFAULT_RUNTIME_HOURS", "Dag", "DagTask", "Execution", "dag_from_documents", "input_cloud"]
 
 DEFAULT_RUNTIME_HOURS = 1.0
 """Runtime assumed when a task gives no estimate (SkyPilot's default too)."""
+
+
+_BUCKET_CLOUDS = {"s3": "aws", "gs": "gcp"}
+
+
+def input_cloud(path: str) -> str | None:
+    """The cloud a bucket URL is stored on (SkyPilot's rule: by its scheme), None for a local path."""
+    scheme, sep, rest = path.partition("://")
+    if not sep:
+        return None
+    if scheme == "https" and ".blob.core.windows.net" in rest.split("/")[0]:
+        return "azure"
+    return _BUCKET_CLOUDS.get(scheme.lower(), scheme.lower())
 
 
 class Execution(StrEnum):
@@ -48,10 +64,28 @@ class DagTask(BaseModel):
     task: Task
     outputs_gb: float = Field(default=0.0, ge=0, strict=True)
     """GB handed to each task that follows it."""
+    inputs_gb: float = Field(default=0.0, ge=0, strict=True)
+    """GB the task reads from ``inputs_cloud``."""
+    inputs_cloud: str | None = None
+    """The cloud whose bucket holds the inputs; None for a local path (uploads cost nothing)."""
     estimated_runtime: dict[str, float] = {}
     """Hours by accelerator name (upper case), ``DEFAULT`` for anything else."""
 
-    @field_validator("outputs_gb", mode="before")
+    @model_validator(mode="before")
+    @classmethod
+    def _inputs(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or "inputs" not in data:
+            return data
+        data = dict(data)
+        inputs = data.pop("inputs")
+        if not isinstance(inputs, Mapping) or len(inputs) != 1:
+            raise ValueError("inputs must be one {path: GB}, like {s3://bucket/data: 100}")
+        ((path, size),) = inputs.items()
+        data["inputs_gb"] = size
+        data["inputs_cloud"] = input_cloud(str(path))
+        return data
+
+    @field_validator("outputs_gb", "inputs_gb", mode="before")
     @classmethod
     def _sum_outputs(cls, value: object) -> object:
         if isinstance(value, Mapping):
@@ -109,7 +143,7 @@ class Dag(BaseModel):
         return cls(name=name, tasks=nodes, edges=[(i, i + 1) for i in range(len(nodes) - 1)])
 
 
-_DAG_KEYS = {"outputs": "outputs_gb", "estimated_runtime": "estimated_runtime"}
+_DAG_KEYS = {"outputs": "outputs_gb", "inputs": "inputs", "estimated_runtime": "estimated_runtime"}
 _HEADER_KEYS = ("name", "execution")
 
 
@@ -135,12 +169,13 @@ def dag_from_documents(documents: list[Any], base: Path, validate_task: Any, sou
         try:
             task = validate_task({k: v for k, v in doc.items() if k not in _DAG_KEYS}, base)
         except SpecError as exc:
-            raise SpecError(exc.field, f"{where}{str(exc).removeprefix(f'{exc.field}: ')}") from None
+            raise type(exc)(exc.field, f"{where}{str(exc).removeprefix(f'{exc.field}: ')}") from None
         try:
             nodes.append(DagTask(task=task, **extras))
         except ValidationError as exc:
             error = exc.errors()[0]
-            field = {v: k for k, v in _DAG_KEYS.items()}.get(str(error["loc"][0]), str(error["loc"][0]))
+            loc = str(error["loc"][0]) if error["loc"] else "inputs"
+            field = {v: k for k, v in _DAG_KEYS.items()}.get(loc, loc.removesuffix("_gb"))
             raise SpecError(field, where + error["msg"].removeprefix("Value error, ")) from None
     if execution == Execution.PARALLEL:
         return Dag(name=name, tasks=nodes, execution=execution)
@@ -155,7 +190,20 @@ def _is_header(docs: list[Any]) -> bool:
     return "execution" in first or (len(docs) > 1 and set(first) == {"name"})
 
 
+_HEADER_REFUSED = {
+    "primary_tasks": "not supported: a skyhop job group ends when every one of its tasks has ended",
+    "termination_delay": "not supported: a skyhop job group ends when every one of its tasks has ended",
+    "inter_connection": (
+        "not supported: a group's tasks reach each other by the SKYHOP_JOBGROUP_<NAME>_IPS variables"
+    ),
+}
+"""SkyPilot's job-group header fields skyhop refuses, each with what it does instead."""
+
+
 def _read_header(header: Mapping[Any, Any]) -> tuple[str | None, Execution]:
+    refused = next((str(key) for key in header if key in _HEADER_REFUSED), None)
+    if refused is not None:
+        raise SpecError(refused, _HEADER_REFUSED[refused])
     extra = sorted(str(key) for key in header if key not in _HEADER_KEYS)
     if extra:
         raise SpecError(

@@ -19,6 +19,8 @@ __all__ = [
     "MAX_ENVS_BYTES",
     "MAX_FILE_MOUNTS",
     "MAX_FOLDER_NODES",
+    "MAX_LABELS",
+    "MAX_LABEL_CHARS",
     "MAX_NAME_CHARS",
     "MAX_NUM_NODES",
     "MAX_PATH_CHARS",
@@ -59,6 +61,11 @@ MAX_NAME_CHARS = 256
 
 MAX_PATH_CHARS = 4096
 """Length of a path in ``workdir`` or ``file_mounts`` (Linux's PATH_MAX)."""
+
+MAX_LABELS = 50
+"""``resources.labels``: AWS allows 50 tags per instance (skyhop adds its own 3 beside them)."""
+MAX_LABEL_CHARS = 63
+"""A label's key and value: GCP's limit, the strictest of the clouds."""
 
 MAX_ALTERNATIVES = 64
 """Complete requests in ``any_of``/``ordered`` (after accelerator sets are expanded): each is

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["Quantity", "parse_quantity", "parse_memory"]
+__all__ = ["Quantity", "parse_disk_size", "parse_memory", "parse_quantity"]
 
 _NUMBER = r"(\d+(?:\.\d+)?|\.\d+)"
 _PLAIN = re.compile(rf"^{_NUMBER}(\+?)$")
@@ -66,3 +66,20 @@ def parse_memory(raw: object) -> Quantity:
         raise ValueError(
             f"memory must be GiB like 16 or '16+', a size like '512MB', or per-vCPU like 'x4', got {raw!r}"
         ) from None
+
+
+_DISK_SIZE = re.compile(r"^(\d+)\s*([kmgtp]?b?)$", re.IGNORECASE)
+_BYTES_PER = {"": 1024**3, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4, "p": 1024**5}
+
+
+def parse_disk_size(raw: object) -> int:
+    """SkyPilot's disk size: GB as a number, or a size like ``1024GB``, ``1T``, ``512G``; GiB rounded up."""
+    match = _DISK_SIZE.match(raw.strip()) if isinstance(raw, str) else None
+    if not match:
+        raise ValueError(f"disk_size must be GB like 256, or a size like '1024GB' or '1T', got {raw!r}")
+    unit = match.group(2).lower().removesuffix("b") if match.group(2).lower() != "b" else "b"
+    size = int(match.group(1)) * _BYTES_PER[unit]
+    gib = -(-size // 1024**3)
+    if gib <= 0:
+        raise ValueError(f"disk_size must be at least 1 GB, got {raw!r}")
+    return gib

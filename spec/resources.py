@@ -17,9 +17,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from skyhop.providers.base import DiskTier, NetworkTier
 from skyhop.providers.registry import PLANNED_PROVIDERS, all_provider_names, region_is_path
-from skyhop.spec.limits import MAX_ALTERNATIVES
-from skyhop.spec.quantity import Quantity, parse_memory, parse_quantity
+from skyhop.spec.limits import MAX_ALTERNATIVES, MAX_LABEL_CHARS, MAX_LABELS
+from skyhop.spec.quantity import Quantity, parse_disk_size, parse_memory, parse_quantity
 
 __all__ = [
     "Autostop",
@@ -98,8 +99,18 @@ def _merge(outer: dict[str, Any], item: object) -> object:
         return item
     base = {k: v for k, v in outer.items() if k not in ("any_of", "ordered")}
     if any(k in item for k in _LOCATION_KEYS):
+        cloud = _outer_cloud(base)
         base = {k: v for k, v in base.items() if k not in _LOCATION_KEYS}
+        if cloud and not ({"infra", "cloud"} & item.keys()):
+            base["cloud"] = cloud  # an item naming only a region or zone stays on the outer cloud
     return {**base, **item}
+
+
+def _outer_cloud(outer: dict[str, Any]) -> str | None:
+    if isinstance(outer.get("cloud"), str):
+        return str(outer["cloud"])
+    infra = outer.get("infra")
+    return infra.split("/")[0] if isinstance(infra, str) and infra.split("/")[0] != "*" else None
 
 
 def _check_alternatives(data: dict[str, Any]) -> None:
@@ -128,6 +139,26 @@ def _expand_choices(item: object) -> list[object]:
     return [{**item, "accelerators": choice} for choice in choices] if len(choices) > 1 else [item]
 
 
+_ALIASES = {"gpus": "accelerators", "ephemeral_storage": "disk_size", "spot_recovery": "job_recovery"}
+"""SkyPilot's other names for a field (``ephemeral_storage`` and ``spot_recovery`` are its deprecated
+``disk_size`` and ``job_recovery``)."""
+_NO_EFFECT = ("_no_missing_accel_warnings",)
+"""Fields SkyPilot reads only to silence its own warnings: nothing to do, so they are dropped."""
+
+
+def _aliased(data: object) -> object:
+    """``data`` with SkyPilot's aliases under their canonical names (both given: refused)."""
+    if not isinstance(data, dict):
+        return data
+    data = {k: v for k, v in data.items() if k not in _NO_EFFECT}
+    for alias, canonical in _ALIASES.items():
+        if alias in data:
+            if data.get(canonical) is not None:
+                raise ValueError(f"'{alias}' is another name for '{canonical}': give one of them")
+            data[canonical] = data.pop(alias)
+    return data
+
+
 _DURATION = re.compile(r"(\d+)\s*([mhdw]?)")
 _MINUTES_PER = {"": 1, "m": 1, "h": 60, "d": 60 * 24, "w": 60 * 24 * 7}
 
@@ -153,6 +184,15 @@ class Autostop(BaseModel):
             if not match:
                 raise ValueError(f"autostop must be true, minutes, or like '30m', '10h', '2d', got {data!r}")
             return {"idle_minutes": int(match.group(1)) * _MINUTES_PER[match.group(2)]}
+        if isinstance(data, dict):
+            data = dict(data)
+            wait_for = data.pop("wait_for", "jobs")
+            if str(wait_for).lower() != "jobs":
+                raise ValueError(
+                    f"wait_for {wait_for!r}: skyhop's autostop counts only jobs as activity (wait_for: jobs)"
+                )
+            if "hook" in data or "hook_timeout" in data:
+                raise ValueError("autostop hooks are not supported; end 'run' with the cleanup instead")
         return data
 
 
@@ -200,6 +240,16 @@ class Resources(BaseModel):
     """``{NAME: count}`` per node. Default: none."""
     use_spot: bool = Field(default=False, strict=True)
     disk_size: int | None = Field(default=None, gt=0, strict=True)
+    """GiB of the boot disk: a number of GB, or a size like ``1024GB``/``1T``."""
+    disk_tier: DiskTier | None = None
+    """The boot disk's speed (``low``, ``medium``, ``high``, ``ultra``, ``best``); the provider
+    maps it to a disk type. Default: the provider's default disk."""
+    network_tier: NetworkTier | None = None
+    """``standard`` (the default networking) or ``best`` (the fastest the instance type offers)."""
+    labels: dict[str, str] = {}
+    """Key-value labels put on every node (AWS and Azure tags, GCP labels)."""
+    max_hourly_cost: float | None = Field(default=None, gt=0)
+    """Most $/hour one node may cost; dearer offerings are no candidates."""
     ports: list[str] | None = None
     image_id: str | dict[str, str] | None = None
     """An image for every region, or ``{region: image}``, which also limits the task to those regions."""
@@ -220,7 +270,10 @@ class Resources(BaseModel):
         """Turn accelerator sets/lists into ``any_of``/``ordered`` and merge outer fields into items."""
         if not isinstance(data, dict):
             return data
-        data = dict(data)
+        data = dict(_aliased(data))  # type: ignore[call-overload]
+        for key in ("any_of", "ordered"):
+            if isinstance(data.get(key), list):
+                data[key] = [_aliased(item) for item in data[key]]
         if data.get("any_of") is not None and data.get("ordered") is not None:
             raise ValueError("use either 'any_of' or 'ordered', not both")
         _check_alternatives(data)
@@ -270,8 +323,7 @@ class Resources(BaseModel):
         cloud = data.pop("cloud", None) or "*"
         region = data.pop("region", None)
         zone = data.pop("zone", None)
-        if zone and not region:
-            raise ValueError("'zone' needs 'region' (or use infra: cloud/region/zone)")
+        region = region or ("*" if zone else None)  # a zone alone names its region (SkyPilot infers it)
         data["infra"] = "/".join(str(p) for p in (cloud, region, zone) if p)
         return data
 
@@ -308,11 +360,39 @@ class Resources(BaseModel):
     @field_validator("image_id", mode="before")
     @classmethod
     def _check_image_id(cls, value: object) -> object:
+        images = list(value.values()) if isinstance(value, dict) else [value]
+        docker = next((i for i in images if isinstance(i, str) and i.startswith("docker:")), None)
+        if docker is not None:
+            raise ValueError(
+                f"{docker!r}: skyhop runs tasks on the node's own OS, not in a container yet; "
+                "install what the image holds in 'setup', or give a machine image"
+            )
         if value is None or (isinstance(value, str) and value):
             return value
         if isinstance(value, dict) and value and all(isinstance(v, str) and v for v in value.values()):
             return {str(region): image for region, image in value.items()}
         raise ValueError(f"image_id must be an image name or {{region: image name}}, got {value!r}")
+
+    @field_validator("disk_size", mode="before")
+    @classmethod
+    def _disk_size_units(cls, value: object) -> object:
+        return value if value is None or isinstance(value, bool | int) else parse_disk_size(value)
+
+    @field_validator("labels", mode="before")
+    @classmethod
+    def _check_labels(cls, value: object) -> object:
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            return value
+        if len(value) > MAX_LABELS:
+            raise ValueError(f"{len(value)} labels; at most {MAX_LABELS}")
+        for key, item in value.items():
+            if not isinstance(key, str) or not key or len(key) > MAX_LABEL_CHARS:
+                raise ValueError(f"label key {str(key)[:80]!r} must be 1-{MAX_LABEL_CHARS} characters")
+            if isinstance(item, dict | list) or item is None or len(str(item)) > MAX_LABEL_CHARS:
+                raise ValueError(f"label {key!r} must be a string of at most {MAX_LABEL_CHARS} characters")
+        return {key: str(item) for key, item in value.items()}
 
     @field_validator("autostop", mode="before")
     @classmethod

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import re
 from pathlib import PurePosixPath
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from skyhop.spec.limits import (
     MAX_ENVS,
@@ -17,10 +18,44 @@ from skyhop.spec.limits import (
     MAX_SCRIPT_BYTES,
 )
 from skyhop.spec.resources import Resources
+from skyhop.spec.service import Service
 
-__all__ = ["Task"]
+__all__ = ["GitWorkdir", "Task", "env_mapping"]
 
 _ENV_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+class GitWorkdir(BaseModel):
+    """SkyPilot's ``workdir: {url, ref}``: a git repository, checked out at ``ref`` as the workdir."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    url: str = Field(min_length=1, max_length=MAX_PATH_CHARS)
+    """Anything ``git clone`` takes: ``https://``, ``git@host:repo``, ``file://``."""
+    ref: str | None = Field(default=None, min_length=1, max_length=MAX_NAME_CHARS)
+    """A branch, tag or commit; None: the repository's default branch."""
+
+
+def env_mapping(value: object, what: str, *, show_values: bool = True) -> object:
+    """``envs``/``secrets`` as ``{NAME: str | None}``, bounded; a secret's value never enters an error."""
+    if not isinstance(value, dict):
+        return value
+    if len(value) > MAX_ENVS:
+        raise ValueError(f"{len(value)} variables; at most {MAX_ENVS} are allowed")
+    for key, item in value.items():
+        if not isinstance(key, str) or not _ENV_KEY.fullmatch(key):
+            shown = repr(key) if show_values or not isinstance(key, str) else f"{key[:40]!r}"
+            raise ValueError(f"{what} name {shown} must match [A-Za-z_][A-Za-z0-9_]*")
+        if isinstance(item, dict | list):
+            raise ValueError(f"{what} {key} must be a string, number or null")
+    envs = {k: None if v is None else str(v) for k, v in value.items()}
+    size = sum(len(k.encode()) + len((v or "").encode()) + 2 for k, v in envs.items())
+    if size > MAX_ENVS_BYTES:
+        raise ValueError(
+            f"{size // 1024} KiB of names and values; at most {MAX_ENVS_BYTES // 1024} KiB "
+            "(put large values in a file and mount it)"
+        )
+    return envs
 
 
 class Task(BaseModel):
@@ -31,36 +66,63 @@ class Task(BaseModel):
     name: str | None = Field(default=None, max_length=MAX_NAME_CHARS)
     workdir: str | None = Field(default=None, max_length=MAX_PATH_CHARS)
     """Local folder synced to every node before setup; setup and run start in it."""
+    workdir_git: GitWorkdir | None = None
+    """The workdir as a git repository instead (YAML: ``workdir: {url, ref}``)."""
     num_nodes: int = Field(default=1, ge=1, le=MAX_NUM_NODES, strict=True)
     resources: Resources = Resources()
     envs: dict[str, str | None] = {}
     """Environment of setup and run. A null value must be supplied with ``--env``."""
+    secrets: dict[str, str | None] = Field(default={}, repr=False)
+    """Like ``envs`` (a secret wins over an env of the same name), overridden by ``--secret``, and
+    never displayed: plans, JSON and errors show names only."""
     file_mounts: dict[str, str] = {}
     """Remote path on each node -> local path on this machine. A remote path is under the node's
     home (``~/data``, or relative) or absolute, and never contains ``..``."""
     setup: str | None = None
     run: str | None = None
+    service: Service | None = None
+    """What ``skyhop serve up`` (not built yet) serves; ``launch`` runs the task without it."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _git_workdir(cls, data: Any) -> Any:
+        if isinstance(data, dict) and isinstance(data.get("workdir"), dict):
+            if data.get("workdir_git") is not None:
+                raise ValueError("give the git workdir once, as workdir: {url, ref}")
+            data = {**data, "workdir_git": data["workdir"], "workdir": None}
+        return data
+
+    @model_validator(mode="after")
+    def _one_workdir(self) -> Task:
+        if self.workdir is not None and self.workdir_git is not None:
+            raise ValueError("a workdir is either a local folder or a git repository, not both")
+        return self
+
+    @property
+    def has_workdir(self) -> bool:
+        """Whether nodes get a workdir: a local folder or a git repository."""
+        return bool(self.workdir or self.workdir_git)
+
+    @property
+    def job_envs(self) -> dict[str, str]:
+        """What setup and run see: envs, then secrets over them (SkyPilot's order)."""
+        merged = {**self.envs, **self.secrets}
+        return {key: value for key, value in merged.items() if value is not None}
 
     @field_validator("envs", mode="before")
     @classmethod
     def _check_envs(cls, value: object) -> object:
-        if not isinstance(value, dict):
-            return value
-        if len(value) > MAX_ENVS:
-            raise ValueError(f"{len(value)} variables; at most {MAX_ENVS} are allowed")
-        for key, item in value.items():
-            if not isinstance(key, str) or not _ENV_KEY.fullmatch(key):
-                raise ValueError(f"env name {key!r} must match [A-Za-z_][A-Za-z0-9_]*")
-            if isinstance(item, dict | list):
-                raise ValueError(f"env {key} must be a string, number or null")
-        envs = {k: None if v is None else str(v) for k, v in value.items()}
-        size = sum(len(k.encode()) + len((v or "").encode()) + 2 for k, v in envs.items())
-        if size > MAX_ENVS_BYTES:
+        return env_mapping(value, "env")
+
+    @field_validator("secrets", mode="before")
+    @classmethod
+    def _check_secrets(cls, value: object) -> object:
+        if isinstance(value, list):
             raise ValueError(
-                f"{size // 1024} KiB of names and values; at most {MAX_ENVS_BYTES // 1024} KiB "
-                "(put large values in a file and mount it)"
+                "managed secret references are not supported; give each value: secrets: {NAME: value} "
+                "or --secret NAME=VALUE"
             )
-        return envs
+        return env_mapping(value, "secret", show_values=False)
 
     @field_validator("file_mounts", mode="before")
     @classmethod

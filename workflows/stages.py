@@ -60,11 +60,10 @@ async def prepare_nodes(
     ``enter`` hears each stage as it begins; ``setup_key`` names the setup's node job, so a
     retried setup re-attaches instead of running twice.
     """
-    if task.workdir:
+    if task.has_workdir:
         enter(LaunchStage.SYNC_WORKDIR)
-        await run_long(
-            sync.sync_workdir, SyncWorkdirInput(handle=handle, workdir=task.workdir), timeout=timeout
-        )
+        workdir = SyncWorkdirInput(handle=handle, workdir=task.workdir or "", git=task.workdir_git)
+        await run_long(sync.sync_workdir, workdir, timeout=timeout)
     if task.file_mounts:
         enter(LaunchStage.SYNC_FILE_MOUNTS)
         mounts = FileMountsInput(handle=handle, file_mounts=task.file_mounts)

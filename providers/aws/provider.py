@@ -13,7 +13,14 @@ import hashlib
 from typing import Any
 
 from skyhop.providers.aws.errors import classify
-from skyhop.providers.base import Capabilities, ClusterHandle, NodeHandle, NodeRuntime, ProvisionRequest
+from skyhop.providers.base import (
+    Capabilities,
+    ClusterHandle,
+    DiskTier,
+    NodeHandle,
+    NodeRuntime,
+    ProvisionRequest,
+)
 from skyhop.providers.cloud import CLUSTER_TAG, RANK_TAG, Instance, InstanceState
 from skyhop.providers.cloud_sdk import SdkCloudProvider
 from skyhop.providers.cloud_ssh import ssh_node, ssh_runtime
@@ -60,7 +67,14 @@ class AWSProvider(SdkCloudProvider[Any]):
 
     name = "aws"
     capabilities = Capabilities(
-        spot=True, stop_start=True, multi_node=True, open_ports=True, custom_image=True, disk_size=True
+        spot=True,
+        stop_start=True,
+        multi_node=True,
+        open_ports=True,
+        custom_image=True,
+        disk_size=True,
+        disk_tiers=frozenset(DiskTier),
+        labels=True,
     )
     poll_interval_s = 2.0
     setup_hint = "run 'aws configure', or set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
@@ -140,6 +154,7 @@ class AWSProvider(SdkCloudProvider[Any]):
                 {"Key": RANK_TAG, "Value": str(rank)},
                 {"Key": "Name", "Value": f"{request.cluster_name}-{rank}"},
             ]
+            tags += [{"Key": key, "Value": value} for key, value in request.labels.items()]
             ec2.run_instances(
                 **base,
                 ClientToken=_client_token(request, rank),
@@ -173,16 +188,9 @@ class AWSProvider(SdkCloudProvider[Any]):
         }
         if offering.zone:
             arguments["Placement"] = {"AvailabilityZone": offering.zone}
-        if request.disk_size:
+        if request.disk_size or request.disk_tier:
             arguments["BlockDeviceMappings"] = [
-                {
-                    "DeviceName": "/dev/sda1",
-                    "Ebs": {
-                        "VolumeSize": request.disk_size,
-                        "VolumeType": "gp3",
-                        "DeleteOnTermination": True,
-                    },
-                }
+                {"DeviceName": "/dev/sda1", "Ebs": {**ebs_volume(request), "DeleteOnTermination": True}}
             ]
         if request.use_spot:
             arguments["InstanceMarketOptions"] = {
@@ -304,3 +312,21 @@ class AWSProvider(SdkCloudProvider[Any]):
 
     def runtime(self, node: NodeHandle) -> NodeRuntime:
         return ssh_runtime(node, SSH_USER)
+
+
+_TIER_VOLUMES: dict[DiskTier, dict[str, Any]] = {
+    DiskTier.LOW: {"VolumeType": "standard"},
+    DiskTier.MEDIUM: {"VolumeType": "gp3", "Iops": 3500, "Throughput": 3500 // 16},
+    DiskTier.HIGH: {"VolumeType": "gp3", "Iops": 7000, "Throughput": 7000 // 16},
+    DiskTier.ULTRA: {"VolumeType": "io2", "Iops": 20000},
+}
+"""SkyPilot's EBS volume per disk tier (``best`` is ``ultra``)."""
+
+
+def ebs_volume(request: ProvisionRequest) -> dict[str, Any]:
+    """The boot volume's EBS settings: size, and type and IOPS by disk tier (default gp3)."""
+    tier = DiskTier.ULTRA if request.disk_tier == DiskTier.BEST else request.disk_tier
+    volume: dict[str, Any] = dict(_TIER_VOLUMES[tier]) if tier else {"VolumeType": "gp3"}
+    if request.disk_size:
+        volume["VolumeSize"] = request.disk_size
+    return volume

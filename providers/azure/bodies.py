@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from skyhop.providers.base import ProvisionRequest
+from skyhop.providers.base import DiskTier, NetworkTier, ProvisionRequest
 from skyhop.providers.cloud import CLUSTER_TAG, RANK_TAG
 from skyhop.providers.errors import InvalidRequestError
 from skyhop.providers.naming import fit_name
@@ -70,6 +70,20 @@ def _network_id(subscription: str, group: str, kind: str, name: str) -> str:
     return f"/subscriptions/{subscription}/resourceGroups/{group}/providers/Microsoft.Network/{kind}/{name}"
 
 
+_TIER_STORAGE = {
+    DiskTier.LOW: "Standard_LRS",
+    DiskTier.MEDIUM: "StandardSSD_LRS",
+    DiskTier.HIGH: "Premium_LRS",
+    DiskTier.BEST: "Premium_LRS",
+}
+"""The OS disk's storage per disk tier; Azure has no ``ultra`` OS disk (SkyPilot refuses it too)."""
+
+
+def storage_account_type(tier: DiskTier | None) -> str:
+    """The OS disk's storage account type: by tier, default ``StandardSSD_LRS``."""
+    return _TIER_STORAGE[tier or DiskTier.MEDIUM]
+
+
 def vm_body(subscription: str, request: ProvisionRequest, rank: int, public_key: str) -> dict[str, Any]:
     """The ``virtualMachines`` PUT body of node ``rank``."""
     offering = request.offering
@@ -79,7 +93,7 @@ def vm_body(subscription: str, request: ProvisionRequest, rank: int, public_key:
     os_disk: dict[str, Any] = {
         "createOption": "FromImage",
         "deleteOption": "Delete",
-        "managedDisk": {"storageAccountType": "StandardSSD_LRS"},
+        "managedDisk": {"storageAccountType": storage_account_type(request.disk_tier)},
     }
     if request.disk_size:
         os_disk["diskSizeGB"] = request.disk_size
@@ -88,6 +102,7 @@ def vm_body(subscription: str, request: ProvisionRequest, rank: int, public_key:
         "properties": {
             "primary": True,
             "deleteOption": "Delete",
+            **({"enableAcceleratedNetworking": True} if request.network_tier == NetworkTier.BEST else {}),
             "networkSecurityGroup": {"id": _network_id(subscription, group, "networkSecurityGroups", NSG)},
             "ipConfigurations": [
                 {
@@ -127,7 +142,7 @@ def vm_body(subscription: str, request: ProvisionRequest, rank: int, public_key:
         properties.update(priority="Spot", evictionPolicy="Delete", billingProfile={"maxPrice": -1})
     return {
         "location": region,
-        "tags": {CLUSTER_TAG: request.cluster_name, RANK_TAG: str(rank)},
+        "tags": {**request.labels, CLUSTER_TAG: request.cluster_name, RANK_TAG: str(rank)},
         "properties": properties,
     }
 

@@ -16,7 +16,14 @@ from typing import Any
 from skyhop.providers.azure import bodies
 from skyhop.providers.azure.api import SETUP_HINT, ArmApi
 from skyhop.providers.azure.errors import classify
-from skyhop.providers.base import Capabilities, ClusterHandle, NodeHandle, NodeRuntime, ProvisionRequest
+from skyhop.providers.base import (
+    Capabilities,
+    ClusterHandle,
+    DiskTier,
+    NodeHandle,
+    NodeRuntime,
+    ProvisionRequest,
+)
 from skyhop.providers.cloud import CLUSTER_TAG, RANK_TAG, Instance, InstanceState
 from skyhop.providers.cloud_sdk import SdkCloudProvider
 from skyhop.providers.cloud_ssh import ssh_node, ssh_runtime
@@ -52,7 +59,14 @@ class AzureProvider(SdkCloudProvider[ArmApi]):
 
     name = "azure"
     capabilities = Capabilities(
-        spot=True, stop_start=True, multi_node=True, open_ports=True, custom_image=True, disk_size=True
+        spot=True,
+        stop_start=True,
+        multi_node=True,
+        open_ports=True,
+        custom_image=True,
+        disk_size=True,
+        disk_tiers=frozenset(DiskTier) - {DiskTier.ULTRA},
+        labels=True,
     )
     poll_interval_s = 5.0
     setup_hint = SETUP_HINT

@@ -11,7 +11,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from skyhop.providers.base import ProvisionRequest
+from skyhop.providers.base import DiskTier, NetworkTier, ProvisionRequest
 from skyhop.providers.cloud import CLUSTER_TAG, RANK_TAG
 from skyhop.providers.naming import fit_name
 
@@ -66,6 +66,21 @@ def accelerator_type(name: str) -> str:
     return _ACCELERATORS.get(name, f"nvidia-{name.lower()}")
 
 
+_TIER_DISKS = {
+    DiskTier.LOW: "pd-standard",
+    DiskTier.MEDIUM: "pd-balanced",
+    DiskTier.HIGH: "pd-ssd",
+    DiskTier.ULTRA: "pd-extreme",
+    DiskTier.BEST: "pd-extreme",
+}
+"""SkyPilot's persistent disk type per disk tier."""
+
+
+def disk_type(tier: DiskTier | None) -> str:
+    """The boot disk's type: by tier, default ``pd-balanced`` (SkyPilot's ``medium``)."""
+    return _TIER_DISKS[tier or DiskTier.MEDIUM]
+
+
 def instance_body(project: str, request: ProvisionRequest, rank: int, public_key: str) -> dict[str, Any]:
     """The ``instances.insert`` body of node ``rank`` (compute_v1 ``Instance`` fields)."""
     offering = request.offering
@@ -74,7 +89,7 @@ def instance_body(project: str, request: ProvisionRequest, rank: int, public_key
     body: dict[str, Any] = {
         "name": instance_name(request.cluster_name, rank),
         "machine_type": f"zones/{zone}/machineTypes/{offering.instance_type}",
-        "labels": {CLUSTER_TAG: request.cluster_name, RANK_TAG: str(rank)},
+        "labels": {**request.labels, CLUSTER_TAG: request.cluster_name, RANK_TAG: str(rank)},
         "tags": {"items": [firewall_name(request.cluster_name)]},
         "metadata": {"items": [{"key": "ssh-keys", "value": f"{SSH_USER}:{public_key}"}]},
         "disks": [
@@ -83,13 +98,17 @@ def instance_body(project: str, request: ProvisionRequest, rank: int, public_key
                 "auto_delete": True,
                 "initialize_params": {
                     "source_image": request.image_id or DEFAULT_IMAGE,
-                    "disk_type": f"zones/{zone}/diskTypes/pd-balanced",
+                    "disk_type": f"zones/{zone}/diskTypes/{disk_type(request.disk_tier)}",
                     **({"disk_size_gb": request.disk_size} if request.disk_size else {}),
                 },
             }
         ],
         "network_interfaces": [
-            {"network": NETWORK, "access_configs": [{"name": "External NAT", "type_": "ONE_TO_ONE_NAT"}]}
+            {
+                "network": NETWORK,
+                "access_configs": [{"name": "External NAT", "type_": "ONE_TO_ONE_NAT"}],
+                **({"nic_type": "GVNIC"} if request.network_tier == NetworkTier.BEST else {}),
+            }
         ],
     }
     if offering.accelerators:

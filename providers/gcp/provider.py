@@ -11,7 +11,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from skyhop.providers.base import Capabilities, ClusterHandle, NodeHandle, NodeRuntime, ProvisionRequest
+from skyhop.providers.base import (
+    Capabilities,
+    ClusterHandle,
+    DiskTier,
+    NodeHandle,
+    NodeRuntime,
+    ProvisionRequest,
+)
 from skyhop.providers.cloud import CLUSTER_TAG, RANK_TAG, Instance, InstanceState
 from skyhop.providers.cloud_sdk import SdkCloudProvider
 from skyhop.providers.cloud_ssh import ssh_node, ssh_runtime
@@ -46,7 +53,14 @@ class GCPProvider(SdkCloudProvider[ComputeApi]):
 
     name = "gcp"
     capabilities = Capabilities(
-        spot=True, stop_start=True, multi_node=True, open_ports=True, custom_image=True, disk_size=True
+        spot=True,
+        stop_start=True,
+        multi_node=True,
+        open_ports=True,
+        custom_image=True,
+        disk_size=True,
+        disk_tiers=frozenset(DiskTier),
+        labels=True,
     )
     poll_interval_s = 2.0
     setup_hint = SETUP_HINT

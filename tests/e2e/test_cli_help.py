@@ -29,9 +29,19 @@ def test_the_tree_has_every_command_and_subcommand() -> None:
     assert {("jobs", "launch"), ("jobs", "queue"), ("jobs", "logs"), ("jobs", "cancel")} <= set(PATHS)
 
 
+def test_the_tree_is_every_registered_command() -> None:
+    """The walk reaches every command and group Typer registers, so none escapes the render test."""
+    registered = {
+        c.name or c.callback.__name__.replace("_", "-") for c in app.registered_commands if c.callback
+    }
+    groups = {g.name for g in app.registered_groups if g.name}
+    assert registered | groups == {path[0] for path in PATHS if path}
+
+
+@pytest.mark.parametrize("flag", ["--help", "-h"])
 @pytest.mark.parametrize("path", PATHS, ids=lambda path: " ".join(path) or "skyhop")
-def test_help_renders(path: tuple[str, ...]) -> None:
-    result = CliRunner().invoke(app, [*path, "--help"])
+def test_help_renders(path: tuple[str, ...], flag: str) -> None:
+    result = CliRunner().invoke(app, [*path, flag])
     assert result.exit_code == 0, result.output
     assert result.exception is None
     assert result.stdout.startswith("Usage: skyhop")

@@ -31,6 +31,8 @@ class MotoFaults:
         self.full_zones: set[str] = set()
         self.delay_s = 0.0
         self.calls = 0
+        self.block_devices: list[Any] = []
+        """Each RunInstances call's block device mappings, as moto parsed them off the wire."""
         self.lock = threading.Lock()
 
     def install(self) -> contextlib.AbstractContextManager[None]:
@@ -43,6 +45,7 @@ class MotoFaults:
         def run_instances(backend: Any, *args: Any, **kwargs: Any) -> Any:
             with faults.lock:
                 faults.calls += 1
+                faults.block_devices.append(kwargs.get("block_device_mappings"))
             zone = kwargs.get("placement")
             if zone in faults.full_zones:
                 raise EC2ClientError(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import boto3
 import pytest
 
@@ -132,3 +134,30 @@ def test_missing_credentials_classify_as_credentials_error(
     handle = ClusterHandle(cluster_name="web", offering=_request().offering, nodes=[])
     with pytest.raises(CredentialsError):
         run(AWSProvider().terminate(handle))
+
+
+@pytest.mark.parametrize(("tier", "volume_type", "iops"), [("low", "standard", None), ("high", "gp3", 7000)])
+def test_a_tasks_disk_tier_and_labels_reach_the_volume_and_the_instance_tags(
+    faults: MotoFaults, tier: str, volume_type: str, iops: int | None
+) -> None:
+    from skyhop.optimizer import optimize
+    from skyhop.spec import task_from_dict
+
+    resources = {"infra": "aws/us-east-1", "instance_type": "m6i.large", "disk_size": "200GB"}
+    task = task_from_dict(
+        {"run": "x", "resources": {**resources, "disk_tier": tier, "labels": {"team": "ml"}}}, Path.cwd()
+    )
+    request = optimize(task).choice.request("tiered", 1, "a1")
+    handle = run(AWSProvider().launch(request))
+    (instance,) = aws_instances(cluster="tiered")
+    assert {"Key": "team", "Value": "ml"} in instance["Tags"]
+    ec2 = boto3.session.Session().client("ec2", region_name="us-east-1")
+    attached = [
+        f["Ebs"]["VolumeId"] for f in instance["BlockDeviceMappings"] if f["DeviceName"] == "/dev/sda1"
+    ]
+    (volume,) = ec2.describe_volumes(VolumeIds=attached)["Volumes"]
+    assert (volume["VolumeType"], volume["Size"]) == (volume_type, 200)
+    # moto's volumes keep no IOPS given at RunInstances; what it received is checked instead
+    (sent,) = faults.block_devices[-1]
+    assert sent["Ebs"].get("Iops") == iops
+    run(AWSProvider().terminate(handle))

@@ -208,3 +208,17 @@ def test_check(azure: FakeAzure, monkeypatch: pytest.MonkeyPatch) -> None:
     assert not missing.enabled and "az login" in missing.hint
     assert missing.reason.startswith("ClientAuthenticationError: DefaultAzureCredential failed")
     assert "\n" not in missing.reason
+
+
+def test_disk_tier_network_tier_and_labels_reach_the_vm_body(azure: FakeAzure) -> None:
+    from skyhop.providers.base import DiskTier, NetworkTier
+
+    request = _request(nodes=1, disk_tier=DiskTier.BEST, network_tier=NetworkTier.BEST, labels={"team": "ml"})
+    handle = run(_provider().launch(request))
+    body = azure.called("PUT", "/virtualMachines/")[0].body
+    os_disk = body["properties"]["storageProfile"]["osDisk"]
+    assert os_disk["managedDisk"] == {"storageAccountType": "Premium_LRS"}
+    nic = body["properties"]["networkProfile"]["networkInterfaceConfigurations"][0]["properties"]
+    assert nic["enableAcceleratedNetworking"] is True
+    assert body["tags"] == {"team": "ml", "skyhop-cluster": "train", "skyhop-node-rank": "0"}
+    run(_provider().terminate(handle))

@@ -224,3 +224,15 @@ def test_check_uses_the_application_default_credentials(
     missing = run(GCPProvider().check())
     assert not missing.enabled and "gcloud auth application-default login" in missing.hint
     assert missing.reason.startswith("DefaultCredentialsError")
+
+
+def test_disk_tier_network_tier_and_labels_reach_the_insert_body(gcp: FakeGCP) -> None:
+    from skyhop.providers.base import DiskTier, NetworkTier
+
+    request = _request(nodes=1, disk_tier=DiskTier.HIGH, network_tier=NetworkTier.BEST, labels={"team": "ml"})
+    handle = run(_provider().launch(request))
+    body = gcp.called("POST", "/instances")[0].body
+    assert body["disks"][0]["initializeParams"]["diskType"].endswith("/diskTypes/pd-ssd")
+    assert body["networkInterfaces"][0]["nicType"] == "GVNIC"
+    assert body["labels"] == {"team": "ml", "skyhop-cluster": "train", "skyhop-node-rank": "0"}
+    run(_provider().terminate(handle))

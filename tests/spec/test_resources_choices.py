@@ -86,7 +86,7 @@ def test_choices_survive_a_json_round_trip() -> None:
         ),
         ({"any_of": [{"any_of": [{"cpus": 2}]}]}, "resources", "cannot contain 'any_of' or 'ordered'"),
         ({"any_of": []}, "resources", "'any_of' must list at least one alternative"),
-        ({"ordered": [{"gpus": "A100"}]}, "resources.ordered.0.gpus", "unknown field"),
+        ({"ordered": [{"gpu": "A100"}]}, "resources.ordered.0.gpu", "unknown field"),
     ],
 )
 def test_bad_choices_are_one_line_with_the_field_path(

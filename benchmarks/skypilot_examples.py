@@ -1,0 +1,191 @@
+"""How many of SkyPilot's example task YAMLs skyhop plans, and why the others are refused.
+
+Every YAML under DIR is planned the way ``skyhop launch --dryrun FILE`` plans it (the same
+function, ``cli.planning.planned_dag`` then the optimizer, in this process for speed), from DIR as
+the working directory (the examples' relative paths are relative to SkyPilot's repository root).
+A variable the file leaves null (``HF_TOKEN: null`` in ``envs`` or ``secrets``) is passed as
+``--env``/``--secret NAME=x``, as its user must. ``--subprocess N`` also runs N of the files through
+the real CLI and checks it gives the same verdict.
+
+Verdicts: ``planned``; ``missing cloud`` (every place the task may run is a cloud skyhop has no
+provider for: excepted from the target); ``storage`` (bucket URLs and storage dicts in
+``file_mounts``: another branch builds them); ``missing local file`` (the file names a local
+path the fetched corpus does not hold: a property of the corpus, not of the schema); ``refused``.
+
+    python benchmarks/skypilot_examples.py DIR [--accepted SKY_ACCEPTED.txt] [--subprocess 8] [--top 15]
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import contextlib
+import io
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+PLANNED, MISSING_CLOUD, STORAGE, MISSING_LOCAL, REFUSED = (
+    "planned",
+    "missing cloud",
+    "storage",
+    "missing local file",
+    "refused",
+)
+VERDICTS = (PLANNED, MISSING_CLOUD, STORAGE, MISSING_LOCAL, REFUSED)
+_STORAGE = re.compile(r"^(task \d+: )?file_mounts|only local paths are supported")
+_QUOTED = re.compile(r"'[^'\s]*'|\"[^\"\s]*\"")
+
+
+def _null_variables(path: Path) -> tuple[list[str], list[str]]:
+    """``--env``/``--secret`` flags for the variables the file leaves null (its user must pass them)."""
+    from skyhop.spec.yaml_reader import read_yaml_documents
+
+    envs: list[str] = []
+    secrets: list[str] = []
+    with contextlib.suppress(Exception):
+        for doc in read_yaml_documents(str(path)):
+            if not isinstance(doc, Mapping):
+                continue
+            for field, out in (("envs", envs), ("secrets", secrets)):
+                found = doc.get(field)
+                if isinstance(found, Mapping):
+                    out += [f"{key}=x" for key, value in found.items() if value is None]
+    return envs, secrets
+
+
+def verdict(path: Path) -> tuple[str, str]:
+    """``(verdict, reason)`` for one file, planned as ``launch --dryrun`` plans it."""
+    from skyhop.cli.planning import planned_dag
+    from skyhop.optimizer import NoFeasibleOfferingError, optimize_dag
+    from skyhop.providers.catalog import CatalogError
+    from skyhop.providers.extras import ExtraMissingError
+    from skyhop.spec import SpecError, TaskOverrides
+    from skyhop.spec.refused import MissingCloudError
+
+    envs, secrets = _null_variables(path)
+    try:
+        dag = planned_dag(str(path), TaskOverrides(envs=envs, secrets=secrets))
+        optimize_dag(dag, minimize="cost")
+    except MissingCloudError as exc:
+        return MISSING_CLOUD, str(exc)
+    except SpecError as exc:
+        text = str(exc)
+        if "does not exist" in text or "is not a directory" in text:
+            return (STORAGE if "://" in text else MISSING_LOCAL), text
+        return (STORAGE if _STORAGE.search(text) else REFUSED), text
+    except (NoFeasibleOfferingError, CatalogError, ExtraMissingError) as exc:
+        return REFUSED, str(exc)
+    return PLANNED, ""
+
+
+def reason_key(reason: str) -> str:
+    """A refusal's kind: its field path and message, without the file's own values."""
+    text = re.sub(r"^task \d+: ", "", reason)
+    text = re.sub(r"^(file_mounts|envs|secrets)\.[^:]*:", r"\1.<name>:", text)
+    text = re.sub(r"^resources\.(any_of|ordered)\.\d+\.", r"resources.\1.<n>.", text)
+    text = _QUOTED.sub("'…'", text.split(", got ")[0])
+    text = re.sub(r"\d+(\.\d+)?", "N", text)
+    return text[:140]
+
+
+def _files(root: Path) -> list[Path]:
+    return sorted(p for p in root.rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file())
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        yield
+
+
+def _cli_verdict(path: Path, root: Path) -> str:
+    """What the real ``skyhop launch --dryrun`` says: planned (exit 0) or not (2: bad input, 1: none fits)."""
+    envs, secrets = _null_variables(path)
+    flags = [f for e in envs for f in ("--env", e)] + [f for s in secrets for f in ("--secret", s)]
+    skyhop = Path(sys.executable).parent / "skyhop"
+    done = subprocess.run(
+        [str(skyhop), "launch", "--dryrun", "--json", str(path), *flags],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    return PLANNED if done.returncode == 0 else f"exit {done.returncode}"
+
+
+def _percent(part: int, whole: int) -> str:
+    return f"{100 * part / whole:.1f}%" if whole else "-"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "dir", type=Path, help="a folder of SkyPilot task YAMLs (SkyPilot's repository layout)"
+    )
+    parser.add_argument("--accepted", type=Path, help="paths (relative to DIR) SkyPilot's schema accepts")
+    parser.add_argument("--subprocess", type=int, default=0, help="also run N files through the CLI")
+    parser.add_argument("--top", type=int, default=15, help="how many refusal reasons to show")
+    args = parser.parse_args()
+    root = args.dir.resolve()
+    accepted_file = args.accepted or root.parent / "SKY_ACCEPTED.txt"
+    files = _files(root)
+    if accepted_file.exists():
+        wanted = {line.strip() for line in accepted_file.read_text().splitlines() if line.strip()}
+        files = [p for p in files if str(p.relative_to(root)) in wanted]
+        print(f"{len(files)} files SkyPilot's schema accepts ({accepted_file})")
+    else:
+        print(f"{len(files)} YAML files under {root}")
+    home = tempfile.mkdtemp(prefix="skyhop-examples-")
+    os.environ.update(SKYHOP_HOME=home, HOME=home)
+    os.chdir(root)
+    results: dict[Path, tuple[str, str]] = {}
+    with _quiet():
+        for path in files:
+            results[path] = verdict(path)
+    counts = collections.Counter(v for v, _ in results.values())
+    total = len(results)
+    for name in VERDICTS:
+        print(f"  {name:<20} {counts[name]:>4}  {_percent(counts[name], total)}")
+    target = total - counts[MISSING_CLOUD]
+    print(
+        f"planned, missing clouds excepted: {counts[PLANNED]}/{target} = {_percent(counts[PLANNED], target)}"
+    )
+    without_storage = target - counts[STORAGE]
+    print(
+        f"planned, missing clouds and storage files excepted: {counts[PLANNED]}/{without_storage}"
+        f" = {_percent(counts[PLANNED], without_storage)}"
+    )
+    schema_only = without_storage - counts[MISSING_LOCAL]
+    print(
+        f"... and files naming local paths the corpus lacks: {counts[PLANNED]}/{schema_only}"
+        f" = {_percent(counts[PLANNED], schema_only)}"
+    )
+    reasons = collections.Counter(reason_key(r) for v, r in results.values() if v not in (PLANNED,))
+    print(f"top reasons ({sum(reasons.values())} files not planned):")
+    for reason, count in reasons.most_common(args.top):
+        print(f"  {count:>4}  {reason}")
+    if args.subprocess:
+        step = max(1, len(files) // args.subprocess)
+        sample = files[::step][: args.subprocess]
+        same = 0
+        for path in sample:
+            cli = _cli_verdict(path, root)
+            mine = results[path][0]
+            agree = (cli == PLANNED) == (mine == PLANNED)
+            same += agree
+            if not agree:
+                print(f"  DIFFERS: {path.relative_to(root)}: in process {mine}, CLI {cli}")
+        print(f"CLI subprocess agrees on {same}/{len(sample)} sampled files")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,233 @@
+"""Every field of SkyPilot's task schema, through ``skyhop launch --dryrun --json``: acted on or refused.
+
+In process (the Typer app, as the CLI runs it) to keep CI fast; one case runs the real CLI.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from skyhop.cli.app import app
+from tests.conftest import skyhop
+from tests.helpers import embedded_env
+
+SECRET = "s3cr3t-value"
+
+
+def _dryrun(tmp_path: Path, doc: Any, *flags: str, launch: bool = False) -> tuple[int, str]:
+    path = tmp_path / "task.yaml"
+    docs = doc if isinstance(doc, list) else [doc]
+    path.write_text(yaml.safe_dump_all(docs))
+    argv = ["launch", str(path), *flags] + ([] if launch else ["--dryrun", "--json"])
+    result = CliRunner().invoke(app, argv)
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    return result.exit_code, result.output
+
+
+def _item(tmp_path: Path, doc: Any, *flags: str) -> dict[str, Any]:
+    code, output = _dryrun(tmp_path, doc, *flags)
+    assert code == 0, output
+    return dict(json.loads(output)["items"][0])
+
+
+AWS = {"infra": "aws", "cpus": 2}
+
+ACCEPTED: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
+    ("gpus", {"resources": {"gpus": "A100:8"}}, {"accelerators": {"A100": 8.0}}),
+    ("disk_size unit", {"resources": {**AWS, "disk_size": "1024GB"}}, {"disk_size": 1024}),
+    ("disk_size T", {"resources": {**AWS, "disk_size": "1T"}}, {"disk_size": 1024}),
+    ("ephemeral_storage", {"resources": {**AWS, "ephemeral_storage": 300}}, {"disk_size": 300}),
+    ("disk_tier", {"resources": {**AWS, "disk_tier": "high"}}, {"disk_tier": "high", "provider": "aws"}),
+    ("disk_tier best", {"resources": {"cpus": 2, "disk_tier": "best"}}, {"disk_tier": "best"}),
+    ("network_tier", {"resources": {**AWS, "network_tier": "best"}}, {"network_tier": "best"}),
+    ("labels", {"resources": {**AWS, "labels": {"team": "ml"}}}, {"labels": {"team": "ml"}}),
+    ("ports int", {"resources": {**AWS, "ports": 8080}}, {"provider": "aws"}),
+    ("ports list", {"resources": {**AWS, "ports": [8080, "9000-9010"]}}, {"provider": "aws"}),
+    ("autostop str", {"resources": {"autostop": "30m"}}, {}),
+    ("autostop dict", {"resources": {"autostop": {"idle_minutes": 5, "down": True, "wait_for": "jobs"}}}, {}),
+    ("infra wildcard", {"resources": {"infra": "*/us-east-1", "cpus": 2}}, {"region": "us-east-1"}),
+    ("no-effect", {"resources": {"_no_missing_accel_warnings": True}, "_metadata": {"git": "x"}}, {}),
+    ("config inert", {"config": {"kubernetes": {"pod_config": {}}}}, {}),
+    ("api_server_access false", {"api_server_access": False}, {}),
+    (
+        "any_of skips a missing cloud",
+        {"resources": {"any_of": [{"infra": "lambda", "cpus": 2}, {"infra": "gcp", "cpus": 2}]}},
+        {"provider": "gcp"},
+    ),
+    (
+        "git workdir",
+        {"workdir": {"url": "file:///r", "ref": "v1"}},
+        {"workdir": {"url": "file:///r", "ref": "v1"}},
+    ),
+    ("service", {"service": {"readiness_probe": "/health", "replicas": 2}}, {"service": True}),
+    (
+        "any_of zone on the outer cloud",
+        {"resources": {"cloud": "gcp", "cpus": 2, "use_spot": True, "any_of": [{"zone": "us-central1-a"}]}},
+        {"provider": "gcp", "zone": "us-central1-a"},
+    ),
+    ("spot_recovery", {"resources": {"spot_recovery": "FAILOVER"}}, {}),
+]
+
+
+@pytest.mark.parametrize(("case", "doc", "expected"), ACCEPTED, ids=[c[0] for c in ACCEPTED])
+def test_a_field_is_acted_on(
+    tmp_path: Path, case: str, doc: dict[str, Any], expected: dict[str, Any]
+) -> None:
+    item = _item(tmp_path, {"run": "echo hi", **doc})
+    assert {key: item[key] for key in expected} == expected
+
+
+REFUSED: list[tuple[dict[str, Any], str]] = [
+    ({"pool": {"workers": 2}}, "pool: pools are not supported yet"),
+    ({"event_callback": "echo"}, "event_callback: not supported"),
+    ({"file_mounts_mapping": {}}, "file_mounts_mapping: is internal to SkyPilot"),
+    ({"volumes": {"a": "b"}}, "volumes: volumes are not supported"),
+    ({"managed_secrets": ["A"]}, "managed_secrets: managed secret stores are not supported"),
+    ({"secrets": ["A"]}, "secrets: managed secret references are not supported"),
+    ({"api_server_access": True}, "api_server_access: skyhop has no API server"),
+    (
+        {"config": {"docker": {"run_options": "-v /x"}}},
+        "config.docker: skyhop runs tasks on the node's own OS",
+    ),
+    ({"config": {"nvidia_gpus": {"disable_ecc": True}}}, "config.nvidia_gpus:"),
+    (
+        {"resources": {"image_id": "docker:ubuntu:22.04"}},
+        "resources.image_id: 'docker:ubuntu:22.04': skyhop runs",
+    ),
+    ({"resources": {"accelerator_args": {"tpu_vm": True}}}, "resources.accelerator_args: TPU options"),
+    ({"resources": {"priority": 5}}, "resources.priority: skyhop runs a cluster's jobs first in, first out"),
+    ({"resources": {"local_disk": "nvme"}}, "resources.local_disk:"),
+    ({"resources": {"volumes": []}}, "resources.volumes:"),
+    ({"resources": {"any_of": [{"priority": 1}]}}, "resources.any_of.0.priority:"),
+    ({"resources": {"autostop": {"wait_for": "jobs_and_ssh"}}}, "counts only jobs as activity"),
+    ({"resources": {"autostop": {"hook": "echo"}}}, "autostop hooks are not supported"),
+    ({"resources": {"gpus": "A100", "accelerators": "L4"}}, "'gpus' is another name for 'accelerators'"),
+    ({"resources": {"infra": "azure", "disk_tier": "ultra"}}, "azure does not support disk tier ultra"),
+    ({"resources": {"infra": "local", "labels": {"a": "b"}}}, "local does not support labels on its nodes"),
+    ({"resources": {"infra": "lambda"}}, "resources.infra: skyhop has no provider for lambda"),
+    (
+        {"resources": {"any_of": [{"cloud": "lambda"}, {"infra": "runpod"}]}},
+        "every alternative: skyhop has no",
+    ),
+    ({"resources": {"disk_size": "lots"}}, "disk_size must be GB like 256"),
+    ({"service": {"replica_policy": {"max_replicas": 3}}}, "service.replica_policy.min_replicas"),
+    ({"service": {"replicas": 2, "bogus": 1}}, "service.bogus"),
+    ({"inputs": {"a": 1, "b": 2}}, "inputs must be one {path: GB}"),
+]
+
+
+@pytest.mark.parametrize(("doc", "message"), REFUSED, ids=[m.split(":")[0][:40] for _, m in REFUSED])
+def test_a_field_is_refused_in_one_line_saying_why(tmp_path: Path, doc: dict[str, Any], message: str) -> None:
+    code, output = _dryrun(tmp_path, {"run": "echo hi", **doc})
+    assert code == 2 and message in output, output
+    assert len(output.strip().splitlines()) == 1 and "Traceback" not in output
+
+
+def test_max_hourly_cost_leaves_dearer_offerings_out(tmp_path: Path) -> None:
+    item = _item(tmp_path, {"resources": {"infra": "aws", "cpus": "8+", "max_hourly_cost": 0.5}})
+    assert all(c["hourly_cost"] <= 0.5 for c in item["candidates"])
+    code, output = _dryrun(tmp_path, {"resources": {"infra": "aws", "gpus": "A100:8", "max_hourly_cost": 1}})
+    assert code == 1 and "A100" in output
+
+
+def test_inputs_on_another_cloud_weigh_their_egress(tmp_path: Path) -> None:
+    task = {"run": "x", "resources": {"any_of": [{"infra": "gcp", "cpus": 4}, {"infra": "aws", "cpus": 4}]}}
+    assert _item(tmp_path, task)["provider"] == "aws"
+    assert _item(tmp_path, {**task, "inputs": {"gs://bucket/data": 500}})["provider"] == "gcp"
+    assert _item(tmp_path, {**task, "inputs": {"s3://bucket/data": 500}})["provider"] == "aws"
+
+
+def test_env_vars_fill_workdir_and_file_mount_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    for name in ("small", "large"):
+        (tmp_path / f"data-{name}").mkdir()
+    task = {
+        "envs": {"SIZE": "small"},
+        "workdir": "./data-${SIZE}",
+        "file_mounts": {"~/d-$SIZE": "./data-${SIZE}"},
+    }
+    item = _item(tmp_path, {"run": "x", **task})
+    assert item["workdir"] == str(tmp_path / "data-small")
+    assert item["file_mounts"] == {"~/d-small": str(tmp_path / "data-small")}
+    item = _item(tmp_path, {"run": "x", **task}, "--env", "SIZE=large")
+    assert item["file_mounts"] == {"~/d-large": str(tmp_path / "data-large")}
+
+
+def test_secrets_are_required_overridable_and_never_shown(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    task = {"run": "x", "secrets": {"HF_TOKEN": None, "OTHER": SECRET}}
+    code, output = _dryrun(tmp_path, task)
+    assert code == 2 and "secrets.HF_TOKEN: required but not set; pass --secret HF_TOKEN=VALUE" in output
+    item = _item(tmp_path, task, "--secret", f"HF_TOKEN={SECRET}")
+    assert item["secrets"] == {"HF_TOKEN": "<redacted>", "OTHER": "<redacted>"}
+    code, output = _dryrun(tmp_path, task, "--secret", f"HF_TOKEN={SECRET}", "--infra", "lambdalabs")
+    assert code == 2 and SECRET not in output
+    code, output = _dryrun(tmp_path, {"run": "x", "secrets": {"bad-name": SECRET}})
+    assert code == 2 and "secrets:" in output and SECRET not in output
+    mounted = {"run": "x", "secrets": {"TOK": None}, "file_mounts": {"~/d": "./${TOK}"}}
+    code, output = _dryrun(tmp_path, mounted, "--secret", f"TOK={SECRET}")
+    assert code == 2 and "local path './<redacted>' does not exist" in output and SECRET not in output
+    (tmp_path / SECRET).mkdir()
+    monkeypatch.chdir(tmp_path)
+    item = _item(tmp_path, mounted, "--secret", f"TOK={SECRET}")
+    assert item["file_mounts"] == {"~/d": str(tmp_path / "<redacted>")}
+
+
+def test_secrets_stay_out_of_the_real_cli_output(tmp_path: Path) -> None:
+    (tmp_path / "t.yaml").write_text(yaml.safe_dump({"run": "x", "secrets": {"TOKEN": None}}))
+    env = embedded_env(tmp_path / "home")
+    for flags in ([], ["--json"]):
+        argv = ["launch", "--dryrun", *flags, str(tmp_path / "t.yaml"), "--secret", f"TOKEN={SECRET}"]
+        result = skyhop(*argv, env=env, timeout=60)
+        assert result.returncode == 0, result.stderr
+        assert SECRET not in result.stdout + result.stderr
+
+
+def test_a_job_group_is_planned_task_by_task_and_launch_points_to_jobs_launch(tmp_path: Path) -> None:
+    group = [{"name": "g", "execution": "parallel"}, {"name": "a", "run": "x"}, {"name": "b", "run": "y"}]
+    code, output = _dryrun(tmp_path, group)
+    assert code == 0 and [i["name"] for i in json.loads(output)["items"]] == ["a", "b"]
+    code, output = _dryrun(tmp_path, group, "-y", launch=True)
+    assert code == 2 and "job group of 2 tasks" in output and "skyhop jobs launch" in output
+    code, output = _dryrun(tmp_path, [{"name": "p"}, {"run": "x"}, {"run": "y"}], "-y", launch=True)
+    assert code == 2 and "pipeline of 2 tasks" in output
+    code, output = _dryrun(
+        tmp_path, [{"name": "g", "execution": "parallel", "primary_tasks": ["a"]}, *group[1:]]
+    )
+    assert code == 2 and "primary_tasks: not supported" in output
+
+
+def test_launch_of_a_service_runs_the_task_and_says_serve_up_reads_the_section(tmp_path: Path) -> None:
+    path = tmp_path / "svc.yaml"
+    path.write_text(yaml.safe_dump({"run": "x", "service": {"replicas": 1}, "resources": {"infra": "local"}}))
+    result = CliRunner().invoke(app, ["launch", str(path)], input="n\n")
+    assert "used by skyhop serve up (not built yet); launching the task" in result.output
+    assert "Considered resources" in result.output
+
+
+def test_the_service_section_is_typed_in_its_canonical_form() -> None:
+    from skyhop.spec import Service
+
+    fixed = Service.model_validate(
+        {"readiness_probe": "/health", "replicas": 2, "load_balancing_policy": "ROUND_ROBIN"}
+    )
+    assert (fixed.readiness_probe.path, fixed.readiness_probe.initial_delay_seconds) == ("/health", 1200.0)
+    assert (fixed.replica_policy.min_replicas, fixed.replica_policy.max_replicas) == (2, 2)
+    assert fixed.load_balancing_policy == "round_robin"
+    scaled = Service.model_validate(
+        {
+            "readiness_probe": {"path": "/v1/models", "post_data": {"model": "m"}, "headers": {"A": "b"}},
+            "replica_policy": {"min_replicas": 1, "max_replicas": 4, "target_qps_per_replica": {"H100": 5}},
+            "ports": 8080,
+        }
+    )
+    assert scaled.replica_policy.target_qps_per_replica == {"H100": 5.0} and scaled.ports == 8080
+    pool = Service.model_validate({"pool": {"workers": 3}})
+    assert pool.pool is not None and pool.pool.workers == 3
