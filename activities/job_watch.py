@@ -63,8 +63,6 @@ class ClusterWatch:
         provider = get_provider(request.handle.offering.provider)
         self.runtimes = [provider.runtime(node) for node in request.handle.nodes]
         """Each cluster node's runtime, made once: a hub asks thousands of clusters every cycle."""
-        self.present: dict[int, bool] = {}
-        """Whether each node's runtime folder was there the first time it answered."""
         self.answered: dict[int, float] = {}
         """When each node last answered (only nodes that answered this watcher at least once)."""
 
@@ -73,7 +71,8 @@ class ClusterWatch:
 
         Every node is asked, not only those running followed jobs: a new job may start on any node,
         and a node that goes away (its folder removed, or silent for ``NODE_LOST_AFTER_S``) may have
-        taken a job with it that started after this watcher was armed, before it saw the job.
+        taken a job with it that started after this watcher was armed, before it saw the job: the
+        workflow then re-arms a watcher that follows that job too (once per node: ``gone``).
         """
         request = self.request
         asked: dict[int, list[tuple[int, int]]] = defaultdict(list)
@@ -100,7 +99,8 @@ class ClusterWatch:
             for job_id, rank in asked[node]:
                 tracker = self.trackers[job_id]
                 answer = report.states.get(tracker.key) if isinstance(report, JobsReport) else report
-                outcome: JobOutcome | None = tracker.hear(rank, answer)
+                gone = isinstance(report, JobsReport) and not report.present
+                outcome: JobOutcome | None = tracker.hear(rank, answer, folder_gone=gone)
                 if outcome is not None and job_id not in result.ended:
                     result.ended[job_id] = outcome
             if self._went_away(node, report):
@@ -125,11 +125,16 @@ class ClusterWatch:
         await asyncio.gather(*(self.trackers[i].stop_rest(o) for i, o in result.ended.items()))
 
     def _went_away(self, node: int, report: JobsReport | BaseException) -> bool:
-        """Whether a node that answered this watcher has lost its folder, or fell silent for too long."""
+        """Whether a node not reported gone yet has no runtime folder, or fell silent for too long.
+
+        Every node has its folder from its preparation until it is removed, so a missing one is a
+        removed node even if this watcher never saw it there: armed late, it may first ask after
+        the removal, when the node already took a job this watcher does not follow yet with it.
+        """
         now = time.monotonic()
         if isinstance(report, JobsReport):
             self.answered[node] = now
-            return self.present.setdefault(node, report.present) and not report.present
+            return not report.present and node not in self.request.gone
         if isinstance(report, NodeUnreachableError | TimeoutError):
             return node in self.answered and now - self.answered[node] >= NODE_LOST_AFTER_S
         raise report

@@ -131,13 +131,15 @@ class WatchJobsInput(BaseModel):
     """Return as soon as a node has a job with a higher id: a job the watcher must follow too."""
     known: list[int] = []
     """Jobs above ``newer_than`` seen already that need no following (ended, or left over)."""
+    gone: list[int] = []
+    """Cluster nodes a watcher reported gone already: not reported again (the workflow re-armed)."""
 
 
 class WatchJobsResult(BaseModel):
     ended: dict[int, JobOutcome] = {}
     """Outcome of each job that ended, by job id."""
     gone: list[int] = []
-    """Cluster nodes that answered this watcher and then lost their runtime folder or fell silent."""
+    """Cluster nodes without their runtime folder, or that answered this watcher and fell silent."""
     newer: list[int] = []
     """Ids of jobs above ``newer_than`` (and not ``known``) that a node has and the watcher did not follow."""
 

@@ -156,9 +156,15 @@ class JobTracker:
         """The job's ranks whose node has not decided yet."""
         return [rank for rank, state in enumerate(self.states) if state is None or not state.done]
 
-    def hear(self, rank: int, answer: NodeJobState | BaseException | None) -> JobOutcome | None:
+    def hear(
+        self, rank: int, answer: NodeJobState | BaseException | None, *, folder_gone: bool = False
+    ) -> JobOutcome | None:
         """Take node ``rank``'s answer (or why it gave none); the outcome if that decides the job.
 
+        ``folder_gone``: the node answered without its runtime folder, which every node has from
+        its preparation until it is removed; so no start will reach it, and a missing record is a
+        loss even for a job still being started (a watcher armed then may first ask the node after
+        it went away, and the start it waited for has already returned).
         An unexpected error is raised: the caller's activity fails and is retried.
         """
         if isinstance(answer, NodeUnreachableError | TimeoutError):
@@ -169,7 +175,7 @@ class JobTracker:
             raise answer
         self._answered[rank] = time.monotonic()
         if answer is None:
-            if not self.started and self.states[rank] is None:
+            if not self.started and self.states[rank] is None and not folder_gone:
                 return None
             # The job was started there, so its record is gone: the node lost it (removed, or its
             # disk wiped). Waiting would never end.

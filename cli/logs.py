@@ -123,25 +123,39 @@ class LogTail:
         return combine_node_states(list(states))
 
 
-async def cluster_record(client: Client, cluster_name: str) -> ClusterRecord:
-    """The cluster's record, by query; JobNotFoundError when there is no such cluster."""
-    from temporalio.service import RPCError
+async def cluster_record(client: Client, cluster_name: str, *, patient: bool = False) -> ClusterRecord:
+    """The cluster's record, by query; JobNotFoundError when there is no such cluster.
+
+    ``patient``: a query that times out (no worker runs the cluster's workflow: one crashed, or is
+    stuck) is asked again, for a follower, which outlives a worker crash, instead of ending it.
+    """
+    from temporalio.service import RPCError, RPCStatusCode
 
     handle = client.get_workflow_handle(cluster_workflow_id(cluster_name))
-    try:
-        record: ClusterRecord = await asked_again(
-            lambda: handle.query(ClusterQuery.STATUS, result_type=ClusterRecord)
-        )
-        return record
-    except RPCError as exc:
-        if not is_not_found(exc):
-            raise
-        raise JobNotFoundError(f"cluster {cluster_name!r} not found; see 'skyhop status'") from None
+    said = False
+    while True:
+        try:
+            record: ClusterRecord = await asked_again(
+                lambda: handle.query(ClusterQuery.STATUS, result_type=ClusterRecord)
+            )
+            return record
+        except RPCError as exc:
+            if is_not_found(exc):
+                raise JobNotFoundError(f"cluster {cluster_name!r} not found; see 'skyhop status'") from None
+            timed_out = exc.status in (RPCStatusCode.CANCELLED, RPCStatusCode.DEADLINE_EXCEEDED)
+            if not (patient and timed_out):
+                raise
+            if not said:
+                info(f"Cluster {cluster_name}'s workflow does not answer (is a worker running?); waiting ...")
+                said = True
+        await asyncio.sleep(_RECORD_CHECK_S)
 
 
-async def find_job(client: Client, cluster_name: str, job_id: int | None) -> tuple[ClusterRecord, JobRecord]:
+async def find_job(
+    client: Client, cluster_name: str, job_id: int | None, *, patient: bool = False
+) -> tuple[ClusterRecord, JobRecord]:
     """The cluster's record and its job ``job_id`` (the latest job when None)."""
-    record = await cluster_record(client, cluster_name)
+    record = await cluster_record(client, cluster_name, patient=patient)
     if not record.jobs:
         raise JobNotFoundError(f"cluster {cluster_name!r} has no jobs yet")
     return record, _find(record, job_id if job_id is not None else record.jobs[-1].job_id)
@@ -160,7 +174,7 @@ async def follow_job(
 
     ``tail_lines`` starts from the last lines written so far instead of the beginning.
     """
-    record, job = await find_job(client, cluster_name, job_id)
+    record, job = await find_job(client, cluster_name, job_id, patient=follow)
     if job.status == JobStatus.PENDING:
         if not follow:
             info(f"Job {job.job_id} is PENDING: it waits for resources on the cluster and has no output yet.")
@@ -181,7 +195,7 @@ async def follow_job(
             break
         if time.monotonic() - checked > _RECORD_CHECK_S:
             # A job can end without ever reaching its nodes (e.g. rejected, or cancelled while PENDING).
-            job = _find(await cluster_record(client, cluster_name), job.job_id)
+            job = _find(await cluster_record(client, cluster_name, patient=True), job.job_id)
             checked = time.monotonic()
         poll = 0.02 if wrote else min(poll * 1.5, 0.5)
         await asyncio.sleep(poll)
@@ -241,7 +255,7 @@ async def _wait_until_placed(
     info(f"Job {job.job_id} is PENDING: waiting for resources on cluster {cluster_name} ...")
     while True:
         await asyncio.sleep(_RECORD_CHECK_S)
-        record = await cluster_record(client, cluster_name)
+        record = await cluster_record(client, cluster_name, patient=True)
         job = _find(record, job.job_id)
         if job.status != JobStatus.PENDING:
             return record, job

@@ -23,6 +23,13 @@ non-retryable ``ApplicationError`` of type ``UnauthenticatedPayload`` while argu
 converted: a workflow then ends FAILED (temporalio lets a ``FailureError`` raised converting
 arguments fail the workflow, not the task), an update or query is rejected, a signal is dropped,
 and an activity fails before its body runs.
+
+One payload field is the server's own: it cancels an activity no worker has started yet by
+itself, writing the details ``"ACTIVITY_ID_NOT_STARTED"``, unsigned, and an activity awaited with
+WAIT_CANCELLATION_COMPLETED resolves with them. Cancellation details make no worker act (skyhop
+never reads them), so the failure converter reads unsigned ones as absent instead of failing the
+cancelled workflow; every other field of a failure (an ``ApplicationError``'s details, which
+skyhop does read) stays checked.
 """
 
 from __future__ import annotations
@@ -33,8 +40,15 @@ from collections.abc import Sequence
 from typing import Any
 
 from temporalio.api.common.v1 import Payload
+from temporalio.api.failure.v1 import Failure
 from temporalio.contrib.pydantic import PydanticPayloadConverter
-from temporalio.converter import DataConverter, EncodingPayloadConverter, PayloadCodec
+from temporalio.converter import (
+    DataConverter,
+    DefaultFailureConverter,
+    EncodingPayloadConverter,
+    PayloadCodec,
+    PayloadConverter,
+)
 from temporalio.exceptions import ApplicationError
 
 __all__ = [
@@ -44,6 +58,7 @@ __all__ = [
     "UNAUTHENTICATED_ENCODING",
     "UNAUTHENTICATED_PAYLOAD",
     "AuthenticatingCodec",
+    "SkyhopFailureConverter",
     "SkyhopPayloadConverter",
     "canonical_bytes",
     "key_id",
@@ -147,8 +162,35 @@ class SkyhopPayloadConverter(PydanticPayloadConverter):
         self._set_converters(*self.converters.values(), _UnauthenticatedConverter())
 
 
+class SkyhopFailureConverter(DefaultFailureConverter):
+    """temporalio's failure converter, reading unsigned cancellation details (the server's) as none."""
+
+    def from_failure(self, failure: Failure, payload_converter: PayloadConverter) -> BaseException:
+        if failure.HasField("canceled_failure_info") and _has_marker(
+            failure.canceled_failure_info.details.payloads
+        ):
+            failure = _without_unsigned_cancel_details(failure)
+        return super().from_failure(failure, payload_converter)
+
+
+def _has_marker(payloads: Sequence[Payload]) -> bool:
+    return any(p.metadata.get("encoding") == UNAUTHENTICATED_ENCODING.encode() for p in payloads)
+
+
+def _without_unsigned_cancel_details(failure: Failure) -> Failure:
+    copy = Failure()
+    copy.CopyFrom(failure)
+    details = copy.canceled_failure_info.details.payloads
+    signed = [p for p in details if p.metadata.get("encoding") != UNAUTHENTICATED_ENCODING.encode()]
+    del details[:]
+    details.extend(signed)
+    return copy
+
+
 def skyhop_data_converter(key: bytes) -> DataConverter:
     """The data converter of every skyhop client and worker."""
     return DataConverter(
-        payload_converter_class=SkyhopPayloadConverter, payload_codec=AuthenticatingCodec(key)
+        payload_converter_class=SkyhopPayloadConverter,
+        failure_converter_class=SkyhopFailureConverter,
+        payload_codec=AuthenticatingCodec(key),
     )

@@ -125,6 +125,11 @@ class WorkerProcess:
         )
         assert self.proc.poll() is None, f"worker exited: {(self.folder / 'worker.log').read_text()[-2000:]}"
 
+    def freeze(self) -> None:
+        """Stop the worker (SIGSTOP) with its polls open: the server still hands it tasks, which stall."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGSTOP)
+
     def kill9(self) -> None:
         """Kill the worker the hard way: no shutdown, in-flight activities are abandoned."""
         assert self.proc is not None

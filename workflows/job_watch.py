@@ -50,6 +50,8 @@ class JobWatcher:
         """The highest job id followed: jobs start in id order (FIFO), so a newer one is a new job."""
         self._known: set[int] = set()
         """Newer jobs seen on nodes that need no following (ended in an earlier run, or left over)."""
+        self._gone: set[int] = set()
+        """Nodes of ``_handle`` a watcher reported gone: the next watchers need not say so again."""
         self._handle: ClusterHandle | None = None
         self._loop: asyncio.Task[None] | None = None
 
@@ -64,6 +66,8 @@ class JobWatcher:
             self._ends[job.job_id] = asyncio.get_running_loop().create_future()
         self._newest = max(self._newest, job.job_id)
         self._known = {i for i in self._known if i > self._newest}
+        if handle != self._handle:
+            self._gone = set()
         self._handle = handle
         if self._loop is None:
             self._loop = asyncio.create_task(self._watch())
@@ -95,7 +99,11 @@ class JobWatcher:
                 result: WatchJobsResult = await workflow.execute_activity(
                     job_watch.watch_jobs,
                     WatchJobsInput(
-                        handle=self._handle, jobs=jobs, newer_than=self._newest, known=sorted(self._known)
+                        handle=self._handle,
+                        jobs=jobs,
+                        newer_than=self._newest,
+                        known=sorted(self._known),
+                        gone=sorted(self._gone),
                     ),
                     task_queue=LONG_QUEUE,
                     start_to_close_timeout=timedelta(days=365),
@@ -108,6 +116,7 @@ class JobWatcher:
                     self._settle(job.job_id, exc)
                 continue
             self._known.update(i for i in result.newer if i not in self._jobs)
+            self._gone.update(result.gone)
             for job_id, outcome in result.ended.items():
                 self._settle(job_id, outcome)
         self._loop = None

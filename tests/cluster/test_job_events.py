@@ -21,7 +21,8 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
-from skyhop.activities.models import SubmitJobInput
+from skyhop.activities.job_watch import ClusterWatch
+from skyhop.activities.models import SubmitJobInput, WatchedJob, WatchJobsInput, WatchJobsResult
 from skyhop.contract import (
     JOB_ENDED_SIGNAL,
     SHORT_QUEUE,
@@ -33,8 +34,9 @@ from skyhop.contract import (
     JobSubmission,
     cluster_workflow_id,
 )
-from skyhop.providers.base import NodeStatus
-from skyhop.providers.runtime.jobs import JobOutcome
+from skyhop.providers.base import NodeStatus, ProvisionRequest
+from skyhop.providers.registry import get_provider
+from skyhop.providers.runtime.jobs import JobOutcome, NodeJobStatus
 from skyhop.providers.sim import SimCloud
 from skyhop.spec import Resources, Task
 from skyhop.workflows.cluster import ClusterWorkflow
@@ -246,6 +248,30 @@ def test_a_workflow_learns_each_end_once_across_worker_kills(
 
     with cluster_up(address, name, Task()):
         run(scenario())
+
+
+def test_a_watcher_that_first_asks_a_node_after_it_went_away_learns_it_is_gone(tmp_path: Path) -> None:
+    """A watcher armed while a job was being started (``running`` false: a missing record is not a
+    loss yet) may ask its node for the first time only after the node was removed. Before, it then
+    waited for the record forever (the flaky ``test_a_workflow_learns_that_its_node_is_gone``)."""
+    with enabled_sim(tmp_path):
+        provider = get_provider("sim")
+        request = ProvisionRequest(
+            cluster_name=unique_cluster("wgone"), offering=provider.offerings()[0], num_nodes=2
+        )
+        handle = run(provider.launch(request))
+        SimCloud().terminate([handle.nodes[1].instance_id])
+        jobs = [WatchedJob(job_id=2, nodes=[1], running=False)]
+        watch = ClusterWatch(WatchJobsInput(handle=handle, jobs=jobs, newer_than=2))
+        result = run(watch.poll())
+        assert list(result.ended) == [2] and result.ended[2].status == NodeJobStatus.FAILED
+        assert result.ended[2].exit_code is None and result.ended[2].lost_rank is None  # asks the provider
+        # One following only a job elsewhere says the node is gone (it may hold a job it does not
+        # follow yet), and a watcher armed after that report does not say so again.
+        elsewhere = WatchJobsInput(handle=handle, jobs=[], newer_than=2)
+        assert run(ClusterWatch(elsewhere).poll()).gone == [1]
+        told = elsewhere.model_copy(update={"gone": [1]})
+        assert run(ClusterWatch(told).poll()) == WatchJobsResult()
 
 
 @pytest.mark.integration

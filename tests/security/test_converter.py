@@ -7,7 +7,8 @@ import hmac
 
 import pytest
 from temporalio.api.common.v1 import Payload
-from temporalio.exceptions import ApplicationError
+from temporalio.api.failure.v1 import Failure
+from temporalio.exceptions import ApplicationError, CancelledError
 
 from skyhop.contract import LaunchRequest
 from skyhop.contract.converter import (
@@ -99,6 +100,28 @@ def test_a_forged_marker_or_extra_metadata_does_not_survive_decoding() -> None:
     payload.metadata["x-evil"] = b"1"
     [clean] = run(AuthenticatingCodec(KEY).decode([payload]))
     assert dict(clean.metadata) == {"encoding": b"json/plain"}
+
+
+def server_written() -> Payload:
+    """The details the server writes when it cancels an activity no worker started (unsigned)."""
+    return Payload(metadata={"encoding": b"json/plain"}, data=b'"ACTIVITY_ID_NOT_STARTED"')
+
+
+def test_unsigned_cancellation_details_read_as_none_and_signed_ones_survive() -> None:
+    failure = Failure(message="cancelled")
+    failure.canceled_failure_info.details.payloads.extend([server_written(), signed()])
+    error = run(skyhop_data_converter(KEY).decode_failure(failure))
+    assert isinstance(error, CancelledError)
+    assert error.details == (REQUEST.model_dump(mode="json"),)
+
+
+def test_unsigned_details_of_any_other_failure_are_still_rejected() -> None:
+    failure = Failure(message="setup failed")
+    failure.application_failure_info.type = "SetupFailed"
+    failure.application_failure_info.details.payloads.append(server_written())
+    with pytest.raises(ApplicationError) as caught:
+        run(skyhop_data_converter(KEY).decode_failure(failure))
+    assert caught.value.type == UNAUTHENTICATED_PAYLOAD
 
 
 def test_a_key_must_be_32_bytes() -> None:
