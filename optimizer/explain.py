@@ -145,13 +145,40 @@ def _accelerator_reason(resources: Resources, loaded: list[Catalog], flat: list[
         alt = f"; did you mean {', '.join(close[:5])}?" if close else ""
         return f"no offering{where} has accelerator {name}{alt}"
     if not any(abs(n - count) <= 0.01 for n, _, _ in offers):
-        most = min(offers, key=lambda o: (-o[0], o[1], o[2]))
         counts = ", ".join(f"{name}:{n:g}" for n in sorted({n for n, _, _ in offers}))
+        fewest = min(offers, key=lambda o: (o[0], o[1], o[2]))
+        if count < fewest[0]:
+            share = (
+                f"; a fraction of a GPU is a share of one on a running cluster: launch it with "
+                f"{name}:{fewest[0]:g}, then 'skyhop exec' this task on it"
+                if count < 1
+                else ""
+            )
+            return (
+                f"no offering{where} has {count:g} {name} on one node; the fewest is {fewest[0]:g} on "
+                f"{fewest[1]} {fewest[2]}; offered: {counts}{share}"
+            )
+        most = min(offers, key=lambda o: (-o[0], o[1], o[2]))
+        similar = sorted(
+            {
+                f"{acc}:{n:g}"
+                for acc, n in _counts(loaded, flat)
+                if name in acc.upper() and acc.upper() != name and abs(n - count) <= 0.01
+            }
+        )
+        alt = f"; did you mean {', '.join(similar)}?" if similar else ""
         return (
             f"no offering{where} has {count:g} {name} on one node; the most is {most[0]:g} on "
-            f"{most[1]} {most[2]}; offered: {counts}"
+            f"{most[1]} {most[2]}; offered: {counts}{alt}"
         )
     return None
+
+
+def _counts(loaded: list[Catalog], flat: list[Offering]) -> set[tuple[str, float]]:
+    """Every (accelerator, count per node) offered, as SkyPilot's fuzzy suggestions search them."""
+    pairs = {(t.accelerator, t.accelerator_count) for c in loaded for t in c.types.values() if t.accelerator}
+    pairs |= {key for c in loaded for key in c.attachable}
+    return pairs | {pair for o in flat for pair in o.accelerators.items()}
 
 
 def _launchables(resources: Resources, catalog: Catalog, blocklist: Blocklist) -> list[Offering]:

@@ -1,0 +1,83 @@
+"""``launch --dryrun --json`` on the shipped catalogs: accelerator families SkyPilot's examples ask for.
+
+Each family is a catalog row set (facts from SkyPilot's v8 catalogs); a name resolves as in SkyPilot,
+case-insensitively (``inferentia2`` is ``Inferentia2``), and ``Inferentia`` stays AWS's first-generation
+chip: ``Inferentia:6`` is refused with the ``Inferentia2:6`` that SkyPilot would suggest too.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from skyhop.cli.app import app
+
+runner = CliRunner()
+
+
+@pytest.fixture(autouse=True)
+def shipped_catalogs(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SKYHOP_CATALOG_DIR", raising=False)
+
+
+def _dryrun(tmp_path: Path, resources: str) -> tuple[int, str]:
+    path = tmp_path / "task.yaml"
+    path.write_text(f"resources: {resources}\nrun: x\n")
+    result = runner.invoke(app, ["launch", "--dryrun", "--json", str(path)])
+    return result.exit_code, result.output
+
+
+@pytest.mark.parametrize(
+    ("resources", "choice"),
+    [
+        ("{accelerators: L40S}", ("aws", "us-east-1", "g6e.xlarge", {"L40S": 1.0}, 1.861)),
+        ("{accelerators: l40s:4}", ("aws", "us-east-1", "g6e.12xlarge", {"L40S": 4.0}, 10.49264)),
+        ("{accelerators: L40S:8}", ("aws", "us-east-1", "g6e.48xlarge", {"L40S": 8.0}, 30.13118)),
+        ("{accelerators: Inferentia}", ("aws", "us-east-1", "inf1.xlarge", {"Inferentia": 1.0}, 0.228)),
+        (
+            "{accelerators: inferentia2:6}",
+            ("aws", "us-east-1", "inf2.24xlarge", {"Inferentia2": 6.0}, 6.49063),
+        ),
+        ("{accelerators: H200:8}", ("gcp", "europe-west4", "a3-ultragpu-8g", {"H200": 8.0}, 49.4819)),
+        (
+            "{accelerators: H200:8, infra: azure}",
+            ("azure", "eastus2", "Standard_ND96isr_H200_v5", {"H200": 8.0}, 84.8),
+        ),
+        ("{accelerators: h100-mega:8}", ("gcp", "europe-west1", "a3-megagpu-8g", {"H100-MEGA": 8.0}, 45.808)),
+    ],
+)
+def test_a_family_plans_on_its_cheapest_row(
+    tmp_path: Path, resources: str, choice: tuple[str, str, str, dict[str, float], float]
+) -> None:
+    code, output = _dryrun(tmp_path, resources)
+    assert code == 0, output
+    (task,) = json.loads(output)["items"]
+    got = (task["provider"], task["region"], task["instance_type"], task["accelerators"], task["hourly_cost"])
+    assert got == (*choice[:4], pytest.approx(choice[4]))
+
+
+@pytest.mark.parametrize(
+    ("resources", "message"),
+    [
+        (
+            "{accelerators: Inferentia:6}",
+            "no offering has 6 INFERENTIA on one node; the most is 16 on aws inf1.24xlarge; "
+            "offered: INFERENTIA:1, INFERENTIA:4, INFERENTIA:16; did you mean Inferentia2:6?",
+        ),
+        ("{accelerators: H200:16}", "no offering has 16 H200 on one node; the most is 8 on azure "),
+        (
+            "{accelerators: V100:0.5}",
+            "no offering has 0.5 V100 on one node; the fewest is 1 on aws p3.2xlarge; offered: V100:1, "
+            "V100:2, V100:4, V100:8; a fraction of a GPU is a share of one on a running cluster: launch it "
+            "with V100:1, then 'skyhop exec' this task on it",
+        ),
+        ("{accelerators: K80}", "no offering has accelerator K80"),
+    ],
+)
+def test_a_request_no_node_has_is_refused_in_one_line(tmp_path: Path, resources: str, message: str) -> None:
+    code, output = _dryrun(tmp_path, resources)
+    assert code == 1
+    assert message in output and len(output.strip().splitlines()) == 1 and "Traceback" not in output
