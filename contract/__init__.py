@@ -286,6 +286,8 @@ class ErrorType(StrEnum):
     NOT_SUPPORTED = "NotSupportedError"
     SDK_MISSING = "SdkMissingError"
     INVALID_REQUEST = "InvalidRequestError"
+    STORAGE_FAILED = "StorageFailed"
+    """A bucket is missing, taken or refused, or a node could not copy or mount it."""
 
     @property
     def retry_can_fix(self) -> bool:
@@ -311,6 +313,7 @@ _USER_TO_FIX = frozenset(
         ErrorType.NOT_SUPPORTED,
         ErrorType.SDK_MISSING,
         ErrorType.INVALID_REQUEST,
+        ErrorType.STORAGE_FAILED,
     }
 )
 

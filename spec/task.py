@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import PurePosixPath
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from skyhop.spec.limits import (
     MAX_ENVS,
@@ -17,6 +17,7 @@ from skyhop.spec.limits import (
     MAX_SCRIPT_BYTES,
 )
 from skyhop.spec.resources import Resources
+from skyhop.spec.storage import Storage
 
 __all__ = ["Task"]
 
@@ -35,9 +36,11 @@ class Task(BaseModel):
     resources: Resources = Resources()
     envs: dict[str, str | None] = {}
     """Environment of setup and run. A null value must be supplied with ``--env``."""
-    file_mounts: dict[str, str] = {}
-    """Remote path on each node -> local path on this machine. A remote path is under the node's
-    home (``~/data``, or relative) or absolute, and never contains ``..``."""
+    file_mounts: dict[str, str | Storage] = {}
+    """Remote path on each node -> a local path on this machine, a bucket URL (``s3://b/p``,
+    ``gs://``, ``az://``, ``r2://``), an ``https://`` file, or a storage dict (``spec.storage``).
+    A remote path is under the node's home (``~/data``, or relative) or absolute, and never
+    contains ``..``."""
     setup: str | None = None
     run: str | None = None
 
@@ -80,7 +83,10 @@ class Task(BaseModel):
                 )
             if isinstance(source, str) and len(source) > MAX_PATH_CHARS:
                 raise ValueError(f"source of {target!r} is longer than {MAX_PATH_CHARS} characters")
-        return value
+        return {
+            target: _storage(target, source) if isinstance(source, dict) else source
+            for target, source in value.items()
+        }
 
     @field_validator("setup", "run", mode="before")
     @classmethod
@@ -93,3 +99,18 @@ class Task(BaseModel):
                 "(put a longer one in a file in the workdir and run that)"
             )
         return value
+
+
+def _storage(target: str, entry: dict[object, object]) -> Storage:
+    """A storage dict as one line naming the entry and its field, in SkyPilot's words where it has them."""
+    try:
+        return Storage.model_validate(entry)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        field = ".".join(str(part) for part in error["loc"])
+        if error["type"] == "extra_forbidden":
+            allowed = ", ".join(Storage.model_fields)
+            raise ValueError(f"{target}: unknown storage field {field!r}; allowed: {allowed}") from None
+        message = error["msg"].removeprefix("Value error, ")
+        where = f"{target}.{field}" if field else target
+        raise ValueError(f"{where}: {message}") from None
