@@ -110,8 +110,10 @@ def _left_out(dag: Dag) -> list[dict[str, str]]:
 
 def plan_document(plan: DagPlan, dag: Dag) -> dict[str, Any]:
     """The plan as ``print_json`` fields: one item per task, then the totals."""
+    from skyhop.storage.plan import storage_plan
+
     tasks = []
-    for p, left in zip(plan.plans, _left_out(dag), strict=True):
+    for p, left, node in zip(plan.plans, _left_out(dag), dag.tasks, strict=True):
         c = p.chosen
         tasks.append(
             {
@@ -130,6 +132,7 @@ def plan_document(plan: DagPlan, dag: Dag) -> dict[str, Any]:
                 "estimated_hours": p.estimated_hours,
                 "candidates": [_candidate_json(k, i == 0) for i, k in enumerate(p.considered)],
                 "left_out": left,
+                "storage": [m.model_dump(mode="json") for m in storage_plan(node.task.file_mounts)],
             }
         )
     return {
