@@ -203,3 +203,33 @@ def test_dryrun_json_shows_the_storage_plan(cli_env: dict[str, str], tmp_path: P
             "persistent": True,
         },
     ]
+
+
+def test_stop_unmounts_and_start_mounts_again(
+    live_worker: WorkerProcess, cli_env: dict[str, str], s3: Any, tmp_path: Path
+) -> None:
+    cluster = unique_cluster()
+    bucket = _names()["mount"]
+    (tmp_path / "task.yaml").write_text(
+        "resources: {infra: local}\n"
+        f"file_mounts: {{~/m: {{name: {bucket}, persistent: false}}}}\n"
+        "run: 'true'\n"
+    )
+    home = skyhop_home() / "clusters" / cluster
+    try:
+        result = skyhop("launch", "-y", "-c", cluster, "task.yaml", env=cli_env, cwd=tmp_path, timeout=300)
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert len(mounts_under(home)) == 1
+        stopped = skyhop("stop", "-y", cluster, env=cli_env, timeout=300)
+        assert stopped.returncode == 0, stopped.stderr[-2000:]
+        assert mounts_under(home) == []
+        started = skyhop("start", "-y", cluster, env=cli_env, timeout=300)
+        assert started.returncode == 0, started.stderr[-2000:]
+        assert len(mounts_under(home)) == 1
+        ran = skyhop("exec", cluster, "echo again > ~/m/after-start.txt", env=cli_env, timeout=300)
+        assert ran.returncode == 0, ran.stderr[-2000:]
+        wait_for(lambda: "after-start.txt" in _keys(s3, bucket), what="a file written after start")
+    finally:
+        down = skyhop("down", "-y", cluster, env=cli_env, timeout=300)
+    assert down.returncode == 0, down.stderr[-2000:]
+    assert _buckets(s3) == set() and mounts_under(home.parent) == []
