@@ -103,14 +103,19 @@ def delete(
         )
     failed = False
     for name in dict.fromkeys(names):
-        try:
-            found = [(each, labels) for each in stores if (labels := each.labels(name)) is not None]
-        except StorageError as exc:
-            info(f"{name}: {exc}")
-            failed = True
-            continue
+        found, unreachable = [], False
+        for each in stores:
+            try:
+                labels = each.labels(name)
+            except StorageError as exc:
+                info(f"{name}: {exc}")
+                unreachable = failed = True
+                continue
+            if labels is not None:
+                found.append((each, labels))
         if not found:
-            info(f"{name}: no such bucket (nothing deleted)")
+            if not unreachable:
+                info(f"{name}: no such bucket (nothing deleted)")
             failed = True
             continue
         for each, labels in found:

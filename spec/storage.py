@@ -103,8 +103,7 @@ class Storage(BaseModel):
     source: str | list[str] | None = None
     """A local folder (or a list of local paths) uploaded to the bucket, or a bucket URL."""
     store: StoreKind | None = None
-    """Where a named bucket lives; the default store (``storage.default_store`` in
-    ``~/.skyhop/config.yaml``, else ``s3``) when not given."""
+    """Where a named bucket lives; ``s3`` when not given (a bucket URL source names its own)."""
     persistent: bool = True
     """Keep the bucket on ``down``. A bucket skyhop did not create is always kept."""
     mode: StorageMode = StorageMode.MOUNT
@@ -188,7 +187,7 @@ class Storage(BaseModel):
 
     @property
     def kind(self) -> StoreKind:
-        """The store, once defaulted (``spec.loader`` fills in the configured default)."""
+        """The store: the source URL's, else ``store``, else ``s3``."""
         remote = self.bucket_url
         return remote.store if remote is not None else (self.store or StoreKind.S3)
 

@@ -128,7 +128,7 @@ class S3Store:
         region = region or self._client.meta.region_name
         if region and region != "us-east-1" and self.kind is StoreKind.S3:
             args["CreateBucketConfiguration"] = {"LocationConstraint": region}
-        from botocore.exceptions import ClientError
+        from botocore.exceptions import BotoCoreError, ClientError
 
         try:
             self._client.create_bucket(**args)
@@ -136,11 +136,13 @@ class S3Store:
             # A retried create whose first attempt made the bucket: it is ours already.
             if _code(exc) != "BucketAlreadyOwnedByYou":
                 raise self._error(bucket, exc) from None
+        except BotoCoreError as exc:
+            raise self._error(bucket, exc) from None
         tags = [{"Key": key, "Value": value} for key, value in labels.items()]
         self._call(bucket, lambda: self._client.put_bucket_tagging(Bucket=bucket, Tagging={"TagSet": tags}))
 
     def labels(self, bucket: str) -> dict[str, str] | None:
-        from botocore.exceptions import ClientError
+        from botocore.exceptions import BotoCoreError, ClientError
 
         try:
             response = self._client.get_bucket_tagging(Bucket=bucket)
@@ -149,6 +151,8 @@ class S3Store:
                 return {}
             if _code(exc) in _MISSING:
                 return None
+            raise self._error(bucket, exc) from None
+        except BotoCoreError as exc:
             raise self._error(bucket, exc) from None
         return {tag["Key"]: tag["Value"] for tag in response.get("TagSet", [])}
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +11,7 @@ import pytest
 from skyhop.providers.home import skyhop_home
 from skyhop.storage import BucketNameTakenError, StoreUnavailableError, ownership_labels
 from skyhop.storage.s3 import R2Store, S3Store
+from tests.conftest import skyhop
 
 
 def test_every_call_is_idempotent(s3: Any, tmp_path: Path) -> None:
@@ -55,3 +57,22 @@ def test_r2_is_s3_at_its_endpoint(moto: str, s3: Any, monkeypatch: pytest.Monkey
         assert rclone["provider"] == "Cloudflare" and rclone["endpoint"] == moto
     finally:
         config.unlink()
+
+
+def test_storage_commands_without_credentials_are_one_line(tmp_path: Path) -> None:
+    env = {
+        **os.environ,
+        "AWS_CONFIG_FILE": str(tmp_path / "none"),
+        "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "none"),
+        "AWS_EC2_METADATA_DISABLED": "true",
+    }
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE", "SKYHOP_R2_ENDPOINT"):
+        env.pop(name, None)
+    deleted = skyhop("storage", "delete", "-y", "some-bucket", env=env)
+    assert deleted.returncode == 1 and "Traceback" not in deleted.stderr
+    assert deleted.stderr.splitlines() == [
+        "some-bucket: no s3 credentials: run 'aws configure', or set AWS_ACCESS_KEY_ID and "
+        "AWS_SECRET_ACCESS_KEY"
+    ]
+    listed = skyhop("storage", "ls", "--json", env=env)
+    assert listed.returncode == 0 and "Traceback" not in listed.stderr
