@@ -162,8 +162,10 @@ def _rows(plan: Plan) -> list[Candidate]:
 
 
 def _show(plan: DagPlan, dag: Dag) -> None:
+    from skyhop.storage.plan import storage_plan
+
     info(f"Target: minimizing {plan.minimize}")
-    for p, left in zip(plan.plans, _left_out(dag), strict=True):
+    for p, left, node in zip(plan.plans, _left_out(dag), dag.tasks, strict=True):
         nodes = f"{p.num_nodes} node{'s' if p.num_nodes > 1 else ''}"
         title = f"Task {p.task_name!r}" if len(plan.plans) > 1 else "Considered resources"
         info(f"{title} ({nodes}):")
@@ -189,5 +191,7 @@ def _show(plan: DagPlan, dag: Dag) -> None:
         )
         for why in left.values():
             info(f"Left out: {why}")
+        for mount in storage_plan(node.task.file_mounts):
+            info(f"Storage: {mount.target} <- {mount.describe()}")
     egress = f" + ${plan.egress_cost:.2f} to move data" if plan.egress_cost else ""
     info(f"Estimated cost: ${plan.hourly_cost:.4f} / hour{egress}")

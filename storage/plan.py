@@ -30,6 +30,16 @@ class MountPlan(BaseModel):
     """Local paths uploaded into the bucket before the nodes see it."""
     persistent: bool = True
 
+    def describe(self) -> str:
+        """One line for the printed plan: ``s3://b (MOUNT; created if missing, deleted on down)``."""
+        source = self.url if self.bucket is None else self.bucket.url
+        notes = [self.mode.value]
+        if self.upload:
+            notes.append(f"{len(self.upload)} local path{'s' if len(self.upload) > 1 else ''} uploaded")
+        if self.create:
+            notes.append("created if missing" + ("" if self.persistent else ", deleted on down if created"))
+        return f"{source} ({'; '.join(notes)})"
+
 
 def storage_plan(file_mounts: dict[str, str | Storage]) -> list[MountPlan]:
     """The bucket and URL entries of ``file_mounts`` (local paths are synced as before)."""
