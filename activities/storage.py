@@ -73,10 +73,11 @@ async def prepare_buckets(request: BucketsInput) -> None:
             await _storage_call(asyncio.to_thread(store.create, ref.bucket, None, labels))
         elif not await _storage_call(asyncio.to_thread(store.exists, ref.bucket)):
             raise _failed(f"file_mounts.{plan.target}: bucket {ref.url} does not exist")
-        for source in plan.upload:
-            await _storage_call(
-                heartbeating(asyncio.to_thread(store.upload, Path(source), ref.bucket, ref.prefix))
-            )
+        for source in map(Path, plan.upload):
+            prefix = ref.prefix
+            if plan.upload_by_name and source.is_dir():
+                prefix = "/".join(part for part in (ref.prefix, source.name) if part)
+            await _storage_call(heartbeating(asyncio.to_thread(store.upload, source, ref.bucket, prefix)))
 
 
 @activity.defn

@@ -124,6 +124,12 @@ class Storage(BaseModel):
     def _check_source(cls, value: object) -> object:
         if isinstance(value, list) and not value:
             raise ValueError("must name at least one local path")
+        if isinstance(value, list):
+            # Each path lands in the bucket under its own name, so two with one name would collide.
+            names = [str(item).rstrip("/").rsplit("/", 1)[-1] for item in value]
+            twice = sorted({name for name in names if names.count(name) > 1})
+            if twice:
+                raise ValueError(f"two paths named {twice[0]!r}: each lands in the bucket under its name")
         return value
 
     @model_validator(mode="after")

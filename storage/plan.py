@@ -28,6 +28,9 @@ class MountPlan(BaseModel):
     """A named bucket (``name:``): created when missing, and skyhop's if it created it."""
     upload: list[str] = []
     """Local paths uploaded into the bucket before the nodes see it."""
+    upload_by_name: bool = False
+    """A list source (SkyPilot's rule): each path lands in the bucket under its own name. A single
+    folder's contents land at the bucket's root."""
     persistent: bool = True
 
     def describe(self) -> str:
@@ -53,6 +56,7 @@ def storage_plan(file_mounts: dict[str, str | Storage]) -> list[MountPlan]:
                     bucket=entry.bucket_ref(),
                     create=entry.name is not None,
                     upload=entry.local_sources,
+                    upload_by_name=isinstance(entry.source, list),
                     persistent=entry.persistent,
                 )
             )

@@ -38,6 +38,7 @@ def test_a_bucket_url_source_names_the_bucket() -> None:
         ({"name": "has.dot", "store": "azure"}, "lowercase letters, digits, hyphens,"),
         ({"name": "bkt", "mode": "FAST"}, "MOUNT"),
         ({"name": "bkt", "source": []}, "at least one"),
+        ({"name": "bkt", "source": ["a/data", "b/data/"]}, "two paths named 'data'"),
     ],
 )
 def test_wrong_entries_say_what_to_do(entry: dict[str, object], says: str) -> None:

@@ -108,14 +108,18 @@ def test_a_bucket_the_user_deleted_is_not_re_created_by_down(
     bucket = _names()["copy"]
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "x").write_text("x")
+    (tmp_path / "extra.txt").write_text("extra")
+    source = "[./data, ./extra.txt]"  # a list: each path lands under its own name
     (tmp_path / "task.yaml").write_text(
         "resources: {infra: local}\n"
-        f"file_mounts: {{~/d: {{name: {bucket}, source: ./data, mode: COPY, persistent: false}}}}\n"
-        "run: cat ~/d/x\n"
+        f"file_mounts: {{~/d: {{name: {bucket}, source: {source}, mode: COPY, persistent: false}}}}\n"
+        "run: cat ~/d/data/x ~/d/extra.txt\n"
     )
     try:
         result = skyhop("launch", "-y", "-c", cluster, "task.yaml", env=cli_env, cwd=tmp_path, timeout=300)
         assert result.returncode == 0, result.stderr[-3000:]
+        assert "xextra" in result.stdout
+        assert sorted(_keys(s3, bucket)) == ["data/x", "extra.txt"]
         assert skyhop("storage", "delete", "-y", bucket, env=cli_env).returncode == 0
     finally:
         down = skyhop("down", "-y", cluster, env=cli_env, timeout=300)
@@ -182,6 +186,7 @@ def test_dryrun_json_shows_the_storage_plan(cli_env: dict[str, str], tmp_path: P
             "url": None,
             "create": True,
             "upload": [str((tmp_path / "data").resolve())],
+            "upload_by_name": False,
             "persistent": False,
         },
         {
@@ -191,6 +196,7 @@ def test_dryrun_json_shows_the_storage_plan(cli_env: dict[str, str], tmp_path: P
             "url": None,
             "create": False,
             "upload": [],
+            "upload_by_name": False,
             "persistent": True,
         },
         {
@@ -200,6 +206,7 @@ def test_dryrun_json_shows_the_storage_plan(cli_env: dict[str, str], tmp_path: P
             "url": "https://example.com/w.bin",
             "create": False,
             "upload": [],
+            "upload_by_name": False,
             "persistent": True,
         },
     ]
