@@ -15,10 +15,10 @@ from collections.abc import Awaitable
 from pathlib import Path
 from typing import TypeVar
 
-from pydantic import BaseModel
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from skyhop.activities.models import AttachInput, BucketsInput
 from skyhop.activities.node_jobs import run_on_nodes
 from skyhop.activities.sync import heartbeating
 from skyhop.contract import ErrorType
@@ -36,11 +36,8 @@ from skyhop.storage import (
     ownership_labels,
 )
 from skyhop.storage.node_commands import attach_script, detach_script, rclone_env
-from skyhop.storage.plan import MountPlan
 
 __all__ = [
-    "AttachInput",
-    "BucketsInput",
     "attach_storage",
     "delete_buckets",
     "detach_storage",
@@ -49,16 +46,6 @@ __all__ = [
 
 T = TypeVar("T")
 _LOG_TAIL = 600
-
-
-class BucketsInput(BaseModel):
-    cluster_name: str
-    mounts: list[MountPlan]
-
-
-class AttachInput(BaseModel):
-    handle: ClusterHandle
-    mounts: list[MountPlan]
 
 
 @activity.defn

@@ -19,8 +19,13 @@ from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
     from skyhop.activities import jobs, storage, sync
-    from skyhop.activities.models import FileMountsInput, SetupInput, SyncWorkdirInput
-    from skyhop.activities.storage import AttachInput, BucketsInput
+    from skyhop.activities.models import (
+        AttachInput,
+        BucketsInput,
+        FileMountsInput,
+        SetupInput,
+        SyncWorkdirInput,
+    )
     from skyhop.contract import LONG_QUEUE, LaunchStage
     from skyhop.providers.base import ClusterHandle
     from skyhop.spec import Task
