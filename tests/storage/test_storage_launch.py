@@ -17,9 +17,9 @@ import pytest
 
 from skyhop.providers.home import skyhop_home
 from skyhop.providers.runtime.mounts import mounts_under
-from tests.conftest import skyhop
-from tests.helpers import WorkerProcess, wait_for
-from tests.integration.support import unique_cluster
+from tests.conftest import run, skyhop
+from tests.helpers import DevServer, WorkerProcess, wait_for
+from tests.integration.support import client_for, unique_cluster
 
 pytestmark = pytest.mark.integration
 
@@ -33,13 +33,23 @@ def _buckets(s3: Any) -> set[str]:
     return {b["Name"] for b in s3.list_buckets()["Buckets"]}
 
 
+async def _histories(address: str, cluster: str) -> bytes:
+    """Every event of every workflow of the cluster (launches, the cluster itself), as stored."""
+    client = await client_for(address)
+    events = b""
+    async for execution in client.list_workflows(f"SkyhopCluster = '{cluster}'"):
+        history = await client.get_workflow_handle(execution.id, run_id=execution.run_id).fetch_history()
+        events += b"".join(event.SerializeToString() for event in history.events)
+    return events
+
+
 def _names() -> dict[str, str]:
     tag = uuid.uuid4().hex[:8]
     return {role: f"skyhop-test-{role}-{tag}" for role in ("copy", "mount", "cached", "user", "keep")}
 
 
 def test_every_mode_through_a_launch_and_down_deletes_only_what_skyhop_created(
-    live_worker: WorkerProcess, cli_env: dict[str, str], s3: Any, tmp_path: Path
+    live_worker: WorkerProcess, temporal_server: DevServer, cli_env: dict[str, str], s3: Any, tmp_path: Path
 ) -> None:
     cluster = unique_cluster()
     names = _names()
@@ -91,6 +101,10 @@ def test_every_mode_through_a_launch_and_down_deletes_only_what_skyhop_created(
     assert _buckets(s3) == {names["user"], names["keep"]}
     assert list(_keys(s3, names["user"])) == ["hello.txt"]
     assert mounts_under(home.parent) == [] and not home.exists()
+    # The nodes got the store's credentials in their job's environment; history holds none of it.
+    history = run(_histories(temporal_server.address, cluster))
+    assert names["cached"].encode() in history  # the plan is there (this reads the right events)
+    assert b"RCLONE_CONFIG" not in history and b"secret_access_key" not in history.lower()
 
     deleted = skyhop("storage", "delete", "-y", names["keep"], names["user"], "no-such-bucket-x", env=cli_env)
     assert deleted.returncode == 1
