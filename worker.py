@@ -28,6 +28,7 @@ from skyhop.activities import (
     jobs,
     planning,
     provisioning,
+    storage,
     sync,
     watch_hub,
 )
@@ -106,6 +107,10 @@ def build_workers(client: Client, *, long_slots: int = 200, short_slots: int = 5
                 provisioning.terminate,
                 sync.sync_workdir,
                 sync.sync_file_mounts,
+                storage.prepare_buckets,
+                storage.attach_storage,
+                storage.detach_storage,
+                storage.delete_buckets,
                 jobs.run_setup,
                 jobs.start_job,
                 job_watch.watch_jobs,

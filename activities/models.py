@@ -12,9 +12,12 @@ from skyhop.providers.base import ClusterHandle
 from skyhop.providers.runtime.jobs import JobOutcome
 from skyhop.spec import Task
 from skyhop.spec.task import GitWorkdir
+from skyhop.storage.plan import MountPlan
 
 __all__ = [
+    "AttachInput",
     "AttemptLog",
+    "BucketsInput",
     "FileMountsInput",
     "FollowRunInput",
     "FollowSet",
@@ -51,6 +54,20 @@ class SyncWorkdirInput(BaseModel):
 class FileMountsInput(BaseModel):
     handle: ClusterHandle
     file_mounts: dict[str, str]
+
+
+class BucketsInput(BaseModel):
+    """The buckets of a cluster's task: to create and fill, or to delete on ``down``."""
+
+    cluster_name: str
+    mounts: list[MountPlan]
+
+
+class AttachInput(BaseModel):
+    """What to copy or mount on every node of ``handle`` (the credentials are the worker's)."""
+
+    handle: ClusterHandle
+    mounts: list[MountPlan]
 
 
 class SetupInput(BaseModel):

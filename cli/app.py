@@ -30,6 +30,7 @@ from skyhop.cli.output import EXIT_DETACHED, EXIT_USAGE, exit_now, fail, info
 from skyhop.cli.queue_commands import register_queue_commands
 from skyhop.cli.running import run_command
 from skyhop.cli.ssh_commands import ssh_app
+from skyhop.cli.storage_commands import storage_app
 
 app = typer.Typer(
     name="skyhop",
@@ -51,6 +52,7 @@ server_app = typer.Typer(
 app.add_typer(server_app, name="server")
 app.add_typer(ssh_app, name="ssh")
 app.add_typer(jobs_app, name="jobs")
+app.add_typer(storage_app, name="storage")
 register_catalog_commands(app)
 
 ClusterOpt = Annotated[str | None, typer.Option("--cluster", "-c", help="Cluster name (default: generated).")]

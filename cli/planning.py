@@ -113,6 +113,8 @@ def _left_out(dag: Dag) -> list[dict[str, str]]:
 
 def plan_document(plan: DagPlan, dag: Dag) -> dict[str, Any]:
     """The plan as ``print_json`` fields: one item per task, then the totals."""
+    from skyhop.storage.plan import storage_plan
+
     tasks = []
     for p, left, node in zip(plan.plans, _left_out(dag), dag.tasks, strict=True):
         c = p.chosen
@@ -142,6 +144,7 @@ def plan_document(plan: DagPlan, dag: Dag) -> dict[str, Any]:
                 "estimated_hours": p.estimated_hours,
                 "candidates": [_candidate_json(k, i == 0) for i, k in enumerate(p.considered)],
                 "left_out": left,
+                "storage": [m.model_dump(mode="json") for m in storage_plan(node.task.file_mounts)],
             }
         )
     return {
@@ -178,8 +181,10 @@ def _rows(plan: Plan) -> list[Candidate]:
 
 
 def _show(plan: DagPlan, dag: Dag) -> None:
+    from skyhop.storage.plan import storage_plan
+
     info(f"Target: minimizing {plan.minimize}")
-    for p, left in zip(plan.plans, _left_out(dag), strict=True):
+    for p, left, node in zip(plan.plans, _left_out(dag), dag.tasks, strict=True):
         nodes = f"{p.num_nodes} node{'s' if p.num_nodes > 1 else ''}"
         title = f"Task {p.task_name!r}" if len(plan.plans) > 1 else "Considered resources"
         info(f"{title} ({nodes}):")
@@ -205,5 +210,7 @@ def _show(plan: DagPlan, dag: Dag) -> None:
         )
         for why in left.values():
             info(f"Left out: {why}")
+        for mount in storage_plan(node.task.file_mounts):
+            info(f"Storage: {mount.target} <- {mount.describe()}")
     egress = f" + ${plan.egress_cost:.2f} to move data" if plan.egress_cost else ""
     info(f"Estimated cost: ${plan.hourly_cost:.4f} / hour{egress}")

@@ -290,6 +290,8 @@ class ErrorType(StrEnum):
     INVALID_REQUEST = "InvalidRequestError"
     GIT_WORKDIR_FAILED = "GitWorkdirFailed"
     """``workdir: {url, ref}`` could not be cloned or checked out (a wrong URL or ref)."""
+    STORAGE_FAILED = "StorageFailed"
+    """A bucket is missing, taken or refused, or a node could not copy or mount it."""
 
     @property
     def retry_can_fix(self) -> bool:
@@ -316,6 +318,7 @@ _USER_TO_FIX = frozenset(
         ErrorType.NOT_SUPPORTED,
         ErrorType.SDK_MISSING,
         ErrorType.INVALID_REQUEST,
+        ErrorType.STORAGE_FAILED,
     }
 )
 

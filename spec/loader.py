@@ -20,6 +20,7 @@ from skyhop.spec.dag import Dag, dag_from_documents
 from skyhop.spec.errors import SpecError, did_you_mean, redacted
 from skyhop.spec.refused import check_refused, drop_missing_clouds
 from skyhop.spec.resources import Resources
+from skyhop.spec.storage import URL_SCHEMES, Storage
 from skyhop.spec.task import Task
 from skyhop.spec.yaml_reader import read_yaml_documents
 
@@ -130,16 +131,40 @@ def _task_from_mapping(data: Mapping[str, Any], base: Path, envs: Mapping[str, s
         update={
             "workdir": _local_dir(task.workdir, base, "workdir") if task.workdir else None,
             "file_mounts": {
-                remote: _local_path(local, base, f"file_mounts.{remote}")
-                for remote, local in task.file_mounts.items()
+                remote: _mount_source(entry, base, f"file_mounts.{remote}")
+                for remote, entry in task.file_mounts.items()
             },
         }
     )
 
 
+def _mount_source(entry: str | Storage, base: Path, field: str) -> str | Storage:
+    """A local path made absolute (it must exist), a URL as it is, a storage dict's local sources
+    made absolute (a single source must be a folder, as in SkyPilot)."""
+    if isinstance(entry, str):
+        if "://" not in entry:
+            return _local_path(entry, base, field)
+        scheme, _, rest = entry.partition("://")
+        if scheme.lower() not in URL_SCHEMES or not rest.strip("/"):
+            raise SpecError(
+                field, f"{entry!r} is not a supported URL; use s3://, gs://, az://, r2:// or https://"
+            )
+        return entry
+    if not entry.local_sources:
+        return entry
+    paths = [_local_path(source, base, f"{field}.source") for source in entry.local_sources]
+    if isinstance(entry.source, str):
+        if not Path(paths[0]).is_dir():
+            raise SpecError(
+                f"{field}.source",
+                f"{entry.source!r} is a file; a storage source is a folder (write source: "
+                f"[{entry.source}] to upload one file, or mount the file directly)",
+            )
+        return entry.model_copy(update={"source": paths[0]})
+    return entry.model_copy(update={"source": paths})
+
+
 def _local_path(raw: str, base: Path, field: str) -> str:
-    if "://" in raw:
-        raise SpecError(field, f"only local paths are supported for now, got {raw!r}")
     path = (base / Path(raw).expanduser()).resolve()
     if not path.exists():
         raise SpecError(field, f"local path {raw!r} does not exist")

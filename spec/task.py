@@ -6,7 +6,7 @@ import re
 from pathlib import PurePosixPath
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from skyhop.spec.limits import (
     MAX_ENVS,
@@ -19,6 +19,7 @@ from skyhop.spec.limits import (
 )
 from skyhop.spec.resources import Resources
 from skyhop.spec.service import Service
+from skyhop.spec.storage import Storage
 
 __all__ = ["GitWorkdir", "Task", "env_mapping"]
 
@@ -75,9 +76,11 @@ class Task(BaseModel):
     secrets: dict[str, str | None] = Field(default={}, repr=False)
     """Like ``envs`` (a secret wins over an env of the same name), overridden by ``--secret``, and
     never displayed: plans, JSON and errors show names only."""
-    file_mounts: dict[str, str] = {}
-    """Remote path on each node -> local path on this machine. A remote path is under the node's
-    home (``~/data``, or relative) or absolute, and never contains ``..``."""
+    file_mounts: dict[str, str | Storage] = {}
+    """Remote path on each node -> a local path on this machine, a bucket URL (``s3://b/p``,
+    ``gs://``, ``az://``, ``r2://``), an ``https://`` file, or a storage dict (``spec.storage``).
+    A remote path is under the node's home (``~/data``, or relative) or absolute, and never
+    contains ``..``."""
     setup: str | None = None
     run: str | None = None
     service: Service | None = None
@@ -142,7 +145,10 @@ class Task(BaseModel):
                 )
             if isinstance(source, str) and len(source) > MAX_PATH_CHARS:
                 raise ValueError(f"source of {target!r} is longer than {MAX_PATH_CHARS} characters")
-        return value
+        return {
+            target: _storage(target, source) if isinstance(source, dict) else source
+            for target, source in value.items()
+        }
 
     @field_validator("setup", "run", mode="before")
     @classmethod
@@ -155,3 +161,18 @@ class Task(BaseModel):
                 "(put a longer one in a file in the workdir and run that)"
             )
         return value
+
+
+def _storage(target: str, entry: dict[object, object]) -> Storage:
+    """A storage dict as one line naming the entry and its field, in SkyPilot's words where it has them."""
+    try:
+        return Storage.model_validate(entry)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        field = ".".join(str(part) for part in error["loc"])
+        if error["type"] == "extra_forbidden":
+            allowed = ", ".join(Storage.model_fields)
+            raise ValueError(f"{target}: unknown storage field {field!r}; allowed: {allowed}") from None
+        message = error["msg"].removeprefix("Value error, ")
+        where = f"{target}.{field}" if field else target
+        raise ValueError(f"{where}: {message}") from None

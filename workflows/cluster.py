@@ -83,7 +83,14 @@ with workflow.unsafe.imports_passed_through():
     from skyhop.workflows.cluster_queue import KEEP_FINISHED_JOBS, MAX_ACTIVE_JOBS, MAX_QUEUED_BYTES, JobQueue
     from skyhop.workflows.job_watch import JOB_EVENTS_PATCH, JobWatcher, notify_ended
     from skyhop.workflows.options import HEARTBEAT, LONG_RETRY, SHORT_RETRY, USER_ERRORS
-    from skyhop.workflows.stages import history_is_long, prepare_nodes, run_long
+    from skyhop.workflows.stages import (
+        attach_buckets,
+        delete_created_buckets,
+        history_is_long,
+        prepare_nodes,
+        release_buckets,
+        run_long,
+    )
 
 __all__ = [
     "KEEP_FINISHED_JOBS",
@@ -503,6 +510,7 @@ class ClusterWorkflow:
         if record.status != ClusterStatus.UP or record.handle is None:
             return
         await self._end_jobs(record.active_jobs, JobStatus.CANCELLED, "the cluster was stopped", kill=False)
+        await release_buckets(record.handle, self._setup_task, timeout=_LONG_TIMEOUT)
         result: StopResult = await workflow.execute_activity(
             cluster_ops.stop_cluster,
             record.handle,
@@ -528,6 +536,8 @@ class ClusterWorkflow:
             )
             if recreate and self._setup_task is not None:
                 await self._set_up(handle, self._setup_task)
+            elif self._setup_task is not None:
+                await attach_buckets(handle, self._setup_task, timeout=_LONG_TIMEOUT)
         except (FailureError, asyncio.CancelledError):
             record.status = ClusterStatus.STOPPED if not recreate else ClusterStatus.INIT
             raise
@@ -548,8 +558,10 @@ class ClusterWorkflow:
             record.active_jobs, JobStatus.CANCELLED, "the cluster was taken down", kill=False
         )
         if record.handle is not None:
+            await release_buckets(record.handle, self._setup_task, timeout=_LONG_TIMEOUT)
             await self._long(provisioning.terminate, record.handle)
         record.status = ClusterStatus.TERMINATED
+        await delete_created_buckets(record.name, self._setup_task, timeout=_LONG_TIMEOUT)
 
     def _set_autostop(self, request: AutostopRequest) -> None:
         self.record.idle_minutes = request.idle_minutes

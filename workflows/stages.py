@@ -18,14 +18,29 @@ from temporalio import workflow
 from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
-    from skyhop.activities import jobs, sync
-    from skyhop.activities.models import FileMountsInput, SetupInput, SyncWorkdirInput
+    from skyhop.activities import jobs, storage, sync
+    from skyhop.activities.models import (
+        AttachInput,
+        BucketsInput,
+        FileMountsInput,
+        SetupInput,
+        SyncWorkdirInput,
+    )
     from skyhop.contract import LONG_QUEUE, LaunchStage
     from skyhop.providers.base import ClusterHandle
     from skyhop.spec import Task
+    from skyhop.storage.plan import local_file_mounts, storage_plan
     from skyhop.workflows.options import HEARTBEAT, LONG_RETRY
 
-__all__ = ["history_is_long", "prepare_nodes", "raise_if_cancelled", "run_long"]
+__all__ = [
+    "attach_buckets",
+    "delete_created_buckets",
+    "history_is_long",
+    "prepare_nodes",
+    "raise_if_cancelled",
+    "release_buckets",
+    "run_long",
+]
 
 
 async def run_long(activity: Any, arg: Any, *, timeout: timedelta, summary: str | None = None) -> Any:
@@ -58,7 +73,8 @@ async def prepare_nodes(
     """What nodes need before the task's jobs run on them: workdir, file mounts, then setup.
 
     ``enter`` hears each stage as it begins; ``setup_key`` names the setup's node job, so a
-    retried setup re-attaches instead of running twice.
+    retried setup re-attaches instead of running twice. Buckets are created and filled first,
+    then copied or mounted on the nodes (``attach_buckets``), then local file mounts are copied.
     """
     if task.has_workdir:
         enter(LaunchStage.SYNC_WORKDIR)
@@ -66,11 +82,38 @@ async def prepare_nodes(
         await run_long(sync.sync_workdir, workdir, timeout=timeout)
     if task.file_mounts:
         enter(LaunchStage.SYNC_FILE_MOUNTS)
-        mounts = FileMountsInput(handle=handle, file_mounts=task.file_mounts)
-        await run_long(sync.sync_file_mounts, mounts, timeout=timeout)
+        if storage_plan(task.file_mounts):
+            buckets = BucketsInput(cluster_name=handle.cluster_name, mounts=storage_plan(task.file_mounts))
+            await run_long(storage.prepare_buckets, buckets, timeout=timeout)
+            await attach_buckets(handle, task, timeout=timeout)
+        local = local_file_mounts(task.file_mounts)
+        if local:
+            mounts = FileMountsInput(handle=handle, file_mounts=local)
+            await run_long(sync.sync_file_mounts, mounts, timeout=timeout)
     if task.setup:
         enter(LaunchStage.SETUP)
         await run_long(jobs.run_setup, SetupInput(handle=handle, task=task, key=setup_key), timeout=timeout)
+
+
+async def attach_buckets(handle: ClusterHandle, task: Task, *, timeout: timedelta) -> None:
+    """Copy or mount the task's buckets on the nodes (again, on nodes that were stopped)."""
+    plans = storage_plan(task.file_mounts)
+    if plans:
+        await run_long(storage.attach_storage, AttachInput(handle=handle, mounts=plans), timeout=timeout)
+
+
+async def release_buckets(handle: ClusterHandle, task: Task | None, *, timeout: timedelta) -> None:
+    """Before nodes stop or go: flush and unmount what ``attach_buckets`` mounted on them."""
+    if task is not None and storage_plan(task.file_mounts):
+        await run_long(storage.detach_storage, handle, timeout=timeout)
+
+
+async def delete_created_buckets(cluster_name: str, task: Task | None, *, timeout: timedelta) -> None:
+    """On ``down``: delete the task's buckets that skyhop created for this cluster, not persistent."""
+    plans = storage_plan(task.file_mounts) if task is not None else []
+    if any(plan.create and not plan.persistent for plan in plans):
+        request = BucketsInput(cluster_name=cluster_name, mounts=plans)
+        await run_long(storage.delete_buckets, request, timeout=timeout)
 
 
 def raise_if_cancelled() -> None:

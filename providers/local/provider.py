@@ -25,6 +25,7 @@ from skyhop.providers.base import (
 )
 from skyhop.providers.home import skyhop_home
 from skyhop.providers.local.runtime import FOLDER_NODE_CAPABILITIES, LocalNodeRuntime
+from skyhop.providers.runtime.mounts import unmount_under
 
 __all__ = ["LocalProvider"]
 
@@ -71,7 +72,9 @@ class LocalProvider(Provider):
 
     async def terminate(self, handle: ClusterHandle) -> None:
         await asyncio.gather(*(LocalNodeRuntime(node).cancel_all() for node in handle.nodes))
-        await asyncio.to_thread(shutil.rmtree, self._cluster_dir(handle.cluster_name), True)
+        folder = self._cluster_dir(handle.cluster_name)
+        await asyncio.to_thread(unmount_under, folder)
+        await asyncio.to_thread(shutil.rmtree, folder, True)
 
     async def remove_untracked(self, cluster_name: str) -> list[str]:
         """The folders this provider made for the cluster's nodes."""

@@ -37,6 +37,7 @@ from urllib.parse import quote, unquote
 
 from skyhop.providers.home import skyhop_home
 from skyhop.providers.runtime import node_runner
+from skyhop.providers.runtime.mounts import unmount_under
 
 if TYPE_CHECKING:
     from skyhop.providers.sim.plan import FaultPlan
@@ -357,6 +358,7 @@ class SimCloud:
         self._disarm(item)
         folder = self.node_dir(item["instance_id"])
         if target == "terminated" and folder.exists():
+            unmount_under(folder)  # its mounted buckets stay intact (``runtime.mounts``)
             # A removed machine reports nothing more: its folder goes first, so no one reads the
             # states its dying jobs would write (a killed job is not a job that failed).
             gone = folder.with_name(f"{folder.name}.terminated")
