@@ -60,6 +60,7 @@ def test_create_labels_list_and_a_retried_create(gcs: FakeGCS) -> None:
     assert store.labels("ckpts-1") == ownership_labels("train", persistent=False)
     assert gcs.buckets["ckpts-1"]["location"] == "US-CENTRAL1"
     gcs.own("users-data", {"team": "ml"})
+    gcs.page_size = 1
     (record,) = store.list({CREATED_LABEL: "true"})
     assert (record.name, record.region, record.cluster, record.persistent) == (
         "ckpts-1",
