@@ -15,8 +15,10 @@ container, so no emptying pass is needed; the name stays unusable while Azure fi
 from __future__ import annotations
 
 import os
+import urllib.parse
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -49,6 +51,8 @@ class AzureBlobStore:
     single_put_bytes = 64 * 1024 * 1024
     """Files up to this size go up in one Put Blob; larger ones as blocks (Put Block, Put Block List)."""
     block_bytes = 8 * 1024 * 1024
+    sas_lifetime = timedelta(days=7)
+    """How long a node's SAS URL lasts, where rclone gets one (an endpoint other than Azure's own)."""
 
     def __init__(self) -> None:
         try:
@@ -160,24 +164,29 @@ class AzureBlobStore:
         ]
 
     def rclone_config(self) -> dict[str, str]:
-        """rclone's ``azureblob`` remote with the worker's credentials: the account key, else a
-        service principal's secret; on an Azure node with neither, its managed identity."""
-        options = {"type": "azureblob", "account": self.account}
+        """rclone's ``azureblob`` remote. With the account key: the key on Azure's public endpoint;
+        elsewhere (a sovereign cloud, an emulator) an account SAS URL, the only way rclone takes a
+        whole service URL. Without a key (the worker signs in with Azure credentials): the node's
+        managed identity, since rclone as Debian ships it (1.60) takes a service principal only as
+        a file, and credentials never go onto a node's disk."""
         key = getattr(self._service.credential, "account_key", None)
-        if key:
-            options["key"] = key
-        elif os.environ.get("AZURE_CLIENT_SECRET"):
-            options.update(
-                tenant=os.environ.get("AZURE_TENANT_ID", ""),
-                client_id=os.environ.get("AZURE_CLIENT_ID", ""),
-                client_secret=os.environ["AZURE_CLIENT_SECRET"],
-            )
-        else:
-            options["env_auth"] = "true"
-        endpoint = self._service.url.rstrip("/")
-        if not endpoint.endswith(_PUBLIC_SUFFIX):
-            options["endpoint"] = endpoint
-        return options
+        if not key:
+            return {"type": "azureblob", "account": self.account, "use_msi": "true"}
+        service_url = self._service.url.rstrip("/")
+        if (urllib.parse.urlsplit(service_url).hostname or "").endswith(_PUBLIC_SUFFIX):
+            return {"type": "azureblob", "account": self.account, "key": key}
+        return {"type": "azureblob", "sas_url": f"{service_url}?{self._account_sas(key)}"}
+
+    def _account_sas(self, key: str) -> str:
+        from azure.storage.blob import AccountSasPermissions, ResourceTypes, generate_account_sas
+
+        return generate_account_sas(
+            self.account,
+            key,
+            ResourceTypes(service=True, container=True, object=True),
+            AccountSasPermissions(read=True, write=True, delete=True, list=True, add=True, create=True),
+            expiry=datetime.now(UTC) + self.sas_lifetime,
+        )
 
 
 def _reason(exc: Any) -> str:

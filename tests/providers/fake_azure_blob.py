@@ -3,12 +3,13 @@
 It serves one storage account, addressed path-style as the storage emulator is
 (``http://127.0.0.1:PORT/<account>/<container>/<blob>``), with the REST API's documented shapes:
 containers (Create with ``x-ms-meta-*``, Get Properties, Get/Set Metadata, Delete, List with
-``include=metadata`` and markers), blobs (Put Blob, Put Block and Put Block List as the SDK sends a
-large file, List Blobs, Get Blob, Delete Blob). Every request must be signed with the account's
-Shared Key (the signature is recomputed as the service does) and carry ``x-ms-version`` and
-``x-ms-date``. Names and metadata are checked against the service's rules; errors are its XML
-``<Error>`` bodies with ``x-ms-error-code``. A deleted container's name stays "being deleted" for
-``deleting_for`` creates, as on Azure.
+``include=metadata`` and markers), blobs (Put Blob, Put Block and Put Block List as the SDK sends
+a large file, List Blobs, Get Blob with ranges, Get Blob Properties, Delete Blob), as the SDK and
+rclone call them. Every request must be signed with the account's Shared Key (the signature is
+recomputed as the service does; with ``x-ms-version`` and ``x-ms-date``) or carry an account SAS
+of it that allows the operation. Names and metadata are checked against the service's rules;
+errors are its XML ``<Error>`` bodies with ``x-ms-error-code``. A deleted container's name stays
+"being deleted" for ``deleting_for`` creates, as on Azure.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import hmac
 import itertools
 import re
 import urllib.parse
+from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
 from xml.etree import ElementTree as ET
@@ -82,6 +84,7 @@ class FakeBlobService(FakeApi):
         self.route("DELETE", a + r"/(?P<container>[^/]+)", self._container_delete)
         self.route("PUT", a + r"/(?P<container>[^/]+)/(?P<blob>.+)", self._blob_put)
         self.route("GET", a + r"/(?P<container>[^/]+)/(?P<blob>.+)", self._blob_get)
+        self.route("HEAD", a + r"/(?P<container>[^/]+)/(?P<blob>.+)", self._blob_head)
         self.route("DELETE", a + r"/(?P<container>[^/]+)/(?P<blob>.+)", self._blob_delete)
 
     @property
@@ -116,10 +119,13 @@ class FakeBlobService(FakeApi):
     # -- Shared Key ----------------------------------------------------------------------------
 
     def _unsigned(self, call: Call) -> str | None:
-        """What is wrong with the request's Shared Key signature, or None when it is the account's."""
+        """What is wrong with the request's Shared Key signature or account SAS, or None when it is
+        the account's."""
         headers = call.headers
         if not headers.get("x-ms-version"):
             return "no x-ms-version"
+        if "sig" in call.query:
+            return self._sas_refusal(call)
         try:
             parsedate_to_datetime(headers.get("x-ms-date", ""))
         except (TypeError, ValueError):
@@ -132,6 +138,34 @@ class FakeBlobService(FakeApi):
             hmac.new(base64.b64decode(self.key), self._string_to_sign(call).encode(), hashlib.sha256).digest()
         ).decode()
         return None if hmac.compare_digest(signature, expected) else "the Shared Key signature does not match"
+
+    def _sas_refusal(self, call: Call) -> str | None:
+        """What an account SAS does not allow of this request (its signature, expiry, service,
+        resource types and permissions), or None."""
+        query = call.query
+        fields = ["sp", "ss", "srt", "st", "se", "sip", "spr", "sv", "ses"]
+        # The service reads the times as dates; rclone (Go's SDK) sends them lowercased.
+        signed = {
+            name: query.get(name, "").upper() if name in ("st", "se") else query.get(name, "")
+            for name in fields
+        }
+        string_to_sign = self.account + "\n" + "".join(f"{signed[name]}\n" for name in fields)
+        expected = base64.b64encode(
+            hmac.new(base64.b64decode(self.key), string_to_sign.encode(), hashlib.sha256).digest()
+        ).decode()
+        if not hmac.compare_digest(query["sig"], expected):
+            return "the SAS signature does not match"
+        try:
+            expiry = datetime.fromisoformat(signed["se"].replace("Z", "+00:00"))
+        except ValueError:
+            return f"SAS expiry {signed['se']!r} is not a UTC time"
+        if expiry <= datetime.now(UTC):
+            return "the SAS has expired"
+        if "b" not in signed["ss"] or not set("sco") <= set(signed["srt"]):
+            return f"the SAS covers services {signed['ss']!r} and resource types {signed['srt']!r}"
+        listing = call.method == "GET" and query.get("comp") == "list"
+        needed = {"GET": "l" if listing else "r", "HEAD": "r", "PUT": "w", "DELETE": "d"}[call.method]
+        return None if needed in signed["sp"] else f"the SAS lacks permission {needed!r}"
 
     def _string_to_sign(self, call: Call) -> str:
         """The Blob service's string-to-sign (versions 2015-02-21 on: a zero Content-Length is empty)."""
@@ -327,16 +361,28 @@ class FakeBlobService(FakeApi):
             raise ApiError(404, "BlobNotFound", _MESSAGES["BlobNotFound"])
         return container, name
 
-    def _blob_get(self, call: Call) -> Reply:
-        container, name = self._blob(call)
-        data = self.blobs[container][name]
-        headers = {
+    def _blob_headers(self, container: str, name: str) -> dict[str, str]:
+        return {
             "Content-Type": "application/octet-stream",
             "ETag": '"0x8DC1"',
             "Last-Modified": _LAST_MODIFIED,
             "x-ms-blob-type": "BlockBlob",
             "x-ms-creation-time": _LAST_MODIFIED,
         }
+
+    def _blob_head(self, call: Call) -> Reply:
+        """Get Blob Properties."""
+        container, name = self._blob(call)
+        return (
+            200,
+            None,
+            {**self._blob_headers(container, name), "Content-Length": str(len(self.blobs[container][name]))},
+        )
+
+    def _blob_get(self, call: Call) -> Reply:
+        container, name = self._blob(call)
+        data = self.blobs[container][name]
+        headers = self._blob_headers(container, name)
         wanted = re.fullmatch(
             r"bytes=(\d+)-(\d*)", call.headers.get("x-ms-range") or call.headers.get("range", "")
         )

@@ -97,6 +97,8 @@ class GoogleAuth:
     key_file: Path
     issued: set[str]
     """Access tokens handed out by ``token``."""
+    scopes = ("https://www.googleapis.com/auth/cloud-platform",)
+    """OAuth scopes any one of which grants access to the API."""
 
     def _authorized(self, header: str) -> bool:
         scheme, _, token = header.partition(" ")
@@ -116,7 +118,7 @@ class GoogleAuth:
         return 200, {"access_token": access, "expires_in": 3599, "token_type": "Bearer"}
 
     def _signed_claims(self, jwt: str) -> dict[str, Any] | None:
-        """The claims of a JWT signed by the key file's account for the cloud-platform scope, else None."""
+        """The claims of a JWT signed by the key file's account for one of ``scopes``, else None."""
         from cryptography.hazmat.primitives import hashes
         from cryptography.hazmat.primitives.asymmetric import padding
 
@@ -127,7 +129,7 @@ class GoogleAuth:
             payload: dict[str, Any] = json.loads(_b64(claims))
         except Exception:
             return None
-        scoped = "cloud-platform" in payload.get("scope", "")
+        scoped = bool(set(str(payload.get("scope", "")).split()) & set(self.scopes))
         return payload if payload.get("iss") == email and scoped else None
 
     @functools.cache  # noqa: B019 - one fake per test, and loading an RSA key is slow

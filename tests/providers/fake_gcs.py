@@ -1,13 +1,13 @@
 """A local Cloud Storage JSON API for contract tests of the ``gcs`` bucket store, checking every request.
 
-It serves what google-cloud-storage sends, with the documented shapes: ``buckets`` insert, get,
-list (paged), delete (409 while objects remain); ``objects`` insert (``uploadType=multipart`` for
-small files, ``uploadType=resumable`` sessions whose chunks must be 256 KiB multiples and
-contiguous), list (paged, ``prefix``), get (metadata, or ``alt=media`` on the download path) and
-delete; and the OAuth token endpoint of the test's service-account key. Every call needs a bearer
-token of that account. Names and labels are checked against Cloud Storage's rules. ``foreign``
-holds buckets of other projects: the name is taken (insert 409) and this account may not read
-them (403).
+It serves what google-cloud-storage and rclone send, with the documented shapes: ``buckets``
+insert, get, list (paged), delete (409 while objects remain); ``objects`` insert
+(``uploadType=multipart`` for small files, ``uploadType=resumable`` sessions whose chunks must be
+256 KiB multiples and contiguous), list (paged, ``prefix``, ``delimiter``), get (metadata, or
+``alt=media`` on the download path) and delete; and the OAuth token endpoint of the test's
+service-account key. Every call needs a bearer token of that account. Names and labels are checked
+against Cloud Storage's rules. ``foreign`` holds buckets of other projects: the name is taken
+(insert 409) and this account may not read them (403).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import hashlib
 import itertools
 import json
 import re
+import urllib.parse
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,12 @@ _REASONS = {400: "invalid", 401: "required", 403: "forbidden", 404: "notFound", 
 
 class FakeGCS(GoogleAuth, FakeApi):
     """Cloud Storage for one project, in memory."""
+
+    scopes = (
+        *GoogleAuth.scopes,
+        "https://www.googleapis.com/auth/devstorage.full_control",
+        "https://www.googleapis.com/auth/devstorage.read_write",
+    )
 
     def __init__(self, project: str, key_file: Path) -> None:
         super().__init__()
@@ -197,6 +204,7 @@ class FakeGCS(GoogleAuth, FakeApi):
 
     def _object(self, bucket: str, name: str) -> dict[str, Any]:
         data = self.objects[bucket][name]
+        quoted = urllib.parse.quote(name, safe="")
         return {
             "kind": "storage#object",
             "id": f"{bucket}/{name}/1",
@@ -211,6 +219,8 @@ class FakeGCS(GoogleAuth, FakeApi):
             "timeCreated": "2026-01-01T00:00:00.000Z",
             "updated": "2026-01-01T00:00:00.000Z",
             "storageClass": "STANDARD",
+            "selfLink": f"{self.url}/storage/v1/b/{bucket}/o/{quoted}",
+            "mediaLink": f"{self.url}/download/storage/v1/b/{bucket}/o/{quoted}?generation=1&alt=media",
         }
 
     def _check_object_name(self, name: str) -> None:
@@ -277,10 +287,18 @@ class FakeGCS(GoogleAuth, FakeApi):
 
     def _object_list(self, call: Call) -> Reply:
         self._bucket(call)
-        prefix = call.query.get("prefix", "")
-        objects = self.objects[call.match["bucket"]]
-        items = [self._object(call.match["bucket"], n) for n in sorted(objects) if n.startswith(prefix)]
-        return 200, self._page("storage#objects", items, call)
+        prefix, delimiter = call.query.get("prefix", ""), call.query.get("delimiter", "")
+        names = sorted(n for n in self.objects[call.match["bucket"]] if n.startswith(prefix))
+        if delimiter:
+            # Names with the delimiter past the prefix are summarised as their "folder" prefixes.
+            folders = {
+                n[: n.index(delimiter, len(prefix)) + 1] for n in names if delimiter in n[len(prefix) :]
+            }
+            names = [n for n in names if delimiter not in n[len(prefix) :]]
+        page = self._page("storage#objects", [self._object(call.match["bucket"], n) for n in names], call)
+        if delimiter and folders:
+            page["prefixes"] = sorted(folders)
+        return 200, page
 
     def _named(self, call: Call) -> str:
         self._bucket(call)

@@ -104,8 +104,7 @@ class FakeApi:
         class Handler(BaseHTTPRequestHandler):
             def _serve(self) -> None:
                 parts = urllib.parse.urlsplit(self.path)
-                length = int(self.headers.get("Content-Length") or 0)
-                raw = self.rfile.read(length) if length else b""
+                raw = self._body()
                 try:
                     body = json.loads(raw) if raw else None
                 except ValueError:
@@ -125,13 +124,29 @@ class FakeApi:
                 headers = {"Content-Type": kind, **(extra[0] if extra else {})}
                 data = payload if raw_reply else b"" if payload is None else json.dumps(payload).encode()
                 self.send_response(status)
-                headers["Content-Length"] = str(len(data))
+                head = self.command == "HEAD"  # the headers of a GET, its Content-Length included
+                if not (head and "Content-Length" in headers):
+                    headers["Content-Length"] = str(len(data))
                 for name, value in headers.items():
                     self.send_header(name, value)
                 self.end_headers()
-                self.wfile.write(data)
+                if not head:
+                    self.wfile.write(data)
 
-            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _serve
+            def _body(self) -> bytes:
+                """The request body, of a Content-Length or sent in chunks (as Go's clients stream one)."""
+                if self.headers.get("Transfer-Encoding", "").lower() != "chunked":
+                    length = int(self.headers.get("Content-Length") or 0)
+                    return self.rfile.read(length) if length else b""
+                chunks = []
+                while size := int(self.rfile.readline().split(b";")[0].strip() or b"0", 16):
+                    chunks.append(self.rfile.read(size))
+                    self.rfile.readline()
+                while self.rfile.readline().strip():  # trailers, up to the blank line
+                    pass
+                return b"".join(chunks)
+
+            do_GET = do_HEAD = do_POST = do_PUT = do_PATCH = do_DELETE = _serve
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass

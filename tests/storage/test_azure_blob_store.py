@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import urllib.parse
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +21,7 @@ from skyhop.storage import (
 )
 from skyhop.storage.azure_blob import AzureBlobStore
 from tests.providers.fake_azure_blob import FakeBlobService
+from tests.storage.rclone_remote import needs_rclone, rclone
 
 ACCOUNT = "skyhoptest"
 
@@ -135,32 +138,30 @@ def test_without_an_account_the_store_says_what_to_set(monkeypatch: pytest.Monke
         AzureBlobStore()
 
 
-def test_rclone_gets_the_account_key_and_the_endpoint(blob: FakeBlobService) -> None:
-    assert AzureBlobStore().rclone_config() == {
-        "type": "azureblob",
-        "account": ACCOUNT,
-        "key": blob.key,
-        "endpoint": f"{blob.url}/{ACCOUNT}",
-    }
+def test_rclone_gets_the_key_on_azure_and_a_sas_url_elsewhere(
+    blob: FakeBlobService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sas_url = AzureBlobStore().rclone_config().pop("sas_url")
+    service, _, sas = sas_url.partition("?")
+    query = dict(urllib.parse.parse_qsl(sas))
+    assert service == f"{blob.url}/{ACCOUNT}" and (query["ss"], query["srt"], query["sp"]) == (
+        "b",
+        "sco",
+        "rwdlac",
+    )
+    expiry = datetime.fromisoformat(query["se"].replace("Z", "+00:00"))
+    assert timedelta(days=6) < expiry - datetime.now(UTC) <= AzureBlobStore.sas_lifetime
+    monkeypatch.delenv("AZURE_STORAGE_CONNECTION_STRING")
+    monkeypatch.setenv("AZURE_STORAGE_ACCOUNT", "acct1")
+    monkeypatch.setenv("AZURE_STORAGE_KEY", blob.key)
+    assert AzureBlobStore().rclone_config() == {"type": "azureblob", "account": "acct1", "key": blob.key}
 
 
-def test_rclone_on_a_public_account_uses_the_service_principal(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_rclone_without_a_key_uses_the_nodes_managed_identity(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("AZURE_STORAGE_CONNECTION_STRING", raising=False)
     monkeypatch.delenv("AZURE_STORAGE_KEY", raising=False)
-    for name, value in [
-        ("ACCOUNT", "acct1"),
-        ("TENANT_ID", "t1"),
-        ("CLIENT_ID", "c1"),
-        ("CLIENT_SECRET", "s1"),
-    ]:
-        monkeypatch.setenv(f"AZURE_{'STORAGE_' if name == 'ACCOUNT' else ''}{name}", value)
-    assert AzureBlobStore().rclone_config() == {
-        "type": "azureblob",
-        "account": "acct1",
-        "tenant": "t1",
-        "client_id": "c1",
-        "client_secret": "s1",
-    }
+    monkeypatch.setenv("AZURE_STORAGE_ACCOUNT", "acct1")
+    assert AzureBlobStore().rclone_config() == {"type": "azureblob", "account": "acct1", "use_msi": "true"}
 
 
 def _signed(store: AzureBlobStore, method: str, path: str, headers: dict[str, str]) -> dict[str, str]:
@@ -217,4 +218,47 @@ def test_the_fake_checks_the_shared_key(blob: FakeBlobService, change: dict[str,
     reply = requests.get(f"{store._service.url.rstrip('/')}/?comp=list", headers=signed, timeout=10)
     assert reply.status_code == 403 and reply.headers["x-ms-error-code"] == "AuthenticationFailed"
     assert len(blob.violations) == 1 and rule in blob.violations[0]
+    blob.violations.clear()
+
+
+@needs_rclone
+def test_rclone_on_a_node_reads_and_writes_the_bucket(blob: FakeBlobService, tmp_path: Path) -> None:
+    """The remote ``rclone_config`` describes is one rclone can use: it lists, reads and writes."""
+    store = AzureBlobStore()
+    store.create("data-1", None, {})
+    store.upload(_tree(tmp_path / "src"), "data-1", "in")
+    options = store.rclone_config()
+    assert sorted(rclone(options, "lsf", "-R", "store:data-1").split()) == [
+        "in/",
+        "in/a.txt",
+        "in/sub/",
+        "in/sub/b.bin",
+    ]
+    assert rclone(options, "cat", "store:data-1/in/a.txt") == "alpha"
+    (tmp_path / "ckpt.pt").write_bytes(b"weights")
+    rclone(options, "copyto", str(tmp_path / "ckpt.pt"), "store:data-1/out/ckpt.pt")
+    assert blob.blobs["data-1"]["out/ckpt.pt"] == b"weights"
+
+
+@pytest.mark.parametrize(
+    ("lifetime", "tamper", "rule"),
+    [
+        (timedelta(hours=-1), {}, "expired"),
+        (timedelta(hours=1), {"sp": "rl"}, "signature does not match"),
+        (timedelta(hours=1), {"sig": "AAAA"}, "signature does not match"),
+    ],
+)
+def test_the_fake_checks_the_sas(
+    blob: FakeBlobService,
+    lifetime: timedelta,
+    tamper: dict[str, str],
+    rule: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(AzureBlobStore, "sas_lifetime", lifetime)
+    store = AzureBlobStore()
+    sas = {**dict(urllib.parse.parse_qsl(store._account_sas(blob.key))), **tamper}
+    url = f"{store._service.url.rstrip('/')}/?comp=list&{urllib.parse.urlencode(sas)}"
+    reply = requests.get(url, headers={"x-ms-version": "2020-10-02"}, timeout=10)
+    assert reply.status_code == 403 and len(blob.violations) == 1 and rule in blob.violations[0]
     blob.violations.clear()

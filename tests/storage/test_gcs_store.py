@@ -23,6 +23,7 @@ from skyhop.storage import (
 from skyhop.storage.gcs import GcsStore
 from tests.providers.fake_gcp import write_service_account
 from tests.providers.fake_gcs import FakeGCS
+from tests.storage.rclone_remote import needs_rclone, rclone
 
 PROJECT = "skyhop-test"
 
@@ -226,3 +227,22 @@ def test_the_fake_checks_resumable_chunks(gcs: FakeGCS) -> None:
         headers = {**auth, "Content-Range": f"bytes {first}-{first + size - 1}/*"}
         assert requests.put(session, data=b"x" * size, headers=headers, timeout=10).status_code == 400
         assert rule in gcs.violations.pop()
+
+
+@needs_rclone
+def test_rclone_on_a_node_reads_and_writes_the_bucket(gcs: FakeGCS, tmp_path: Path) -> None:
+    """The remote ``rclone_config`` describes is one rclone can use: it lists, reads and writes."""
+    store = GcsStore()
+    store.create("data-1", None, {})
+    store.upload(_tree(tmp_path / "src"), "data-1", "in")
+    options = store.rclone_config()
+    assert sorted(rclone(options, "lsf", "-R", "store:data-1").split()) == [
+        "in/",
+        "in/a.txt",
+        "in/sub/",
+        "in/sub/b.bin",
+    ]
+    assert rclone(options, "cat", "store:data-1/in/a.txt") == "alpha"
+    (tmp_path / "ckpt.pt").write_bytes(b"weights")
+    rclone(options, "copyto", str(tmp_path / "ckpt.pt"), "store:data-1/out/ckpt.pt")
+    assert gcs.objects["data-1"]["out/ckpt.pt"] == b"weights"
