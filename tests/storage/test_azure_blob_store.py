@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import urllib.parse
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -21,6 +24,7 @@ from skyhop.storage import (
 )
 from skyhop.storage.azure_blob import AzureBlobStore
 from tests.providers.fake_azure_blob import FakeBlobService
+from tests.sdk_blocker import blocked_env
 from tests.storage.rclone_remote import needs_rclone, rclone
 
 ACCOUNT = "skyhoptest"
@@ -262,3 +266,20 @@ def test_the_fake_checks_the_sas(
     reply = requests.get(url, headers={"x-ms-version": "2020-10-02"}, timeout=10)
     assert reply.status_code == 403 and len(blob.violations) == 1 and rule in blob.violations[0]
     blob.violations.clear()
+
+
+def test_without_the_sdk_the_store_names_the_extra(tmp_path: Path) -> None:
+    code = (
+        "from skyhop.storage import StorageError\n"
+        "from skyhop.storage.azure_blob import AzureBlobStore\n"
+        "try:\n"
+        "    AzureBlobStore()\n"
+        "except StorageError as exc:\n"
+        "    print(type(exc).__name__, exc)\n"
+    )
+    env = blocked_env(tmp_path / "blocker", {**os.environ, "AZURE_STORAGE_ACCOUNT": "acct1"})
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert (
+        done.stdout.strip()
+        == "StoreUnavailableError azure storage needs azure-storage-blob: pip install 'skyhop[azure]'"
+    ), done.stderr

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +26,7 @@ from skyhop.storage import (
 from skyhop.storage.gcs import GcsStore
 from tests.providers.fake_gcp import write_service_account
 from tests.providers.fake_gcs import FakeGCS
+from tests.sdk_blocker import blocked_env
 from tests.storage.rclone_remote import needs_rclone, rclone
 
 PROJECT = "skyhop-test"
@@ -246,3 +250,20 @@ def test_rclone_on_a_node_reads_and_writes_the_bucket(gcs: FakeGCS, tmp_path: Pa
     (tmp_path / "ckpt.pt").write_bytes(b"weights")
     rclone(options, "copyto", str(tmp_path / "ckpt.pt"), "store:data-1/out/ckpt.pt")
     assert gcs.objects["data-1"]["out/ckpt.pt"] == b"weights"
+
+
+def test_without_the_sdk_the_store_names_the_extra(tmp_path: Path) -> None:
+    code = (
+        "from skyhop.spec.storage import StoreKind\n"
+        "from skyhop.storage import StorageError, get_store\n"
+        "try:\n"
+        "    get_store(StoreKind.GCS)\n"
+        "except StorageError as exc:\n"
+        "    print(type(exc).__name__, exc)\n"
+    )
+    env = blocked_env(tmp_path / "blocker", {**os.environ, "AZURE_STORAGE_ACCOUNT": "acct1"})
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert (
+        done.stdout.strip()
+        == "StoreUnavailableError gcs storage needs google-cloud-storage: pip install 'skyhop[gcp]'"
+    ), done.stderr
