@@ -1,15 +1,15 @@
 """A local Azure Blob service for contract tests of the ``azure`` bucket store, checking every request.
 
 It serves one storage account, addressed path-style as the storage emulator is
-(``http://127.0.0.1:PORT/<account>/<container>/<blob>``), with the REST API's documented shapes:
-containers (Create with ``x-ms-meta-*``, Get Properties, Get/Set Metadata, Delete, List with
-``include=metadata`` and markers), blobs (Put Blob, Put Block and Put Block List as the SDK sends
-a large file, List Blobs, Get Blob with ranges, Get Blob Properties, Delete Blob), as the SDK and
-rclone call them. Every request must be signed with the account's Shared Key (the signature is
-recomputed as the service does; with ``x-ms-version`` and ``x-ms-date``) or carry an account SAS
-of it that allows the operation. Names and metadata are checked against the service's rules;
-errors are its XML ``<Error>`` bodies with ``x-ms-error-code``. A deleted container's name stays
-"being deleted" for ``deleting_for`` creates, as on Azure.
+(``http://127.0.0.1:PORT/<account>/<container>/<blob>``), with the REST API's documented shapes,
+as the SDK and rclone call them: containers (Create with ``x-ms-meta-*``, Get Properties, Get/Set
+Metadata, Delete, List with ``include=metadata`` and markers) and blobs (Put Blob, Put Block and
+Put Block List as the SDK sends a large file, List Blobs with ``delimiter``, Get Blob with
+ranges, Get Blob Properties, Delete Blob). Every request must be signed with the account's Shared
+Key (the signature is recomputed as the service does; with ``x-ms-version`` and ``x-ms-date``) or
+carry an account SAS of it that allows the operation. Names and metadata are checked against the
+service's rules; errors are its XML ``<Error>`` bodies with ``x-ms-error-code``. A deleted
+container's name stays "being deleted" for ``deleting_for`` creates, as on Azure.
 """
 
 from __future__ import annotations
@@ -294,12 +294,19 @@ class FakeBlobService(FakeApi):
     # -- blobs ---------------------------------------------------------------------------------
 
     def _list_blobs(self, call: Call, container: str) -> Reply:
-        prefix = call.query.get("prefix", "")
+        prefix, delimiter = call.query.get("prefix", ""), call.query.get("delimiter", "")
         names = sorted(n for n in self.blobs[container] if n.startswith(prefix))
+        if delimiter:
+            # Names with the delimiter past the prefix are summarised as one BlobPrefix per "folder".
+            cut = {n: n.find(delimiter, len(prefix)) for n in names}
+            names = sorted({n[: cut[n] + len(delimiter)] if cut[n] >= 0 else n for n in names})
         root, page = self._enumeration(call, names, ContainerName=container)
         blobs = ET.Element("Blobs")
         root.insert(len(root) - 1, blobs)
         for name in page:
+            if name not in self.blobs[container]:
+                ET.SubElement(ET.SubElement(blobs, "BlobPrefix"), "Name").text = name
+                continue
             item = ET.SubElement(blobs, "Blob")
             ET.SubElement(item, "Name").text = name
             properties = ET.SubElement(item, "Properties")

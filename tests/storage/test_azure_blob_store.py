@@ -239,6 +239,9 @@ def test_rclone_on_a_node_reads_and_writes_the_bucket(blob: FakeBlobService, tmp
         "in/sub/b.bin",
     ]
     assert rclone(options, "cat", "store:data-1/in/a.txt") == "alpha"
+    assert '"IsDir":false' in rclone(options, "lsjson", "--stat", "store:data-1/in/a.txt").replace(" ", "")
+    rclone(options, "copy", "store:data-1/in", str(tmp_path / "copied"))  # a COPY mount
+    assert (tmp_path / "copied" / "sub" / "b.bin").read_bytes() == bytes(range(256)) * 10
     (tmp_path / "ckpt.pt").write_bytes(b"weights")
     rclone(options, "copyto", str(tmp_path / "ckpt.pt"), "store:data-1/out/ckpt.pt")
     assert blob.blobs["data-1"]["out/ckpt.pt"] == b"weights"
