@@ -189,6 +189,8 @@ _BAD_REQUESTS = [
     ("PUT", "/data-1/x", {"Content-Length": "1"}, "x-ms-blob-type"),
     ("PUT", "/data-1/x?comp=block&blockid=not*base64", {"Content-Length": "1"}, "blockid"),
     ("GET", "", {}, "comp=list"),
+    ("GET", "/data-1?restype=container&comp=stats", {}, "comp 'stats'"),
+    ("GET", "/data-1", {}, "without restype"),
 ]
 
 
@@ -214,6 +216,7 @@ def test_the_fake_refuses_what_the_blob_service_refuses(
         ({"Authorization": "Bearer x"}, "not SharedKey"),
         ({"x-ms-date": "yesterday"}, "HTTP date"),
         ({"x-ms-meta-extra": "added after signing"}, "signature does not match"),
+        ({"x-ms-version": ""}, "no x-ms-version"),
     ],
 )
 def test_the_fake_checks_the_shared_key(blob: FakeBlobService, change: dict[str, Any], rule: str) -> None:
@@ -286,3 +289,19 @@ def test_without_the_sdk_the_store_names_the_extra(tmp_path: Path) -> None:
         done.stdout.strip()
         == "StoreUnavailableError azure storage needs azure-storage-blob: pip install 'skyhop[azure]'"
     ), done.stderr
+
+
+def test_the_fake_checks_block_lists(blob: FakeBlobService) -> None:
+    store = AzureBlobStore()
+    store.create("data-1", None, {})
+    base = store._service.url.rstrip("/") + "/data-1/x"
+
+    def put(query: str, body: bytes) -> int:
+        headers = _signed(store, "PUT", f"/data-1/x{query}", {"Content-Length": str(len(body))})
+        return requests.put(base + query, data=body, headers=headers, timeout=10).status_code
+
+    assert put("?comp=block&blockid=QUFB", b"a") == 201
+    assert put("?comp=block&blockid=QkJCQkJC", b"b") == 400
+    assert "differ in length" in blob.violations.pop()
+    assert put("?comp=blocklist", b"<BlockList><Latest>Q0ND</Latest></BlockList>") == 400
+    assert "never put" in blob.violations.pop()

@@ -200,6 +200,16 @@ _BAD_REQUESTS = [
         {"data": b"x", "headers": {"Content-Type": "application/octet-stream"}},
         "Content-Type",
     ),
+    (
+        "POST",
+        "/upload/storage/v1/b/data-1/o?uploadType=multipart",
+        {
+            "data": b'--b\r\nContent-Type: application/json\r\n\r\n{"name": "x"}\r\n--b--\r\n',
+            "headers": {"Content-Type": "multipart/related; boundary=b"},
+        },
+        "2 parts",
+    ),
+    ("POST", "/storage/v1/b?project=skyhop-test", {"json": ["ok-1"]}, "not a JSON object"),
 ]
 
 
@@ -227,10 +237,18 @@ def test_the_fake_checks_resumable_chunks(gcs: FakeGCS) -> None:
         timeout=10,
     )
     session = start.headers["Location"]
-    for first, size, rule in [(0, 1000, "256 KiB"), (5, 262144, "starts at 5")]:
-        headers = {**auth, "Content-Range": f"bytes {first}-{first + size - 1}/*"}
+    for claimed, size, rule in [
+        ("bytes 0-999/*", 1000, "256 KiB"),
+        ("bytes 5-262148/*", 262144, "starts at 5"),
+        ("bytes 0-9/*", 5, "chunk length"),
+        ("bytes 0-262143/100", 262144, "more bytes than the total"),
+        ("0-9", 10, "Content-Range"),
+    ]:
+        headers = {**auth, "Content-Range": claimed}
         assert requests.put(session, data=b"x" * size, headers=headers, timeout=10).status_code == 400
         assert rule in gcs.violations.pop()
+    assert requests.put(f"{session}-gone", data=b"x", headers=auth, timeout=10).status_code == 404
+    assert "No such upload session" in gcs.violations.pop()
 
 
 @needs_rclone
