@@ -156,6 +156,16 @@ def test_without_a_project_the_store_says_how_to_set_one(
         GcsStore()
 
 
+def test_without_credentials_the_store_says_how_to_sign_in(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("GOOGLE_APPLICATION_CREDENTIALS", raising=False)
+    monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path / "no-gcloud"))
+    monkeypatch.setattr("google.auth.compute_engine._metadata._NO_GCE_CHECK", True)  # no metadata server
+    with pytest.raises(StoreAccessError, match="no usable GCP credentials .*gcloud auth application-default"):
+        GcsStore()
+
+
 def test_rclone_gets_the_service_account_and_the_endpoint(gcs: FakeGCS) -> None:
     options = GcsStore().rclone_config()
     assert options.pop("service_account_credentials") == Path(gcs.key_file).read_text().strip()
