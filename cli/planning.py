@@ -16,6 +16,7 @@ from skyhop.spec.errors import REDACTED
 if TYPE_CHECKING:
     from skyhop.optimizer import Candidate, DagPlan, Minimize, Plan
     from skyhop.spec import Dag, TaskOverrides
+    from skyhop.spec.storage import Storage
 
 __all__ = ["dryrun", "planned_dag", "placeable", "plan_document", "print_dag_plan", "print_plan"]
 
@@ -137,7 +138,7 @@ def plan_document(plan: DagPlan, dag: Dag) -> dict[str, Any]:
                 "network_tier": p.choice.network_tier,
                 "labels": p.choice.labels,
                 "workdir": task.workdir_git.model_dump() if task.workdir_git else _shown(task.workdir, task),
-                "file_mounts": {_shown(k, task): _shown(v, task) for k, v in task.file_mounts.items()},
+                "file_mounts": {_shown(k, task): _shown_mount(v, task) for k, v in task.file_mounts.items()},
                 "secrets": dict.fromkeys(task.secrets, REDACTED),
                 "service": task.service is not None,
                 "hourly_cost": round(p.hourly_cost, 6),
@@ -161,6 +162,16 @@ def _shown(text: str | None, task: Task) -> str | None:
     from skyhop.spec.errors import redacted
 
     return None if text is None else redacted(text, task.secrets.values())
+
+
+def _shown_mount(entry: str | Storage, task: Task) -> str | dict[str, Any] | None:
+    """A mount's source as displayed: a path or URL, or a storage dict, with secrets redacted."""
+    if isinstance(entry, str):
+        return _shown(entry, task)
+    return {
+        key: _shown(value, task) if isinstance(value, str) else value
+        for key, value in entry.model_dump(mode="json").items()
+    }
 
 
 def _rows(plan: Plan) -> list[Candidate]:

@@ -14,7 +14,7 @@ STORE_TARGETS: dict[StoreKind, str] = {
     StoreKind.S3: "skyhop.storage.s3:S3Store",
     StoreKind.R2: "skyhop.storage.s3:R2Store",
     StoreKind.GCS: "skyhop.storage.gcs:GcsStore",
-    StoreKind.AZURE: "skyhop.storage.azure:AzureBlobStore",
+    StoreKind.AZURE: "skyhop.storage.azure_blob:AzureBlobStore",
 }
 """``module:Class`` of each store; the class takes no arguments (it reads its own configuration:
 the SDK's usual credential chain, and ``~/.skyhop/config.yaml`` for endpoints)."""

@@ -17,13 +17,14 @@ import functools
 import itertools
 import json
 import re
+import urllib.parse
 import uuid
 from pathlib import Path
 from typing import Any
 
 from tests.providers.fake_http import ApiError, Call, FakeApi, Reply
 
-__all__ = ["FakeGCP", "OperationFault", "write_service_account"]
+__all__ = ["FakeGCP", "GoogleAuth", "OperationFault", "write_service_account"]
 
 _NAME = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
 _LABEL = re.compile(r"^[a-z0-9_-]{0,63}$")
@@ -87,13 +88,70 @@ def _b64(segment: str) -> bytes:
     return base64.urlsafe_b64decode(segment + "=" * (-len(segment) % 4))
 
 
-class FakeGCP(FakeApi):
+class GoogleAuth:
+    """Google's bearer-token check, for fakes of Google APIs: a call must carry a JWT that the test's
+    service account signed itself (what the SDK sends for a service-account key when it may use
+    self-signed JWTs), or an access token ``token`` issued for such a JWT (OAuth's JWT-bearer grant
+    at the key's ``token_uri``, what the other SDKs do)."""
+
+    key_file: Path
+    issued: set[str]
+    """Access tokens handed out by ``token``."""
+    scopes = ("https://www.googleapis.com/auth/cloud-platform",)
+    """OAuth scopes any one of which grants access to the API."""
+
+    def _authorized(self, header: str) -> bool:
+        scheme, _, token = header.partition(" ")
+        if scheme != "Bearer":
+            return False
+        return token in self.issued or self._signed_claims(token) is not None
+
+    def token(self, call: Call) -> Reply:
+        """``POST token_uri`` with ``grant_type=urn:ietf:params:oauth:grant-type:jwt-bearer``."""
+        form = dict(urllib.parse.parse_qsl(call.raw.decode()))
+        if form.get("grant_type") != "urn:ietf:params:oauth:grant-type:jwt-bearer":
+            return 400, {"error": "unsupported_grant_type", "error_description": "Invalid grant_type"}
+        if self._signed_claims(form.get("assertion", "")) is None:
+            return 400, {"error": "invalid_grant", "error_description": "Invalid JWT Signature."}
+        access = f"ya29.{uuid.uuid4().hex}"
+        self.issued.add(access)
+        return 200, {"access_token": access, "expires_in": 3599, "token_type": "Bearer"}
+
+    def _signed_claims(self, jwt: str) -> dict[str, Any] | None:
+        """The claims of a JWT signed by the key file's account for one of ``scopes``, else None."""
+        from cryptography.hazmat.primitives import hashes
+        from cryptography.hazmat.primitives.asymmetric import padding
+
+        email, public = self._account()
+        try:
+            header, claims, signature = jwt.split(".")
+            public.verify(_b64(signature), f"{header}.{claims}".encode(), padding.PKCS1v15(), hashes.SHA256())
+            payload: dict[str, Any] = json.loads(_b64(claims))
+        except Exception:
+            return None
+        scoped = bool(set(str(payload.get("scope", "")).split()) & set(self.scopes))
+        return payload if payload.get("iss") == email and scoped else None
+
+    @functools.cache  # noqa: B019 - one fake per test, and loading an RSA key is slow
+    def _account(self) -> tuple[str, Any]:
+        """The key file's account email and public key."""
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.asymmetric import rsa
+
+        key_info = json.loads(self.key_file.read_text())
+        private = serialization.load_pem_private_key(key_info["private_key"].encode(), password=None)
+        assert isinstance(private, rsa.RSAPrivateKey)
+        return key_info["client_email"], private.public_key()
+
+
+class FakeGCP(GoogleAuth, FakeApi):
     """Compute Engine for one project, in memory."""
 
     def __init__(self, project: str, key_file: Path) -> None:
         super().__init__()
         self.project = project
         self.key_file = key_file
+        self.issued = set()
         self.instances: dict[tuple[str, str], dict[str, Any]] = {}
         self.firewalls: dict[str, dict[str, Any]] = {}
         self.operations: dict[str, dict[str, Any]] = {}
@@ -140,40 +198,7 @@ class FakeGCP(FakeApi):
             return 401, self.error_body(ApiError(401, "required", "Login Required."))
         return super().dispatch(call)
 
-    # -- auth and project ---------------------------------------------------------------------
-
-    def _authorized(self, header: str) -> bool:
-        """A JWT the service account signed itself, which is what the SDK sends for a service-account key."""
-        scheme, _, token = header.partition(" ")
-        if scheme != "Bearer":
-            return False
-        return self._signed_claims(token) is not None
-
-    def _signed_claims(self, jwt: str) -> dict[str, Any] | None:
-        """The claims of a JWT signed by the key file's account for the cloud-platform scope, else None."""
-        from cryptography.hazmat.primitives import hashes
-        from cryptography.hazmat.primitives.asymmetric import padding
-
-        email, public = self._account()
-        try:
-            header, claims, signature = jwt.split(".")
-            public.verify(_b64(signature), f"{header}.{claims}".encode(), padding.PKCS1v15(), hashes.SHA256())
-            payload: dict[str, Any] = json.loads(_b64(claims))
-        except Exception:
-            return None
-        scoped = "cloud-platform" in payload.get("scope", "")
-        return payload if payload.get("iss") == email and scoped else None
-
-    @functools.cache  # noqa: B019 - one fake per test, and loading an RSA key is slow
-    def _account(self) -> tuple[str, Any]:
-        """The key file's account email and public key."""
-        from cryptography.hazmat.primitives import serialization
-        from cryptography.hazmat.primitives.asymmetric import rsa
-
-        key_info = json.loads(self.key_file.read_text())
-        private = serialization.load_pem_private_key(key_info["private_key"].encode(), password=None)
-        assert isinstance(private, rsa.RSAPrivateKey)
-        return key_info["client_email"], private.public_key()
+    # -- project ------------------------------------------------------------------------------
 
     def _project(self, call: Call) -> Reply:
         self._own(call)

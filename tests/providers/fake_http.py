@@ -22,7 +22,8 @@ from tests.helpers import free_port
 __all__ = ["ApiError", "Call", "FakeApi", "Reply"]
 
 Reply = tuple[int, Any] | tuple[int, Any, dict[str, str]]
-"""(status, JSON body) or (status, JSON body, extra headers)."""
+"""(status, JSON body) or (status, JSON body, extra headers). A ``bytes`` body is sent as it is
+(object data, XML), with the ``Content-Type`` the headers give."""
 
 
 @dataclass
@@ -35,6 +36,10 @@ class Call:
     headers: dict[str, str]
     body: Any
     match: dict[str, str] = field(default_factory=dict)
+    raw: bytes = b""
+    """The body as sent (object data, multipart and XML bodies)."""
+    target: str = ""
+    """The request line's path and query, still percent-encoded (what signatures cover)."""
 
 
 class ApiError(Exception):
@@ -85,9 +90,13 @@ class FakeApi:
                     except ApiError as error:
                         if error.violation:
                             self.violations.append(f"{call.method} {call.path}: {error.message}")
-                        return error.status, self.error_body(error)
+                        return self.error_reply(error)
             self.violations.append(f"unexpected request {call.method} {call.path}")
-            return 404, self.error_body(ApiError(404, "NotFound", f"no route for {call.path}"))
+            return self.error_reply(ApiError(404, "NotFound", f"no route for {call.path}"))
+
+    def error_reply(self, error: ApiError) -> Reply:
+        """The reply to a failed request; a cloud that also names the error in a header adds it here."""
+        return error.status, self.error_body(error)
 
     def start(self) -> str:
         fake = self
@@ -95,8 +104,7 @@ class FakeApi:
         class Handler(BaseHTTPRequestHandler):
             def _serve(self) -> None:
                 parts = urllib.parse.urlsplit(self.path)
-                length = int(self.headers.get("Content-Length") or 0)
-                raw = self.rfile.read(length) if length else b""
+                raw = self._body()
                 try:
                     body = json.loads(raw) if raw else None
                 except ValueError:
@@ -107,18 +115,38 @@ class FakeApi:
                     query=dict(urllib.parse.parse_qsl(parts.query)),
                     headers={k.lower(): v for k, v in self.headers.items()},
                     body=body,
+                    raw=raw,
+                    target=self.path,
                 )
                 status, payload, *extra = fake.dispatch(call)
-                data = b"" if payload is None else json.dumps(payload).encode()
+                raw_reply = isinstance(payload, bytes)
+                kind = "application/octet-stream" if raw_reply else "application/json; charset=utf-8"
+                headers = {"Content-Type": kind, **(extra[0] if extra else {})}
+                data = payload if raw_reply else b"" if payload is None else json.dumps(payload).encode()
                 self.send_response(status)
-                self.send_header("Content-Type", "application/json; charset=utf-8")
-                self.send_header("Content-Length", str(len(data)))
-                for name, value in (extra[0] if extra else {}).items():
+                head = self.command == "HEAD"  # the headers of a GET, its Content-Length included
+                if not (head and "Content-Length" in headers):
+                    headers["Content-Length"] = str(len(data))
+                for name, value in headers.items():
                     self.send_header(name, value)
                 self.end_headers()
-                self.wfile.write(data)
+                if not head:
+                    self.wfile.write(data)
 
-            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _serve
+            def _body(self) -> bytes:
+                """The request body, of a Content-Length or sent in chunks (as Go's clients stream one)."""
+                if self.headers.get("Transfer-Encoding", "").lower() != "chunked":
+                    length = int(self.headers.get("Content-Length") or 0)
+                    return self.rfile.read(length) if length else b""
+                chunks = []
+                while size := int(self.rfile.readline().split(b";")[0].strip() or b"0", 16):
+                    chunks.append(self.rfile.read(size))
+                    self.rfile.readline()
+                while self.rfile.readline().strip():  # trailers, up to the blank line
+                    pass
+                return b"".join(chunks)
+
+            do_GET = do_HEAD = do_POST = do_PUT = do_PATCH = do_DELETE = _serve
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass
