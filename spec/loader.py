@@ -12,7 +12,7 @@ import reprlib
 import shlex
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from pydantic import BaseModel, ValidationError
 
@@ -263,8 +263,8 @@ def _to_spec_error(exc: ValidationError) -> SpecError:
     loc = [str(part) for part in error["loc"]]
     field = ".".join(loc)
     if error["type"] == "extra_forbidden":
-        parent: type[BaseModel] = Resources if "resources" in loc[:-1] else Task
-        also = _ALSO_ALLOWED_RESOURCES if parent is Resources else _ALSO_ALLOWED_TASK
+        parent = _model_at(loc)
+        also = {Task: _ALSO_ALLOWED_TASK, Resources: _ALSO_ALLOWED_RESOURCES}.get(parent, ())
         allowed = sorted({*parent.model_fields, *also})
         hint = did_you_mean(loc[-1], allowed)
         return SpecError(field, f"unknown field{hint}; allowed: {', '.join(allowed)}")
@@ -272,6 +272,27 @@ def _to_spec_error(exc: ValidationError) -> SpecError:
     if error["type"] not in ("value_error", "assertion_error") and loc[:1] != ["secrets"]:
         message = f"{message}, got {_shown(error.get('input'))}"
     return SpecError(field, message)
+
+
+def _model_at(loc: list[str]) -> type[BaseModel]:
+    """The model a field path ends in (``service.replica_policy.x`` is in ``ReplicaPolicy``), so an
+    unknown nested field lists its own siblings; mapping keys and list indexes are stepped over."""
+    model: type[BaseModel] = Task
+    for part in loc[:-1]:
+        field = model.model_fields.get(part)
+        nested = _nested_model(field.annotation) if field is not None else None
+        if nested is not None:
+            model = nested
+    return model
+
+
+def _nested_model(annotation: object) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in get_args(annotation):
+        if (found := _nested_model(arg)) is not None:
+            return found
+    return None
 
 
 _ALSO_ALLOWED_TASK = ("config", "inputs", "outputs", "estimated_runtime", "_metadata", "api_server_access")

@@ -118,6 +118,10 @@ REFUSED: list[tuple[dict[str, Any], str]] = [
     ({"resources": {"disk_size": "lots"}}, "disk_size must be GB like 256"),
     ({"service": {"replica_policy": {"max_replicas": 3}}}, "service.replica_policy.min_replicas"),
     ({"service": {"replicas": 2, "bogus": 1}}, "service.bogus"),
+    (
+        {"service": {"replica_policy": {"min_replicas": 1, "base_on_demand_fallback_replicas": 1}}},
+        "(did you mean 'base_ondemand_fallback_replicas'?); allowed: base_ondemand_fallback_replicas,",
+    ),
     ({"inputs": {"a": 1, "b": 2}}, "inputs must be one {path: GB}"),
 ]
 
