@@ -8,9 +8,8 @@ A variable the file leaves null (``HF_TOKEN: null`` in ``envs`` or ``secrets``) 
 the real CLI and checks it gives the same verdict.
 
 Verdicts: ``planned``; ``missing cloud`` (every place the task may run is a cloud skyhop has no
-provider for: excepted from the target); ``storage`` (bucket URLs and storage dicts in
-``file_mounts``: another branch builds them); ``missing local file`` (the file names a local
-path the fetched corpus does not hold: a property of the corpus, not of the schema); ``refused``.
+provider for: excepted from the target); ``missing local file`` (the file names a local path the
+fetched corpus does not hold: a property of the corpus, not of the schema); ``refused``.
 
     python benchmarks/skypilot_examples.py DIR [--accepted SKY_ACCEPTED.txt] [--subprocess 8] [--top 15]
 """
@@ -29,15 +28,8 @@ import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-PLANNED, MISSING_CLOUD, STORAGE, MISSING_LOCAL, REFUSED = (
-    "planned",
-    "missing cloud",
-    "storage",
-    "missing local file",
-    "refused",
-)
-VERDICTS = (PLANNED, MISSING_CLOUD, STORAGE, MISSING_LOCAL, REFUSED)
-_STORAGE = re.compile(r"^(task \d+: )?file_mounts|only local paths are supported")
+PLANNED, MISSING_CLOUD, MISSING_LOCAL, REFUSED = ("planned", "missing cloud", "missing local file", "refused")
+VERDICTS = (PLANNED, MISSING_CLOUD, MISSING_LOCAL, REFUSED)
 _QUOTED = re.compile(r"'[^'\s]*'|\"[^\"\s]*\"")
 
 
@@ -76,8 +68,8 @@ def verdict(path: Path) -> tuple[str, str]:
     except SpecError as exc:
         text = str(exc)
         if "does not exist" in text or "is not a directory" in text:
-            return (STORAGE if "://" in text else MISSING_LOCAL), text
-        return (STORAGE if _STORAGE.search(text) else REFUSED), text
+            return (REFUSED if "://" in text else MISSING_LOCAL), text
+        return REFUSED, text
     except (NoFeasibleOfferingError, CatalogError, ExtraMissingError) as exc:
         return REFUSED, str(exc)
     return PLANNED, ""
@@ -158,12 +150,7 @@ def main() -> int:
     print(
         f"planned, missing clouds excepted: {counts[PLANNED]}/{target} = {_percent(counts[PLANNED], target)}"
     )
-    without_storage = target - counts[STORAGE]
-    print(
-        f"planned, missing clouds and storage files excepted: {counts[PLANNED]}/{without_storage}"
-        f" = {_percent(counts[PLANNED], without_storage)}"
-    )
-    schema_only = without_storage - counts[MISSING_LOCAL]
+    schema_only = target - counts[MISSING_LOCAL]
     print(
         f"... and files naming local paths the corpus lacks: {counts[PLANNED]}/{schema_only}"
         f" = {_percent(counts[PLANNED], schema_only)}"
