@@ -4,18 +4,19 @@ In one run, with Debian's ``wrk`` as the load generator (keep-alive connections,
 - direct: straight to one replica (the floor);
 - skyhop: ``python -m skyhop.serve.load_balancer`` (least_load) over both replicas;
 - nginx: Debian's nginx as a plain reverse proxy to both (one worker, upstream keep-alive);
-- fastapi: ``benchmarks/skyserve_style_proxy.py``, FastAPI forwarding through one ``httpx.AsyncClient``
-  with ``stream=True`` and a ``StreamingResponse``, as SkyServe's load balancer does, under uvicorn.
+- fastapi: ``benchmarks/skyserve_style_proxy.py``, FastAPI forwarding through an ``httpx.AsyncClient``
+  per replica with ``stream=True`` and a ``StreamingResponse``, as SkyServe's load balancer does.
 
-Each target gets a throughput run (``--connections`` at once) and a latency run (``--latency-connections``
-at once, so queueing does not hide the proxy's own cost). Then the time from a replica-set push to
+Each target gets, per round, a throughput run (``--connections`` at once) and a latency run
+(``--latency-connections`` at once, so queueing does not hide the proxy's own cost); rounds
+interleave the targets, and the medians are shown. Then the time from a replica-set push to
 the load balancer acting on it: push a set, time until a request is served by it.
 
 Targets (issue 16): skyhop adds under 1 ms p50 and under 5 ms p99, reaches at least 50% of
 nginx's requests/s and at least 3x the FastAPI proxy's, on the same 2 cores.
 
     apt-get install wrk nginx; pip install -e '.[bench]'
-    python benchmarks/load_balancer.py [--seconds 10] [--connections 64] [--latency-connections 4]
+    python benchmarks/load_balancer.py [--seconds 5] [--rounds 3] [--connections 64] [--latency-connections 4]
 """
 
 from __future__ import annotations
@@ -149,7 +150,8 @@ async def _push_to_act(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=int, default=10)
+    parser.add_argument("--seconds", type=int, default=5, help="per wrk run")
+    parser.add_argument("--rounds", type=int, default=3, help="runs per target, interleaved; medians shown")
     parser.add_argument("--connections", type=int, default=64)
     parser.add_argument("--latency-connections", type=int, default=4)
     parser.add_argument("--targets", default="direct,skyhop,nginx,fastapi", help="comma-separated subset")
@@ -214,20 +216,28 @@ def main() -> None:
                 }
                 for port in targets.values():
                     _wait_http(port)
-                results = {}
                 targets = {name: targets[name] for name in args.targets.split(",")}
-                for name, port in targets.items():
-                    print(f"{name} on port {port}", file=sys.stderr)
+                for port in targets.values():
                     _wrk(port, 1, args.connections)  # warm up connections and caches
-                    rps = _wrk(port, args.seconds, args.connections)[0]
-                    _, p50, p99 = _wrk(port, args.seconds, args.latency_connections)
-                    results[name] = (rps, p50, p99)
+                runs: dict[str, list[tuple[float, float, float]]] = {name: [] for name in targets}
+                # Rounds interleave the targets, so a neighbour's burst on the shared machine hits all.
+                for round_ in range(args.rounds):
+                    for name, port in targets.items():
+                        print(f"round {round_ + 1}: {name} on port {port}", file=sys.stderr)
+                        rps = _wrk(port, args.seconds, args.connections)[0]
+                        _, p50, p99 = _wrk(port, args.seconds, args.latency_connections)
+                        runs[name].append((rps, p50, p99))
+                results = {
+                    name: tuple(statistics.median(run[i] for run in each) for i in range(3))
+                    for name, each in runs.items()
+                }
                 push = asyncio.run(_push_to_act(lb.control_port, token, lb.port, ports, 20))
     after = os.getloadavg()
     print(f"2 replicas (tests/serve/replica_app.py under uvloop), wrk -t1, {os.cpu_count()} cores")
     print(f"load average (1 min) before {before[0]:.2f}, after {after[0]:.2f}: the machine is shared")
     c, lc = args.connections, args.latency_connections
-    print(f"{'target':<9} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8}   (req/s at -c{c}; latency at -c{lc})")
+    header = f"{'target':<9} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8}"
+    print(f"{header}   (req/s at -c{c}; latency at -c{lc}; medians of {args.rounds} rounds)")
     for name, (rps, p50, p99) in results.items():
         print(f"{name:<9} {rps:>9.0f} {p50:>8.3f} {p99:>8.3f}")
     if len(results) == 4:

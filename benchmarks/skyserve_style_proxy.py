@@ -17,7 +17,10 @@ from starlette.responses import StreamingResponse
 
 def app_for(replica_ports: list[int]) -> fastapi.FastAPI:
     app = fastapi.FastAPI()
-    client = httpx.AsyncClient(timeout=None, limits=httpx.Limits(max_connections=None))
+    # One client per replica with httpx's default limits, as SkyServe's ``_client_pool``.
+    clients = {
+        port: httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=None) for port in replica_ports
+    }
     load = dict.fromkeys(replica_ports, 0)
 
     @app.api_route("/{path:path}", methods=["GET", "POST", "PUT", "DELETE"])
@@ -25,11 +28,12 @@ def app_for(replica_ports: list[int]) -> fastapi.FastAPI:
         replica = min(load, key=load.__getitem__)
         load[replica] += 1
         try:
+            client = clients[replica]
             upstream = client.build_request(
                 request.method,
-                f"http://127.0.0.1:{replica}{request.url.path}",
+                httpx.URL(path=request.url.path, query=request.url.query.encode()),
                 headers=request.headers.raw,
-                content=request.stream(),
+                content=await request.body(),
             )
             response = await client.send(upstream, stream=True)
         except BaseException:

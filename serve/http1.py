@@ -19,6 +19,7 @@ __all__ = [
     "BadMessage",
     "Framing",
     "Head",
+    "Outlet",
     "PeerClosed",
     "Sink",
     "copy_body",
@@ -30,17 +31,49 @@ HEAD_LIMIT = 64 * 1024
 """Longest request or response head taken (as nginx's large_client_header_buffers, 4 x 16k)."""
 
 _COPY_SIZE = 256 * 1024
+_BACKLOG = 256 * 1024
 _HOP_BY_HOP = frozenset(
     {b"connection", b"keep-alive", b"proxy-connection", b"te", b"trailer", b"upgrade", b"expect"}
 )
 
 
 class Sink(Protocol):
-    """Where a body goes: a ``StreamWriter``, or one that tells whose connection failed."""
+    """Where a body goes (an ``Outlet``, or a buffer)."""
 
     def write(self, data: bytes) -> None: ...
 
+    def backlogged(self) -> bool:
+        """Whether ``drain`` must be awaited before more is written."""
+        ...
+
     async def drain(self) -> None: ...
+
+
+class Outlet:
+    """A connection's writer as a ``Sink``: a write goes to the socket at once, and the wait for the
+    peer to read (``drain``) happens only once a backlog builds up, which saves two awaits per
+    small answer. A failed write raises ``gone`` (so the caller knows whose connection it was)."""
+
+    __slots__ = ("_gone", "_transport", "_writer")
+
+    def __init__(self, writer: asyncio.StreamWriter, gone: type[Exception]) -> None:
+        self._writer = writer
+        self._transport = writer.transport
+        self._gone = gone
+
+    def write(self, data: bytes) -> None:
+        if self._transport.is_closing():
+            raise self._gone("connection closed")
+        self._writer.write(data)
+
+    def backlogged(self) -> bool:
+        return self._transport.get_write_buffer_size() > _BACKLOG
+
+    async def drain(self) -> None:
+        try:
+            await self._writer.drain()
+        except ConnectionError as exc:
+            raise self._gone(str(exc)) from None
 
 
 class BadMessage(Exception):
@@ -156,6 +189,11 @@ def parse_head(raw: bytes, *, request: bool, no_body: bool = False) -> Head:
     )
 
 
+async def _flush(writer: Sink) -> None:
+    if writer.backlogged():
+        await writer.drain()
+
+
 async def _read(reader: asyncio.StreamReader, size: int) -> bytes:
     data = await reader.read(size)
     if not data:
@@ -173,47 +211,48 @@ async def _line(reader: asyncio.StreamReader) -> bytes:
 
 
 async def copy_body(
-    head: Head, reader: asyncio.StreamReader, writer: Sink, idle_timeout: float | None, prefix: bytes = b""
+    head: Head,
+    reader: asyncio.StreamReader,
+    writer: Sink,
+    progress: Callable[[], None] | None = None,
+    prefix: bytes = b"",
 ) -> None:
     """Write ``prefix`` (the head), then copy ``head``'s body from ``reader`` to ``writer`` as it
     arrives, each piece flushed at once: a chunk leaves as soon as it is whole, a long body as its
     bytes come. ``prefix`` goes out with the first piece (one write, one system call, where the
     body is small: most answers).
 
-    ``idle_timeout`` bounds each wait for the next bytes (a stream may run for hours, but a replica
-    that says nothing for that long is gone): ``TimeoutError``. One timer serves the whole body,
-    moved on at each piece (``asyncio.wait_for`` would start a task per read).
+    ``progress`` is called whenever more is to come after a piece (the caller's idle timer moves
+    on: a stream may run for hours, a replica silent for the whole timeout is gone).
     """
+    moved = progress or _still
     if head.framing is Framing.NONE:
         if prefix:
             writer.write(prefix)
-            await writer.drain()
-        return
-    loop = asyncio.get_running_loop()
-    async with asyncio.timeout(None if idle_timeout is None else loop.time() + idle_timeout) as timer:
+            await _flush(writer)
+    elif head.framing is Framing.LENGTH:
+        remaining = head.length
+        while remaining:
+            data = await _read(reader, min(remaining, _COPY_SIZE))
+            remaining -= len(data)
+            writer.write(prefix + data if prefix else data)
+            prefix = b""
+            await _flush(writer)
+            if remaining:
+                moved()
+    elif head.framing is Framing.UNTIL_CLOSE:
+        if prefix:
+            writer.write(prefix)
+        while data := await reader.read(_COPY_SIZE):
+            writer.write(data)
+            await _flush(writer)
+            moved()
+    else:
+        await _copy_chunks(reader, writer, moved, prefix)
 
-        def progress() -> None:
-            if idle_timeout is not None:
-                timer.reschedule(loop.time() + idle_timeout)
 
-        if head.framing is Framing.LENGTH:
-            remaining = head.length
-            while remaining:
-                data = await _read(reader, min(remaining, _COPY_SIZE))
-                remaining -= len(data)
-                writer.write(prefix + data if prefix else data)
-                prefix = b""
-                await writer.drain()
-                progress()
-        elif head.framing is Framing.UNTIL_CLOSE:
-            if prefix:
-                writer.write(prefix)
-            while data := await reader.read(_COPY_SIZE):
-                writer.write(data)
-                await writer.drain()
-                progress()
-        else:
-            await _copy_chunks(reader, writer, progress, prefix)
+def _still() -> None:
+    pass
 
 
 async def _copy_chunks(
@@ -233,7 +272,7 @@ async def _copy_chunks(
                 piece += trailer
                 if trailer == b"\r\n":
                     writer.write(bytes(piece))
-                    await writer.drain()
+                    await _flush(writer)
                     return
         remaining = size + 2  # the data and its CRLF
         while remaining:
@@ -245,5 +284,5 @@ async def _copy_chunks(
                 piece.clear()
         writer.write(bytes(piece))
         piece.clear()
-        await writer.drain()
+        await _flush(writer)
         progress()

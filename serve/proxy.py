@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from skyhop.serve.http1 import (
@@ -19,6 +20,7 @@ from skyhop.serve.http1 import (
     BadMessage,
     Framing,
     Head,
+    Outlet,
     PeerClosed,
     copy_body,
     parse_head,
@@ -161,41 +163,73 @@ class Proxy:
         client: asyncio.StreamWriter,
     ) -> bool:
         with self.replicas.sending(replica):
-            (upstream_reader, upstream), reused = await self._connect(replica)
-            reusable = False
+            connection, reused = await self._connect(replica)
+            return await self._exchange(
+                replica, connection, reused, head, outgoing, body, idempotent, client_reader, client
+            )
+
+    async def _exchange(
+        self,
+        replica: Replica,
+        connection: Connection,
+        reused: bool,
+        head: Head,
+        outgoing: bytes,
+        body: bytes | None,
+        idempotent: bool,
+        client_reader: asyncio.StreamReader,
+        client: asyncio.StreamWriter,
+    ) -> bool:
+        """One request and its response over ``connection``, which is kept only if both ended cleanly."""
+        upstream_reader, upstream = connection
+        loop = asyncio.get_running_loop()
+        wait = self.timeouts.response
+        response: Head | None = None
+        reusable = False
+        try:
             try:
-                response = await self._send(
-                    replica,
-                    head,
-                    outgoing,
-                    body,
-                    idempotent,
-                    reused,
-                    client_reader,
-                    (upstream_reader, upstream),
-                )
-                if response.first[1] == b"101":
-                    await self._tunnel(response.raw, client_reader, client, upstream_reader, upstream)
-                    return False
-                try:
-                    await copy_body(
-                        response,
+                # One idle timer for the whole exchange, moved on as bytes come.
+                async with asyncio.timeout(wait) as timer:
+
+                    def progress() -> None:
+                        timer.reschedule(loop.time() + wait)
+
+                    response = await self._send(
+                        replica,
+                        head,
+                        outgoing,
+                        body,
+                        idempotent,
+                        reused,
+                        client_reader,
                         upstream_reader,
-                        _ClientWriter(client),
-                        self.timeouts.response,
-                        response.forwardable(),
+                        upstream,
+                        progress,
                     )
-                except _ClientGone:
-                    raise
-                except (*_CONNECTION_ERRORS, TimeoutError, BadMessage):
-                    return False  # the replica broke mid-body: close the client's connection too
-                reusable = response.keep_alive
-                return head.keep_alive and response.framing is not Framing.UNTIL_CLOSE
-            finally:
-                if reusable:
-                    replica.give_back((upstream_reader, upstream))
-                else:
-                    upstream.close()
+                    if response.first[1] == b"101":
+                        timer.reschedule(None)
+                        await self._tunnel(response.raw, client_reader, client, upstream_reader, upstream)
+                        return False
+                    forwarded = response.forwardable()
+                    await copy_body(
+                        response, upstream_reader, Outlet(client, _ClientGone), progress, forwarded
+                    )
+            except TimeoutError:
+                if response is None:
+                    message = f"replica {replica.endpoint.replica_id} sent nothing for {wait:g}s"
+                    raise _ReplicaFailed(False, b"504 Gateway Timeout", message) from None
+                return False  # silent mid-body: close the client's connection too
+            except _ClientGone:
+                raise
+            except (*_CONNECTION_ERRORS, BadMessage):
+                return False  # the replica broke mid-body: close the client's connection too
+            reusable = response.keep_alive
+            return head.keep_alive and response.framing is not Framing.UNTIL_CLOSE
+        finally:
+            if reusable:
+                replica.give_back(connection)
+            else:
+                upstream.close()
 
     async def _send(
         self,
@@ -206,32 +240,28 @@ class Proxy:
         idempotent: bool,
         reused: bool,
         client_reader: asyncio.StreamReader,
-        connection: Connection,
+        upstream_reader: asyncio.StreamReader,
+        upstream: asyncio.StreamWriter,
+        progress: Callable[[], None],
     ) -> Head:
         """Send the request and read the final response head (interim 1xx but 101 skipped)."""
-        upstream_reader, upstream = connection
         name = f"replica {replica.endpoint.replica_id}"
         no_body = head.first[0] == b"HEAD"
         streamed = body is None
         answered = False
         try:
             if body is None:
-                await copy_body(head, client_reader, upstream, self.timeouts.response, outgoing)
+                await copy_body(head, client_reader, Outlet(upstream, PeerClosed), progress, outgoing)
             else:
                 upstream.write(outgoing + body if body else outgoing)
-                await upstream.drain()
-            async with asyncio.timeout(self.timeouts.response):
-                while True:
-                    raw = await read_head(upstream_reader)
-                    if raw is None:
-                        raise PeerClosed("closed the connection before answering")
-                    answered = True
-                    response = parse_head(raw, request=False, no_body=no_body)
-                    if response.first[1][:1] != b"1" or response.first[1] == b"101":
-                        return response
-        except TimeoutError:
-            message = f"{name} sent nothing for {self.timeouts.response:g}s"
-            raise _ReplicaFailed(False, b"504 Gateway Timeout", message) from None
+            while True:
+                raw = await read_head(upstream_reader)
+                if raw is None:
+                    raise PeerClosed("closed the connection before answering")
+                answered = True
+                response = parse_head(raw, request=False, no_body=no_body)
+                if response.first[1][:1] != b"1" or response.first[1] == b"101":
+                    return response
         except BadMessage as exc:
             raise _ReplicaFailed(False, b"502 Bad Gateway", f"{name} answered badly: {exc}") from None
         except _CONNECTION_ERRORS as exc:
@@ -259,21 +289,3 @@ class Proxy:
             sink.close()
 
         await asyncio.gather(pump(client_reader, upstream), pump(upstream_reader, client))
-
-
-class _ClientWriter:
-    """The client's writer, whose failures say the client left (not the replica)."""
-
-    def __init__(self, writer: asyncio.StreamWriter) -> None:
-        self._writer = writer
-
-    def write(self, data: bytes) -> None:
-        if self._writer.is_closing():
-            raise _ClientGone()
-        self._writer.write(data)
-
-    async def drain(self) -> None:
-        try:
-            await self._writer.drain()
-        except ConnectionError:
-            raise _ClientGone() from None

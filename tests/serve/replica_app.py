@@ -49,6 +49,9 @@ class _Body:
     def write(self, data: bytes) -> None:
         self.data += data
 
+    def backlogged(self) -> bool:
+        return False
+
     async def drain(self) -> None:
         pass
 
