@@ -108,13 +108,12 @@ class ControlServer:
             return _error(b"403 Forbidden", "requests from web pages are refused")
         if not hmac.compare_digest(headers.get(b"authorization", b""), self._expected):
             return _error(b"401 Unauthorized", "send Authorization: Bearer <the token file's token>")
-        if body and headers.get(b"content-type", b"").split(b";")[0].strip() != b"application/json":
+        json_body = headers.get(b"content-type", b"").split(b";")[0].strip() == b"application/json"
+        if (body or method != b"GET") and not json_body:
             return _error(b"415 Unsupported Media Type", "send Content-Type: application/json")
         if path == b"/v1/stats" and method == b"GET":
             return _response(b"200 OK", self.replicas.stats().model_dump_json())
         if path == b"/v1/replicas" and method == b"PUT":
-            if headers.get(b"content-type", b"").split(b";")[0].strip() != b"application/json":
-                return _error(b"415 Unsupported Media Type", "send Content-Type: application/json")
             try:
                 update = ReplicaSetUpdate.model_validate_json(body)
             except ValidationError as exc:

@@ -75,6 +75,14 @@ def test_a_refused_replica_is_skipped_for_every_method(
     stats = run(lb.control.stats())
     assert stats.replicas[0].failed >= 1
     assert [r.in_flight for r in stats.replicas] == [0, 0]
+    # With the live replica busy, least load prefers the dead one: the retry must still go elsewhere.
+    slow = threading.Thread(target=get, args=(lb.port, "/slow?seconds=5"))
+    slow.start()
+    wait_for(lambda: lb.in_flight() == [0, 1], 30, "the slow request in flight on the live replica")
+    failed = run(lb.control.stats()).replicas[0].failed
+    assert get(lb.port, "/id", timeout=10) == (200, b"replica 1")
+    assert run(lb.control.stats()).replicas[0].failed == failed + 1
+    slow.join()
 
 
 def test_a_replica_that_resets_mid_request_gets_idempotent_requests_retried_elsewhere(
