@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import hmac
 import json
+import logging
 import os
 import secrets
 import stat
@@ -27,6 +28,7 @@ from skyhop.serve.replicas import ReplicaSet
 __all__ = ["ControlServer", "TokenFileError", "create_token_file", "read_token_file"]
 
 _BODY_LIMIT = 1024 * 1024
+_log = logging.getLogger(__name__)
 
 
 class TokenFileError(Exception):
@@ -121,6 +123,8 @@ class ControlServer:
                 where = ".".join(str(part) for part in first["loc"])
                 return _error(b"422 Unprocessable Content", f"{where}: {first['msg']}")
             self.replicas.replace(update.replicas)
+            listed = ", ".join(f"{r.replica_id}={r.host}:{r.port}" for r in update.replicas) or "none"
+            _log.info("replica set %d: %s", self.replicas.generation, listed)
             accepted = ReplicaSetAccepted(generation=self.replicas.generation, replicas=len(update.replicas))
             return _response(b"200 OK", accepted.model_dump_json())
         return _error(b"404 Not Found", "PUT /v1/replicas or GET /v1/stats")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import logging
 import os
 import signal
 import sys
@@ -75,6 +76,9 @@ async def serve(args: argparse.Namespace, token: str) -> None:
         control_port=control_server.sockets[0].getsockname()[1],
     )
     print(ready.model_dump_json(), flush=True)
+    logging.info(
+        "serving %s:%d (%s), control on 127.0.0.1:%d", args.host, ready.port, args.policy, ready.control_port
+    )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -85,6 +89,8 @@ async def serve(args: argparse.Namespace, token: str) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     args = _parser().parse_args(argv)
+    # The log (stderr) is what ``serve logs --load-balancer`` will show: start, and each replica set.
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", stream=sys.stderr)
     if not 0 <= args.port <= 65535 or not 0 <= args.control_port <= 65535:
         print("Error: --port and --control-port: a TCP port, 0..65535 (0: a free one)", file=sys.stderr)
         sys.exit(2)

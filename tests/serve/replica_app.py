@@ -22,7 +22,7 @@ import signal
 import socket
 import struct
 
-from skyhop.serve.http1 import copy_body, parse_head, read_head
+from skyhop.serve.http1 import Framing, copy_body, parse_head, read_head
 
 
 def _answer(body: bytes, content_type: bytes = b"text/plain") -> bytes:
@@ -38,6 +38,16 @@ def _answer(body: bytes, content_type: bytes = b"text/plain") -> bytes:
 
 def _chunk(data: bytes) -> bytes:
     return f"{len(data):x}\r\n".encode() + data + b"\r\n"
+
+
+def _dechunk(wire: bytes) -> bytes:
+    data = b""
+    while True:
+        line, _, wire = wire.partition(b"\r\n")
+        size = int(line.split(b";")[0], 16)
+        if size == 0:
+            return data
+        data, wire = data + wire[:size], wire[size + 2 :]
 
 
 class _Body:
@@ -70,7 +80,7 @@ class Replica:
                 head = parse_head(raw, request=True)
                 sink = _Body()
                 await copy_body(head, reader, sink, None)
-                body = bytes(sink.data)
+                body = _dechunk(bytes(sink.data)) if head.framing is Framing.CHUNKED else bytes(sink.data)
                 method, target = head.first[0], head.first[1]
                 path, _, query = target.partition(b"?")
                 ours = path in (b"/count", b"/release")  # the test's own questions

@@ -251,3 +251,40 @@ def test_a_token_file_others_can_read_is_refused(tmp_path: Path) -> None:
     os.chmod(token_file, 0o644)
     with pytest.raises(LoadBalancerExited, match="mode 0644; it must be 0600"):
         LoadBalancerProcess.start(token_file, tmp_path / "lb.log")
+
+
+def test_request_bodies_pass_through_whatever_their_framing(
+    start_replica: StartReplica, start_lb: StartLB
+) -> None:
+    import http.client
+
+    lb = start_lb()
+    lb.push(start_replica(0))
+    big = os.urandom(3 * 1024 * 1024)  # above what is read first for retries: streamed
+    assert get(lb.port, "/echo", "POST", big) == (200, big)
+    connection = http.client.HTTPConnection("127.0.0.1", lb.port, timeout=30)
+    connection.request("POST", "/echo", body=iter([b"chunked ", b"body"]), encode_chunked=True)
+    response = connection.getresponse()
+    assert (response.status, response.read()) == (200, b"chunked body")
+    connection.close()
+
+
+def test_bad_options_are_one_line_and_exit_2(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    token_file = tmp_path / "lb.token"
+    create_token_file(token_file)
+    argv = [
+        sys.executable,
+        "-m",
+        "skyhop.serve.load_balancer",
+        "--token-file",
+        str(token_file),
+        "--policy",
+        "fastest",
+    ]
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert result.stderr.startswith("Error: argument --policy: invalid choice: 'fastest'")
+    assert len(result.stderr.strip().splitlines()) == 1
