@@ -54,12 +54,14 @@ class _ClientGone(Exception):
 
 
 class _ReplicaFailed(Exception):
-    """This attempt failed; ``retry`` says whether another replica may take the request."""
+    """This attempt failed; ``retry`` says whether another replica may take the request, ``stale``
+    that the replica only had closed an idle kept-alive connection (it is fine: try it again too)."""
 
-    def __init__(self, retry: bool, status: bytes, reason: str) -> None:
+    def __init__(self, retry: bool, status: bytes, reason: str, stale: bool = False) -> None:
         super().__init__(reason)
         self.retry = retry
         self.status = status
+        self.stale = stale
 
 
 def _error_response(status: bytes, message: str, keep_alive: bool = True) -> bytes:
@@ -129,6 +131,9 @@ class Proxy:
             try:
                 return await self._attempt(replica, head, outgoing, body, idempotent, reader, writer)
             except _ReplicaFailed as failure:
+                if failure.stale:  # a new connection to the same replica may serve it
+                    tried.discard(replica.endpoint.replica_id)
+                    continue
                 replica.failed += 1
                 if not failure.retry:
                     return await self._fail(writer, failure.status, str(failure))
@@ -249,6 +254,7 @@ class Proxy:
         no_body = head.first[0] == b"HEAD"
         streamed = body is None
         answered = False
+        closed_unanswered = False
         try:
             if body is None:
                 await copy_body(head, client_reader, Outlet(upstream, PeerClosed), progress, outgoing)
@@ -257,6 +263,7 @@ class Proxy:
             while True:
                 raw = await read_head(upstream_reader)
                 if raw is None:
+                    closed_unanswered = True
                     raise PeerClosed("closed the connection before answering")
                 answered = True
                 response = parse_head(raw, request=False, no_body=no_body)
@@ -265,10 +272,12 @@ class Proxy:
         except BadMessage as exc:
             raise _ReplicaFailed(False, b"502 Bad Gateway", f"{name} answered badly: {exc}") from None
         except _CONNECTION_ERRORS as exc:
-            # A kept-alive connection the replica had closed got nothing: the replica never saw the
-            # request, whatever its method. Otherwise only an idempotent request may run twice.
-            retry = not streamed and not answered and (idempotent or reused)
-            raise _ReplicaFailed(retry, b"502 Bad Gateway", f"{name}: {exc}") from None
+            # A kept-alive connection the replica closed (a clean close, no byte back) is the race of
+            # its idle timeout: it never read the request, whatever the method. Any other failure
+            # after sending may have acted: only an idempotent request may run twice.
+            stale = not streamed and reused and closed_unanswered
+            retry = stale or (not streamed and not answered and idempotent)
+            raise _ReplicaFailed(retry, b"502 Bad Gateway", f"{name}: {exc}", stale) from None
 
     async def _tunnel(
         self,

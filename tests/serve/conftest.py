@@ -68,9 +68,9 @@ def get(
 def start_replica() -> Iterator[Callable[..., Replica]]:
     started: list[subprocess.Popen[bytes]] = []
 
-    def start(replica_id: int, *, reset: bool = False) -> Replica:
-        argv = [sys.executable, "-m", "tests.serve.replica_app", "--id", str(replica_id)]
-        proc = subprocess.Popen([*argv, *(["--reset"] if reset else [])], stdout=subprocess.PIPE, cwd=REPO)
+    def start(replica_id: int, *flags: str) -> Replica:
+        argv = [sys.executable, "-m", "tests.serve.replica_app", "--id", str(replica_id), *flags]
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, cwd=REPO)
         started.append(proc)
         assert proc.stdout is not None
         line = proc.stdout.readline().decode()

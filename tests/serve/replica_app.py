@@ -9,7 +9,9 @@ Routes (every answer names the replica, so a test sees who served it):
 - ``GET /slow?seconds=S``: answers after S seconds;
 - ``GET /count``: how many requests other than ``/count`` and ``/release`` it has seen.
 
-``--reset`` makes it read each request (but ``/count`` and ``/release``) and then reset the
+``--one-per-connection`` makes it close a connection cleanly, without answering, when a second
+request comes on it (a replica whose idle timeout closed a kept-alive connection as the load balancer
+reused it). ``--reset`` makes it read each request (but ``/count`` and ``/release``) and then reset the
 connection without a byte of answer (a replica dying mid-request). It prints ``ready <port>`` once it listens.
 """
 
@@ -67,7 +69,8 @@ class _Body:
 
 
 class Replica:
-    def __init__(self, replica_id: int, reset: bool) -> None:
+    def __init__(self, replica_id: int, reset: bool, one_per_connection: bool = False) -> None:
+        self.one_per_connection = one_per_connection
         self.name = f"replica {replica_id}".encode()
         self.reset = reset
         self.seen = 0
@@ -75,8 +78,12 @@ class Replica:
         self.hello = _answer(self.name)
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        served = 0
         try:
             while (raw := await read_head(reader)) is not None:
+                if served and self.one_per_connection:
+                    return
+                served += 1
                 head = parse_head(raw, request=True)
                 sink = _Body()
                 await copy_body(head, reader, sink, None)
@@ -147,13 +154,14 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--id", type=int, default=0)
     parser.add_argument("--reset", action="store_true")
+    parser.add_argument("--one-per-connection", action="store_true")
     args = parser.parse_args()
     runner = asyncio.run
     with contextlib.suppress(ImportError):
         import uvloop
 
         runner = uvloop.run
-    runner(_serve(args.port, Replica(args.id, args.reset)))
+    runner(_serve(args.port, Replica(args.id, args.reset, args.one_per_connection)))
 
 
 if __name__ == "__main__":

@@ -88,7 +88,7 @@ def test_a_refused_replica_is_skipped_for_every_method(
 def test_a_replica_that_resets_mid_request_gets_idempotent_requests_retried_elsewhere(
     start_replica: StartReplica, start_lb: StartLB
 ) -> None:
-    resetting, live = start_replica(0, reset=True), start_replica(1)
+    resetting, live = start_replica(0, "--reset"), start_replica(1)
     lb = start_lb()
     lb.push(resetting, live)
     for _ in range(6):
@@ -101,6 +101,19 @@ def test_a_replica_that_resets_mid_request_gets_idempotent_requests_retried_else
     served = live.count()
     assert served == 6 + answers[200], "a POST that failed on the resetting replica ran again on the other"
     wait_for(all_idle(lb), 30, "every request counted out")
+
+
+def test_a_kept_alive_connection_the_replica_closed_is_retried_on_a_new_one(
+    start_replica: StartReplica, start_lb: StartLB
+) -> None:
+    """Even a POST, and even with one replica: the replica never read it."""
+    lb = start_lb()
+    replica = start_replica(0, "--one-per-connection")
+    lb.push(replica)
+    for n in range(6):
+        assert get(lb.port, "/echo", "POST", b"%d" % n) == (200, b"%d" % n)
+    assert replica.count() == 6
+    assert run(lb.control.stats()).replicas[0].failed == 0
 
 
 def test_no_request_goes_to_a_replica_removed_from_the_set(
@@ -120,7 +133,7 @@ def test_no_request_goes_to_a_replica_removed_from_the_set(
 def test_in_flight_counts_return_to_zero_after_every_error_path(
     start_replica: StartReplica, start_lb: StartLB
 ) -> None:
-    streaming, resetting, slow = start_replica(0), start_replica(1, reset=True), start_replica(2)
+    streaming, resetting, slow = start_replica(0), start_replica(1, "--reset"), start_replica(2)
     lb = start_lb(LoadBalancingPolicy.LEAST_LOAD, "--response-timeout", "1")
     # The client leaves mid-stream.
     lb.push(streaming)
