@@ -1,8 +1,9 @@
 """The service endpoint: each client request goes to a READY replica, its response streams back.
 
 A request is retried on a *different* replica when the replica could not have acted on it: the
-connection failed before a byte was sent (refused, or a kept-alive connection the replica had
-closed), or the method is idempotent and the replica failed before answering a byte. Once the
+connection was refused or failed before a byte was sent, or the method is idempotent and the
+replica failed before answering a byte. A kept-alive connection the replica had closed (a clean
+close, nothing read) is retried on a new connection, to any replica, that one included. Once the
 response has started, the client gets exactly what the replica sends, as it sends it; if the
 replica dies mid-body the client's connection is closed (a truncated body must not look whole).
 """
