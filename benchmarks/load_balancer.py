@@ -227,6 +227,7 @@ def main() -> None:
                         rps = _wrk(port, args.seconds, args.connections)[0]
                         _, p50, p99 = _wrk(port, args.seconds, args.latency_connections)
                         runs[name].append((rps, p50, p99))
+                        print(f"  {rps:.0f} req/s, p50 {p50:.3f} ms, p99 {p99:.3f} ms", file=sys.stderr)
                 results = {
                     name: tuple(statistics.median(run[i] for run in each) for i in range(3))
                     for name, each in runs.items()
