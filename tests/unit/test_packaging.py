@@ -9,7 +9,7 @@ import zipfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-TOPS = ["activities", "cli", "contract", "optimizer", "providers", "spec", "storage", "workflows"]
+TOPS = ["activities", "cli", "contract", "optimizer", "providers", "serve", "spec", "storage", "workflows"]
 
 
 def test_pyproject_lists_every_package_under_the_namespace() -> None:
