@@ -4,6 +4,9 @@ A fake routes ``(method, path regex)`` to handlers. Every request is recorded; a
 method, path or body breaks the API's documented contract is answered with the cloud's own error
 payload *and* recorded in ``violations``, which the tests' fixtures require to be empty, so a
 wrong request fails the test even when the provider would have swallowed the error.
+
+A handler may answer with a ``Streamed`` body instead of JSON: it then writes the whole response
+itself (a watch stream, a WebSocket upgrade), outside the fake's lock so other requests go on.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from typing import Any
 
 from tests.helpers import free_port
 
-__all__ = ["ApiError", "Call", "FakeApi", "Reply"]
+__all__ = ["ApiError", "Call", "FakeApi", "Reply", "Streamed"]
 
 Reply = tuple[int, Any] | tuple[int, Any, dict[str, str]]
 """(status, JSON body) or (status, JSON body, extra headers)."""
@@ -35,6 +38,16 @@ class Call:
     headers: dict[str, str]
     body: Any
     match: dict[str, str] = field(default_factory=dict)
+    raw_query: str = ""
+    """The query string as sent (``query`` keeps one value a name; some APIs repeat names)."""
+    raw_body: bytes = b""
+
+
+class Streamed:
+    """A response the handler writes itself: ``serve`` gets the request handler, after the lock."""
+
+    def __init__(self, serve: Callable[[BaseHTTPRequestHandler], None]) -> None:
+        self.serve = serve
 
 
 class ApiError(Exception):
@@ -58,6 +71,8 @@ class FakeApi:
         self._routes: list[tuple[str, re.Pattern[str], Handler]] = []
         self._server: ThreadingHTTPServer | None = None
         self.url = ""
+        self.protocol_version = "HTTP/1.0"
+        """``HTTP/1.1`` for APIs whose clients need chunked streams or keep-alive."""
 
     def route(self, method: str, pattern: str, handler: Handler) -> None:
         self._routes.append((method, re.compile(pattern + r"$"), handler))
@@ -107,8 +122,13 @@ class FakeApi:
                     query=dict(urllib.parse.parse_qsl(parts.query)),
                     headers={k.lower(): v for k, v in self.headers.items()},
                     body=body,
+                    raw_query=parts.query,
+                    raw_body=raw,
                 )
                 status, payload, *extra = fake.dispatch(call)
+                if isinstance(payload, Streamed):
+                    payload.serve(self)
+                    return
                 data = b"" if payload is None else json.dumps(payload).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json; charset=utf-8")
@@ -123,6 +143,7 @@ class FakeApi:
             def log_message(self, format: str, *args: Any) -> None:
                 pass
 
+        Handler.protocol_version = self.protocol_version
         self._server = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
         self._server.daemon_threads = True
         threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True).start()
