@@ -52,6 +52,7 @@ class FakeKubernetes:
         self.network: Network | None = None
         self.kubelet: Kubelet | None = None
         self.api: KubeApi | None = None
+        self.scheduler = Scheduler(self.store)
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self.url = ""
@@ -67,7 +68,7 @@ class FakeKubernetes:
             self.add_node(spec)
         self.api = KubeApi(self.store, self.kubelet, self.token)
         self.url = self.api.start()
-        for target in (Scheduler(self.store).run, self.kubelet.run):
+        for target in (self.scheduler.run, self.kubelet.run):
             thread = threading.Thread(target=target, args=(self._stop,), daemon=True)
             thread.start()
             self._threads.append(thread)
@@ -110,6 +111,12 @@ class FakeKubernetes:
         """Events about object ``name``, oldest first."""
         events = self.store.list("events", namespace)[0]
         return [e for e in events if e["involvedObject"]["name"] == name]
+
+    def errors(self) -> list[str]:
+        """What went wrong inside the fake: scheduler and kubelet failures, and requests that no route
+        serves (a client asking for something this fake does not implement)."""
+        assert self.kubelet is not None and self.api is not None
+        return [*self.scheduler.errors, *self.kubelet.errors, *self.api.violations]
 
     def writes(self) -> list[str]:
         """Every write request the API received, as ``METHOD path``."""

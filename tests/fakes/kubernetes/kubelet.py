@@ -24,6 +24,7 @@ import signal
 import subprocess
 import threading
 import time
+import traceback
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -121,6 +122,8 @@ class Kubelet:
         self.store, self.network, self.folder = store, network, folder
         self.lock = threading.RLock()
         self.runs: dict[str, PodRun] = {}
+        self.errors: list[str] = []
+        """Tracebacks of reconcile passes that failed (the loop goes on; the fixture fails on any)."""
         self.unpullable: set[str] = set()
         """Images whose pull fails (``ErrImagePull``, then ``ImagePullBackOff``)."""
 
@@ -129,7 +132,10 @@ class Kubelet:
         while not stop.is_set():
             seen = self.store.revision
             with self.lock:
-                self.reconcile()
+                try:
+                    self.reconcile()
+                except Exception:
+                    self.errors.append(traceback.format_exc())
             with self.store.lock:
                 if self.store.revision == seen:
                     self.store.changed.wait(0.2)
@@ -190,7 +196,15 @@ class Kubelet:
         node = self.store.find("nodes", "", spec["nodeName"]) or {"metadata": {"labels": {}}}
         labels = node["metadata"].get("labels") or {}
         product = next((labels[k] for k in GPU_LABELS if k in labels), "NVIDIA-GPU")
-        sandbox = self.network.sandbox(meta["uid"], meta["name"], [product.replace("-", " ")] * gpus)
+        try:
+            sandbox = self.network.sandbox(meta["uid"], meta["name"], [product.replace("-", " ")] * gpus)
+        except (OSError, RuntimeError, subprocess.CalledProcessError) as error:
+            # The pod stays ContainerCreating and is tried again on the next change, as kubelets do.
+            message = f"Failed to create pod sandbox: {error}"
+            record_event(
+                self.store, pod, "Warning", "FailedCreatePodSandBox", message, "kubelet", spec["nodeName"]
+            )
+            return
         containers = []
         for index, container in enumerate(spec["containers"]):
             env = {"NVIDIA_VISIBLE_DEVICES": ",".join(str(i) for i in range(gpus))} if gpus else {}

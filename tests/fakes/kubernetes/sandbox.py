@@ -4,8 +4,10 @@ Namespace mode (root, ``ip netns`` allowed): a network namespace with its own IP
 bridge (``tests/netns.py``), and a holder process (the pause container) in fresh mount and UTS
 namespaces whose hostname is the pod's name and whose ``/root`` is the pod's own folder. Containers
 and exec sessions enter the holder's namespaces with ``nsenter``, so they share the pod's network,
-hostname and home, as containers of one pod do. Loopback mode: processes run on this machine's
-network (like ``hostNetwork: true`` pods, ``podIP`` is ``127.0.0.1``) with ``HOME`` the pod's folder.
+hostname, home and ``/etc/hosts`` (the pod's name at its IP, as the kubelet writes it), as containers
+of one pod do; there is no cluster DNS (``/etc/resolv.conf`` is this machine's, unreachable).
+Loopback mode: processes run on this machine's network (like ``hostNetwork: true`` pods, ``podIP``
+is ``127.0.0.1``) with ``HOME`` the pod's folder.
 
 Either way every process carries ``SKYHOP_FAKE_POD=<uid>`` in its environment, so a pod's processes
 are found (and killed) even when they detached from their parents.
@@ -55,7 +57,14 @@ class Sandbox:
     def start(self) -> None:
         if self.space is None:
             return
-        boot = 'hostname "$0" && mount --bind "$1" /root && echo ready && exec sleep infinity'
+        hosts = self.folder / "hosts"
+        hosts.write_text(
+            f"127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n{self.ip}\t{self.name}\n"
+        )
+        boot = (
+            'hostname "$0" && mount --bind "$1" /root && mount --bind "$2" /etc/hosts && echo ready '
+            "&& exec sleep infinity"
+        )
         self.holder = subprocess.Popen(
             [
                 "ip",
@@ -72,6 +81,7 @@ class Sandbox:
                 boot,
                 self.name,
                 str(self.host_home),
+                str(hosts),
             ],
             stdout=subprocess.PIPE,
             stdin=subprocess.DEVNULL,

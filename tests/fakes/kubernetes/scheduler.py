@@ -12,6 +12,7 @@ change, as the real scheduler's queue moves it back on cluster events.
 from __future__ import annotations
 
 import threading
+import traceback
 from collections import Counter
 from fractions import Fraction
 from typing import Any
@@ -126,13 +127,18 @@ def unschedulable_message(reasons: list[list[str]]) -> str:
 class Scheduler:
     def __init__(self, store: Store) -> None:
         self.store = store
+        self.errors: list[str] = []
+        """Tracebacks of scheduling passes that failed (the loop goes on; the fixture fails on any)."""
         self._tried: dict[str, tuple[Any, ...]] = {}
         """Pod uid -> the cluster state its last failed attempt saw."""
 
     def run(self, stop: threading.Event) -> None:
         while not stop.is_set():
             seen = self.store.revision
-            self.schedule()
+            try:
+                self.schedule()
+            except Exception:
+                self.errors.append(traceback.format_exc())
             with self.store.lock:
                 if self.store.revision == seen:
                     self.store.changed.wait(0.5)
