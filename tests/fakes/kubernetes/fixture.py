@@ -55,7 +55,7 @@ def core_api(fake: FakeKubernetes) -> Any:
     """A ``kubernetes`` ``CoreV1Api`` configured from the fake's kubeconfig, as a provider would be."""
     from kubernetes import client, config
 
-    return client.CoreV1Api(config.new_client_from_config(str(fake.kubeconfig())))
+    return client.CoreV1Api(config.new_client_from_config(str(fake.kubeconfig())))  # type: ignore[no-untyped-call]
 
 
 def pod_manifest(

@@ -31,12 +31,11 @@ _NO_VICTIMS = "No preemption victims found for incoming pod"
 
 
 def pod_requests(pod: Obj) -> dict[str, Fraction]:
-    total: Counter[str] = Counter()
+    total: dict[str, Fraction] = {"pods": Fraction(1)}
     for container in pod.get("spec", {}).get("containers", []):
         for resource, value in ((container.get("resources") or {}).get("requests") or {}).items():
-            total[resource] += parse_quantity(value)
-    total["pods"] += 1
-    return dict(total)
+            total[resource] = total.get(resource, Fraction(0)) + parse_quantity(value)
+    return total
 
 
 def free_resources(node: Obj, pods: list[Obj]) -> dict[str, Fraction]:

@@ -61,30 +61,34 @@ def _split(selector: str) -> list[str]:
     return [part for part in parts if part.strip()]
 
 
+def _holds(op: str, present: bool, value: str | None, values: frozenset[str]) -> bool:
+    return {
+        "in": value in values,
+        "notin": value not in values,
+        "=": value in values,
+        "!=": value not in values,
+        "exists": present,
+        "!": not present,
+    }[op]
+
+
 def label_selector(selector: str) -> Selector:
-    tests: list[Callable[[dict[str, str]], bool]] = []
+    requirements: list[tuple[str, str, frozenset[str]]] = []
     for part in _split(selector):
         if found := _SET.match(part):
-            key, values = found["key"], {v.strip() for v in found["values"].split(",") if v.strip()}
-            if found["op"] == "in":
-                tests.append(lambda labels, k=key, vs=values: labels.get(k) in vs)
-            else:
-                tests.append(lambda labels, k=key, vs=values: labels.get(k) not in vs)
+            values = frozenset(v.strip() for v in found["values"].split(",") if v.strip())
+            requirements.append((found["key"], found["op"], values))
         elif found := _EQ.match(part):
-            key, value = found["key"], found["value"]
-            if found["op"] == "!=":
-                tests.append(lambda labels, k=key, v=value: labels.get(k) != v)
-            else:
-                tests.append(lambda labels, k=key, v=value: labels.get(k) == v)
+            op = "!=" if found["op"] == "!=" else "="
+            requirements.append((found["key"], op, frozenset([found["value"]])))
         elif found := _EXISTS.match(part):
-            key, negated = found["key"], found["neg"] == "!"
-            tests.append(lambda labels, k=key, n=negated: (k in labels) != n)
+            requirements.append((found["key"], found["neg"] or "exists", frozenset()))
         else:
             raise StatusError(400, "BadRequest", f"unable to parse requirement: {part.strip()!r}")
 
     def matches(obj: dict[str, Any]) -> bool:
         labels = obj.get("metadata", {}).get("labels") or {}
-        return all(test(labels) for test in tests)
+        return all(_holds(op, key in labels, labels.get(key), values) for key, op, values in requirements)
 
     return matches
 
@@ -101,16 +105,17 @@ def _field(obj: dict[str, Any], path: str) -> str:
 
 
 def field_selector(resource: str, selector: str) -> Selector:
-    tests: list[Callable[[dict[str, Any]], bool]] = []
+    requirements: list[tuple[str, bool, str]] = []
     for part in _split(selector):
         found = _EQ.match(part)
         if found is None:
             raise StatusError(400, "BadRequest", f"invalid selector: '{selector}'; can't understand '{part}'")
-        path, value = found["key"], found["value"]
+        path = found["key"]
         if path not in FIELDS.get(resource, _COMMON):
             raise StatusError(400, "BadRequest", f"field label not supported: {path}")
-        if found["op"] == "!=":
-            tests.append(lambda obj, p=path, v=value: _field(obj, p) != v)
-        else:
-            tests.append(lambda obj, p=path, v=value: _field(obj, p) == v)
-    return lambda obj: all(test(obj) for test in tests)
+        requirements.append((path, found["op"] != "!=", found["value"]))
+
+    def matches(obj: dict[str, Any]) -> bool:
+        return all((_field(obj, path) == value) == equal for path, equal, value in requirements)
+
+    return matches

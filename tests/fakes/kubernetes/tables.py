@@ -80,7 +80,7 @@ def _pod_cells(pod: Obj) -> list[Any]:
 
 
 def _node_cells(node: Obj) -> list[Any]:
-    ready = next((c for c in node["status"].get("conditions", []) if c["type"] == "Ready"), {})
+    ready: Obj = next((c for c in node["status"].get("conditions", []) if c["type"] == "Ready"), {})
     state = "Ready" if ready.get("status") == "True" else "NotReady"
     if node.get("spec", {}).get("unschedulable"):
         state += ",SchedulingDisabled"

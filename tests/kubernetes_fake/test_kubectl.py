@@ -1,0 +1,55 @@
+"""The machine's ``kubectl``, unchanged, against the fake: discovery, tables, exec, delete with wait."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+
+from tests.fakes.kubernetes import FakeKubernetes
+from tests.fakes.kubernetes.fixture import core_api, pod_manifest
+
+KUBECTL = shutil.which("kubectl")
+pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
+
+
+def kubectl(fake: FakeKubernetes, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    assert KUBECTL is not None
+    argv = [KUBECTL, "--kubeconfig", str(fake.kubeconfig()), *args]
+    return subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=60)
+
+
+def test_get_nodes_and_pods(fake_kubernetes: FakeKubernetes) -> None:
+    nodes = kubectl(fake_kubernetes, "get", "nodes")
+    assert nodes.returncode == 0, nodes.stderr
+    assert nodes.stdout.split("\n")[0].split() == ["NAME", "STATUS", "ROLES", "AGE", "VERSION"]
+    assert {line.split()[0]: line.split()[1] for line in nodes.stdout.strip().split("\n")[1:]} == {
+        "cpu-1": "Ready", "gpu-a100": "Ready", "gpu-t4": "Ready"}  # fmt: skip
+    core_api(fake_kubernetes).create_namespaced_pod("default", pod_manifest("listed", ["sleep", "600"]))
+    pod = fake_kubernetes.wait_pod("listed", "Running")
+    wide = kubectl(fake_kubernetes, "get", "pods", "-o", "wide")
+    assert wide.returncode == 0, wide.stderr
+    row = next(line.split() for line in wide.stdout.split("\n") if line.startswith("listed "))
+    assert row[1:4] == ["1/1", "Running", "0"] and row[5:7] == [
+        pod["status"]["podIP"],
+        pod["spec"]["nodeName"],
+    ]
+    as_json = kubectl(fake_kubernetes, "get", "pod", "listed", "-o", "jsonpath={.status.phase}")
+    assert as_json.stdout == "Running"
+
+
+def test_exec_and_delete(fake_kubernetes: FakeKubernetes) -> None:
+    core_api(fake_kubernetes).create_namespaced_pod("default", pod_manifest("target", ["sleep", "600"]))
+    fake_kubernetes.wait_pod("target", "Running")
+    hi = kubectl(fake_kubernetes, "exec", "target", "--", "echo", "hi")
+    assert (hi.returncode, hi.stdout) == (0, "hi\n"), hi.stderr
+    piped = kubectl(
+        fake_kubernetes, "exec", "-i", "target", "--", "sh", "-c", "cat; exit 4", stdin="through stdin\n"
+    )
+    assert (piped.returncode, piped.stdout) == (4, "through stdin\n"), piped.stderr
+    deleted = kubectl(fake_kubernetes, "delete", "pod", "target")
+    assert (deleted.returncode, deleted.stdout) == (0, 'pod "target" deleted\n'), deleted.stderr
+    assert fake_kubernetes.pod("target") is None
+    missing = kubectl(fake_kubernetes, "get", "pod", "target")
+    assert missing.returncode == 1 and 'pods "target" not found' in missing.stderr
