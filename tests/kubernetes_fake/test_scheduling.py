@@ -93,3 +93,28 @@ def test_cordon_taints_and_selectors_say_why(tmp_path: Path) -> None:
         ]
         api.create_namespaced_pod("default", tolerant)
         assert fake.wait_pod("tolerant", "Running")["spec"]["nodeName"] == "tainted"
+
+
+def test_the_autoscaler_adds_a_node_or_says_why_not(tmp_path: Path) -> None:
+    from tests.fakes.kubernetes import NodeGroup
+
+    t4 = NodeSpec("template", gpus=1, labels={"cloud.google.com/gke-accelerator": "nvidia-tesla-t4"})
+    group = NodeGroup("pool-t4", t4, max_size=1, delay=0.5)  # fmt: skip
+    for fake in running_fake(tmp_path, [NodeSpec("cpu-1")], node_groups=[group]):
+        api = core_api(fake)
+        api.create_namespaced_pod("default", pod_manifest("scales", ["sleep", "600"], gpus=1))
+        assert fake.wait_pod("scales", "Running")["spec"]["nodeName"] == "pool-t4-1"
+        reasons = [e["reason"] for e in fake.events("scales")]
+        assert (
+            reasons.index("FailedScheduling") < reasons.index("TriggeredScaleUp") < reasons.index("Scheduled")
+        )
+        triggered = next(e for e in fake.events("scales") if e["reason"] == "TriggeredScaleUp")
+        assert triggered["message"] == "pod triggered scale-up: [{pool-t4 0->1 (max: 1)}]"
+        api.create_namespaced_pod("default", pod_manifest("too-big", ["sleep", "600"], gpus=4))
+        wait_for(
+            lambda f=fake: any(e["reason"] == "NotTriggerScaleUp" for e in f.events("too-big")),
+            10,
+            "NotTriggerScaleUp",
+        )
+        refused = next(e for e in fake.events("too-big") if e["reason"] == "NotTriggerScaleUp")
+        assert refused["message"] == "pod didn't trigger scale-up: 1 Insufficient nvidia.com/gpu"

@@ -14,6 +14,7 @@ import yaml
 
 from tests.fakes.kubernetes.admission import admit
 from tests.fakes.kubernetes.api import KubeApi
+from tests.fakes.kubernetes.autoscaler import Autoscaler, NodeGroup
 from tests.fakes.kubernetes.events import record_event
 from tests.fakes.kubernetes.kubelet import Kubelet
 from tests.fakes.kubernetes.nodes import NodeSpec
@@ -39,10 +40,17 @@ class FakeKubernetes:
     """A cluster with ``nodes``, serving on ``url`` (plain HTTP on loopback, bearer ``token``).
 
     ``loopback``: None picks namespace mode where root allows it (``sandbox.py`` describes both).
+    ``node_groups``: a cluster autoscaler adds nodes of these groups for unschedulable pods.
     """
 
     def __init__(
-        self, folder: Path, nodes: list[NodeSpec], *, loopback: bool | None = None, context: str = "fake"
+        self,
+        folder: Path,
+        nodes: list[NodeSpec],
+        *,
+        loopback: bool | None = None,
+        context: str = "fake",
+        node_groups: list[NodeGroup] | None = None,
     ) -> None:
         self.folder, self.context = folder, context
         self.node_specs = list(nodes)
@@ -53,6 +61,7 @@ class FakeKubernetes:
         self.kubelet: Kubelet | None = None
         self.api: KubeApi | None = None
         self.scheduler = Scheduler(self.store)
+        self.autoscaler = Autoscaler(self.store, node_groups or [], self.add_node) if node_groups else None
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self.url = ""
@@ -68,7 +77,8 @@ class FakeKubernetes:
             self.add_node(spec)
         self.api = KubeApi(self.store, self.kubelet, self.token)
         self.url = self.api.start()
-        for target in (self.scheduler.run, self.kubelet.run):
+        loops = [self.scheduler.run, self.kubelet.run] + ([self.autoscaler.run] if self.autoscaler else [])
+        for target in loops:
             thread = threading.Thread(target=target, args=(self._stop,), daemon=True)
             thread.start()
             self._threads.append(thread)
@@ -108,15 +118,18 @@ class FakeKubernetes:
         return self.store.list("pods", namespace)[0]
 
     def events(self, name: str, namespace: str = "default") -> list[Obj]:
-        """Events about object ``name``, oldest first."""
+        """Events about object ``name``, oldest first (their names sort by time)."""
         events = self.store.list("events", namespace)[0]
-        return [e for e in events if e["involvedObject"]["name"] == name]
+        return sorted(
+            (e for e in events if e["involvedObject"]["name"] == name), key=lambda e: e["metadata"]["name"]
+        )
 
     def errors(self) -> list[str]:
         """What went wrong inside the fake: scheduler and kubelet failures, and requests that no route
         serves (a client asking for something this fake does not implement)."""
         assert self.kubelet is not None and self.api is not None
-        return [*self.scheduler.errors, *self.kubelet.errors, *self.api.violations]
+        scaler = self.autoscaler.errors if self.autoscaler else []
+        return [*self.scheduler.errors, *self.kubelet.errors, *scaler, *self.api.violations]
 
     def writes(self) -> list[str]:
         """Every write request the API received, as ``METHOD path``."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import uuid
+import time
 from typing import Any
 
 from tests.fakes.kubernetes.status import timestamp
@@ -17,7 +17,8 @@ def record_event(
     """A ``Normal``/``Warning`` event on ``about`` (a pod or node) from ``component``.
 
     The same reason and message on the same object again bumps ``count`` and ``lastTimestamp`` of the
-    existing event, as client-go's event correlator does.
+    existing event, as client-go's event correlator does. Named ``<object>.<unix nanoseconds in hex>``
+    as recorders name them, so an object's events sort by name in the order they happened.
     """
     meta = about["metadata"]
     namespace = meta.get("namespace") or "default"
@@ -47,7 +48,7 @@ def record_event(
             "events",
             namespace,
             {
-                "metadata": {"name": f"{meta['name']}.{uuid.uuid4().hex[:16]}", "namespace": namespace},
+                "metadata": {"name": f"{meta['name']}.{time.time_ns():x}", "namespace": namespace},
                 "involvedObject": involved,
                 "reason": reason,
                 "message": message,

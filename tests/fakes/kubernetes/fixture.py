@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from tests.fakes.kubernetes.autoscaler import NodeGroup
 from tests.fakes.kubernetes.cluster import FakeKubernetes
 from tests.fakes.kubernetes.nodes import NodeSpec
 
@@ -27,10 +28,12 @@ DEFAULT_NODES = (
 """A CPU node, a node with two A100s (NVIDIA's GPU feature discovery label) and one with a T4 (GKE's)."""
 
 
-def running_fake(folder: Path, nodes: list[NodeSpec], context: str = "fake") -> Iterator[FakeKubernetes]:
+def running_fake(
+    folder: Path, nodes: list[NodeSpec], context: str = "fake", node_groups: list[NodeGroup] | None = None
+) -> Iterator[FakeKubernetes]:
     """A started fake, stopped after (every pod's processes killed by pid, namespaces and bridge
     removed); fails if anything inside the fake failed or a client asked for an unserved path."""
-    fake = FakeKubernetes(folder, nodes, context=context)
+    fake = FakeKubernetes(folder, nodes, context=context, node_groups=node_groups)
     with fake:
         fake.kubeconfig()
         yield fake

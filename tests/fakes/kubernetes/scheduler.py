@@ -22,7 +22,7 @@ from tests.fakes.kubernetes.quantity import parse_quantity
 from tests.fakes.kubernetes.status import StatusError, timestamp
 from tests.fakes.kubernetes.store import Store
 
-__all__ = ["Scheduler", "free_resources", "pod_requests"]
+__all__ = ["Scheduler", "free_resources", "node_reasons", "pod_requests", "unschedulable_message"]
 
 Obj = dict[str, Any]
 _TERMINAL = ("Succeeded", "Failed")
@@ -77,7 +77,7 @@ def _term_matches(term: Obj, labels: dict[str, str]) -> bool:
     return True
 
 
-def _node_reasons(pod: Obj, node: Obj, pods: list[Obj]) -> list[str]:
+def node_reasons(pod: Obj, node: Obj, pods: list[Obj]) -> list[str]:
     """Why ``pod`` cannot go to ``node`` (empty: it fits)."""
     spec, node_spec = pod["spec"], node.get("spec") or {}
     labels = node["metadata"].get("labels") or {}
@@ -165,7 +165,7 @@ class Scheduler:
             uid = pod["metadata"]["uid"]
             if self._tried.get(uid) == state:
                 continue
-            reasons = [_node_reasons(pod, node, pods) for node in nodes]
+            reasons = [node_reasons(pod, node, pods) for node in nodes]
             fits = [node for node, why in zip(nodes, reasons, strict=True) if not why]
             try:
                 if fits:
