@@ -9,6 +9,7 @@ import pytest
 
 from tests.fakes.kubernetes import FakeKubernetes
 from tests.fakes.kubernetes.fixture import core_api, pod_manifest
+from tests.helpers import wait_for
 
 KUBECTL = shutil.which("kubectl")
 pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed")
@@ -53,3 +54,17 @@ def test_exec_and_delete(fake_kubernetes: FakeKubernetes) -> None:
     assert fake_kubernetes.pod("target") is None
     missing = kubectl(fake_kubernetes, "get", "pod", "target")
     assert missing.returncode == 1 and 'pods "target" not found' in missing.stderr
+
+
+def test_logs(fake_kubernetes: FakeKubernetes) -> None:
+    talker = ["sh", "-c", "echo one; echo two; echo three >&2; sleep 600"]
+    core_api(fake_kubernetes).create_namespaced_pod("default", pod_manifest("talker", talker))
+    fake_kubernetes.wait_pod("talker", "Running")
+
+    def logs(*args: str) -> str:
+        return kubectl(fake_kubernetes, "logs", "talker", *args).stdout
+
+    wait_for(lambda: logs().count("\n") == 3, 10, "three lines of log")
+    assert sorted(logs().split()) == ["one", "three", "two"]
+    assert len(logs("--tail=1").split()) == 1
+    kubectl(fake_kubernetes, "delete", "pod", "talker", "--grace-period=0", "--force")

@@ -4,6 +4,7 @@ tests use to make things happen to it (a node fills up or goes away, a pod is ev
 
 from __future__ import annotations
 
+import os
 import secrets as token_source
 import threading
 from fractions import Fraction
@@ -39,7 +40,8 @@ def _amount(resource: str, value: Fraction) -> str:
 class FakeKubernetes:
     """A cluster with ``nodes``, serving on ``url`` (plain HTTP on loopback, bearer ``token``).
 
-    ``loopback``: None picks namespace mode where root allows it (``sandbox.py`` describes both).
+    ``loopback``: None picks namespace mode where root allows it, unless ``SKYHOP_TEST_K8S_LOOPBACK=1``
+    (``sandbox.py`` describes both modes).
     ``node_groups``: a cluster autoscaler adds nodes of these groups for unschedulable pods.
     """
 
@@ -54,7 +56,8 @@ class FakeKubernetes:
     ) -> None:
         self.folder, self.context = folder, context
         self.node_specs = list(nodes)
-        self.loopback = (not can_netns()) if loopback is None else loopback
+        forced = os.environ.get("SKYHOP_TEST_K8S_LOOPBACK") == "1"
+        self.loopback = (forced or not can_netns()) if loopback is None else loopback
         self.token = token_source.token_hex(16)
         self.store = Store()
         self.network: Network | None = None
