@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -68,3 +69,22 @@ def test_logs(fake_kubernetes: FakeKubernetes) -> None:
     assert sorted(logs().split()) == ["one", "three", "two"]
     assert len(logs("--tail=1").split()) == 1
     kubectl(fake_kubernetes, "delete", "pod", "talker", "--grace-period=0", "--force")
+
+
+def test_cp_both_ways_and_other_tables(fake_kubernetes: FakeKubernetes, tmp_path: Path) -> None:
+    api = core_api(fake_kubernetes)
+    api.create_namespaced_pod("default", pod_manifest("box", ["sleep", "600"]))
+    api.create_namespaced_service("default", {"metadata": {"name": "web"}, "spec": {"ports": [{"port": 80}]}})
+    fake_kubernetes.wait_pod("box", "Running")
+    (tmp_path / "up.txt").write_text("over tar\n")
+    sent = kubectl(fake_kubernetes, "cp", str(tmp_path / "up.txt"), "box:up.txt")
+    assert sent.returncode == 0, sent.stderr
+    back = kubectl(fake_kubernetes, "cp", "box:up.txt", str(tmp_path / "back.txt"))
+    assert back.returncode == 0 and (tmp_path / "back.txt").read_text() == "over tar\n", back.stderr
+    services = kubectl(fake_kubernetes, "get", "svc", "web").stdout.split("\n")
+    assert services[0].split() == ["NAME", "TYPE", "CLUSTER-IP", "EXTERNAL-IP", "PORT(S)", "AGE"]
+    assert services[1].split()[:2] == ["web", "ClusterIP"] and services[1].split()[4] == "80/TCP"
+    described = kubectl(fake_kubernetes, "describe", "pod", "box").stdout
+    assert "Successfully assigned default/box to" in described
+    api.delete_namespaced_pod("box", "default", grace_period_seconds=0)
+    api.delete_namespaced_service("web", "default")

@@ -1,7 +1,6 @@
 """Server-side printing: ``meta.k8s.io/v1`` Tables, which ``kubectl get`` asks for, with its columns.
 
-Pods and nodes have kubectl's own columns (the pod's STATUS as kubectl derives it); other resources
-get ``Name`` and ``Age``.
+Each resource has the API server's columns (the pod's STATUS as kubectl's printer derives it).
 """
 
 from __future__ import annotations
@@ -107,6 +106,50 @@ def _node_cells(node: Obj) -> list[Any]:
     ]
 
 
+def _service_cells(service: Obj) -> list[Any]:
+    spec = service.get("spec", {})
+    ports = ",".join(
+        f"{p['port']}{':' + str(p['nodePort']) if p.get('nodePort') else ''}/{p.get('protocol', 'TCP')}"
+        for p in spec.get("ports") or []
+    )
+    selector = ",".join(f"{k}={v}" for k, v in sorted((spec.get("selector") or {}).items()))
+    return [
+        service["metadata"]["name"],
+        spec.get("type", "ClusterIP"),
+        spec.get("clusterIP", "<none>"),
+        "<none>",
+        ports or "<none>",
+        _age(service["metadata"]["creationTimestamp"]),
+        selector or "<none>",
+    ]
+
+
+def _event_cells(event: Obj) -> list[Any]:
+    involved = event.get("involvedObject", {})
+    return [
+        _age(event.get("lastTimestamp") or event["metadata"]["creationTimestamp"]),
+        event.get("type", ""),
+        event.get("reason", ""),
+        f"{involved.get('kind', '').lower()}/{involved.get('name', '')}",
+        event.get("message", ""),
+    ]
+
+
+def _secret_cells(secret: Obj) -> list[Any]:
+    meta = secret["metadata"]
+    return [
+        meta["name"],
+        secret.get("type", "Opaque"),
+        len(secret.get("data") or {}),
+        _age(meta["creationTimestamp"]),
+    ]
+
+
+def _namespace_cells(namespace: Obj) -> list[Any]:
+    meta = namespace["metadata"]
+    return [meta["name"], namespace.get("status", {}).get("phase", "Active"), _age(meta["creationTimestamp"])]
+
+
 def _columns(*names: tuple[str, str, int]) -> list[Obj]:
     return [
         {"name": n, "type": t, "format": "name" if n == "Name" else "", "description": "", "priority": p}
@@ -137,17 +180,38 @@ _NODES = _columns(
     ("Kernel-Version", "string", 1),
     ("Container-Runtime", "string", 1),
 )
-_OTHER = _columns(("Name", "string", 0), ("Age", "string", 0))
+_SERVICES = _columns(
+    ("Name", "string", 0),
+    ("Type", "string", 0),
+    ("Cluster-IP", "string", 0),
+    ("External-IP", "string", 0),
+    ("Port(s)", "string", 0),
+    ("Age", "string", 0),
+    ("Selector", "string", 1),
+)
+_EVENTS = _columns(
+    ("Last Seen", "string", 0),
+    ("Type", "string", 0),
+    ("Reason", "string", 0),
+    ("Object", "string", 0),
+    ("Message", "string", 0),
+)
+_SECRETS = _columns(
+    ("Name", "string", 0), ("Type", "string", 0), ("Data", "integer", 0), ("Age", "string", 0)
+)
+_NAMESPACES = _columns(("Name", "string", 0), ("Status", "string", 0), ("Age", "string", 0))
 _PRINTERS: dict[str, tuple[list[Obj], Callable[[Obj], list[Any]]]] = {
     "pods": (_PODS, _pod_cells),
     "nodes": (_NODES, _node_cells),
+    "services": (_SERVICES, _service_cells),
+    "events": (_EVENTS, _event_cells),
+    "secrets": (_SECRETS, _secret_cells),
+    "namespaces": (_NAMESPACES, _namespace_cells),
 }
 
 
 def table(resource: str, items: list[Obj], revision: str) -> Obj:
-    columns, cells = _PRINTERS.get(
-        resource, (_OTHER, lambda o: [o["metadata"]["name"], _age(o["metadata"]["creationTimestamp"])])
-    )
+    columns, cells = _PRINTERS[resource]
     rows = [
         {
             "cells": cells(item),
