@@ -190,3 +190,18 @@ def test_exec_with_a_terminal(fake_kubernetes: FakeKubernetes) -> None:
                  stdin=False, stdout=True, stderr=True, tty=True)  # fmt: skip
     assert out.strip() == "terminal"
     api.delete_namespaced_pod("tty", "default", grace_period_seconds=0)
+
+
+def test_delete_collection_by_label(fake_kubernetes: FakeKubernetes) -> None:
+    api = core_api(fake_kubernetes)
+    for name, team in (("mine-1", "me"), ("mine-2", "me"), ("theirs", "them")):
+        api.create_namespaced_pod("default", pod_manifest(name, ["sleep", "600"], labels={"team": team}))
+    for name in ("mine-1", "mine-2", "theirs"):
+        _running(api, name)
+    api.delete_collection_namespaced_pod("default", label_selector="team=me", grace_period_seconds=0)
+
+    def left() -> set[str]:
+        return {p.metadata.name for p in api.list_namespaced_pod("default", label_selector="team").items}
+
+    wait_for(lambda: left() == {"theirs"}, 10, "only their pod left")
+    api.delete_namespaced_pod("theirs", "default", grace_period_seconds=0)

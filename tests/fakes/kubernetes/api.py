@@ -2,8 +2,8 @@
 
 Served: ``/version``, ``/api``, ``/apis`` and ``/api/v1`` discovery (legacy, which kubectl falls back
 to when the answer is not aggregated discovery); list (``labelSelector``, ``fieldSelector``,
-``limit``/``continue``), ``?watch=true`` (chunked JSON lines from ``resourceVersion``,
-``timeoutSeconds``), get, create, PUT (409 on a stale resourceVersion), merge PATCH and delete for
+``limit``/``continue``), deletecollection (DELETE with selectors), ``?watch=true`` (chunked JSON
+lines from ``resourceVersion``, ``timeoutSeconds``), get, create, PUT (409 on a stale resourceVersion), merge PATCH and delete for
 pods, services, secrets, events, nodes and namespaces; ``pods/{name}/exec`` (``exec.py``),
 ``pods/{name}/eviction``, ``pods/{name}/log`` (``follow``, ``previous``, ``tailLines``) and
 ``pods/{name}/status``. Tables for ``kubectl get`` (``tables.py``). Errors are ``Status`` objects.
@@ -125,7 +125,11 @@ class KubeApi(FakeApi):
             ("POST", _POD + "/exec", self._exec),
         ]
         for pattern in (collection, cluster):
-            routes += [("GET", pattern, self._list), ("POST", pattern, self._create)]
+            routes += [
+                ("GET", pattern, self._list),
+                ("POST", pattern, self._create),
+                ("DELETE", pattern, self._delete_collection),
+            ]
         for pattern in (item, cluster_item):
             routes += [
                 ("GET", pattern, self._get),
@@ -279,6 +283,32 @@ class KubeApi(FakeApi):
             return 200, removed
         details = {"name": name, "kind": resource, "uid": removed["metadata"]["uid"]}
         return 200, status(200, "", "", details) | {"status": "Success"}
+
+    def _delete_collection(self, call: Call) -> Reply:
+        """``deletecollection``: every object the selectors match, each deleted as a DELETE would."""
+        resource, namespace = self._where(call)
+        if not namespace or resource not in ("pods", "services", "secrets", "events"):
+            raise StatusError(
+                405, "MethodNotAllowed", "the server does not allow this method on the requested resource"
+            )
+        labels = label_selector(call.query.get("labelSelector", ""))
+        fields = field_selector(resource, call.query.get("fieldSelector", ""))
+        items, _ = self.store.list(resource, namespace, lambda obj: labels(obj) and fields(obj))
+        options = call.body if isinstance(call.body, dict) else {}
+        grace = call.query.get("gracePeriodSeconds", options.get("gracePeriodSeconds"))
+        deleted = []
+        for item in items:
+            name = item["metadata"]["name"]
+            try:
+                if resource == "pods":
+                    deleted.append(self.delete_pod(namespace, name, None if grace is None else int(grace)))
+                else:
+                    deleted.append(self.store.remove(resource, namespace, name))
+            except StatusError:  # gone meanwhile
+                continue
+        kind = RESOURCES[resource].kind
+        meta = {"resourceVersion": str(self.store.revision)}
+        return 200, {"kind": f"{kind}List", "apiVersion": "v1", "metadata": meta, "items": deleted}
 
     def delete_pod(self, namespace: str, name: str, grace: int | None) -> Obj:
         """Graceful: ``deletionTimestamp`` now, the kubelet stops the containers and removes the pod;
