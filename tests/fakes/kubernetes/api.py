@@ -2,11 +2,11 @@
 
 Served: ``/version``, ``/api``, ``/apis`` and ``/api/v1`` discovery (legacy, which kubectl falls back
 to when the answer is not aggregated discovery); list (``labelSelector``, ``fieldSelector``,
-``limit``/``continue``), deletecollection (DELETE with selectors), ``?watch=true`` (chunked JSON
-lines from ``resourceVersion``, ``timeoutSeconds``), get, create, PUT (409 on a stale resourceVersion), merge PATCH and delete for
-pods, services, secrets, events, nodes and namespaces; ``pods/{name}/exec`` (``exec.py``),
-``pods/{name}/eviction``, ``pods/{name}/log`` (``follow``, ``previous``, ``tailLines``) and
-``pods/{name}/status``. Tables for ``kubectl get`` (``tables.py``). Errors are ``Status`` objects.
+``limit``/``continue``), deletecollection (DELETE with selectors), ``?watch=true`` (chunked JSON lines
+from ``resourceVersion``, ``timeoutSeconds``), get, create, PUT (409 on a stale resourceVersion),
+merge PATCH and delete for pods, services, secrets, events, nodes and namespaces; ``pods/{name}/exec``
+(``exec.py``), ``pods/{name}/eviction``, ``pods/{name}/log`` (``follow``, ``previous``, ``tailLines``)
+and ``pods/{name}/status``. Tables for ``kubectl get`` (``tables.py``). Errors are ``Status`` objects.
 
 Plain HTTP on loopback, so it is the old insecure port: client-go (kubectl) sends no credentials over
 plain HTTP, so a request without ``Authorization`` is served; one with a wrong bearer token gets 401.
