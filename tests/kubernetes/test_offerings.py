@@ -28,10 +28,11 @@ def test_each_node_offers_what_is_left_on_it(fake_kubernetes: FakeKubernetes) ->
         {"A100-80GB": 2},
     )
     api = core_api(fake_kubernetes)
-    busy = pod_manifest("busy", ["sleep", "600"], gpus=1, cpu="2500m", memory="8Gi")
+    on_a100 = {"kubernetes.io/hostname": "gpu-a100"}
+    busy = pod_manifest("busy", ["sleep", "600"], gpus=1, cpu="2500m", memory="8Gi", node_selector=on_a100)
     api.create_namespaced_pod("default", busy)
     fake_kubernetes.wait_pod("busy", "Running")
-    done = pod_manifest("done", ["true"], gpus=1, node_selector={"kubernetes.io/hostname": "gpu-a100"})
+    done = pod_manifest("done", ["true"], gpus=1, node_selector=on_a100)
     api.create_namespaced_pod("default", done)
     fake_kubernetes.wait_pod("done", "Succeeded")
     assert "5.5CPU--56GB--A100-80GB:1" in _shapes(fake_kubernetes)
