@@ -88,3 +88,21 @@ def test_cp_both_ways_and_other_tables(fake_kubernetes: FakeKubernetes, tmp_path
     assert "Successfully assigned default/box to" in described
     api.delete_namespaced_pod("box", "default", grace_period_seconds=0)
     api.delete_namespaced_service("web", "default")
+
+
+def test_one_kubeconfig_for_two_clusters(tmp_path: Path) -> None:
+    from kubernetes import client, config
+
+    from tests.fakes.kubernetes import NodeSpec, write_kubeconfig
+    from tests.fakes.kubernetes.fixture import running_fake
+
+    for east in running_fake(tmp_path / "east", [NodeSpec("east-1")], context="east"):
+        for west in running_fake(tmp_path / "west", [NodeSpec("west-1")], context="west"):
+            both = write_kubeconfig(tmp_path / "kubeconfig", [east, west])
+            assert KUBECTL is not None
+            argv = [KUBECTL, "--kubeconfig", str(both), "--context", "west", "get", "nodes", "-o", "name"]
+            assert subprocess.run(argv, capture_output=True, text=True, timeout=60).stdout == "node/west-1\n"
+            api = client.CoreV1Api(config.new_client_from_config(str(both)))  # the current context: east
+            assert [n.metadata.name for n in api.list_node().items] == ["east-1"]
+            api.create_namespaced_pod("default", pod_manifest("counted", ["true"]))
+            assert east.writes() == ["POST /api/v1/namespaces/default/pods"] and west.writes() == []
