@@ -205,3 +205,19 @@ def test_delete_collection_by_label(fake_kubernetes: FakeKubernetes) -> None:
 
     wait_for(lambda: left() == {"theirs"}, 10, "only their pod left")
     api.delete_namespaced_pod("theirs", "default", grace_period_seconds=0)
+
+
+def test_https_with_the_kubeconfigs_token_only(fake_kubernetes: FakeKubernetes) -> None:
+    import ssl
+    import urllib.error
+    import urllib.request
+
+    assert fake_kubernetes.url.startswith("https://127.0.0.1:")
+    trusted = ssl.create_default_context(cadata=fake_kubernetes.ca_pem.decode())
+    for headers in ({}, {"Authorization": "Bearer wrong"}):
+        request = urllib.request.Request(f"{fake_kubernetes.url}/api/v1/nodes", headers=headers)
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, context=trusted, timeout=10)
+        assert refused.value.code == 401 and json.loads(refused.value.read())["reason"] == "Unauthorized"
+    with pytest.raises(urllib.error.URLError):  # a client that does not trust the cluster's CA
+        urllib.request.urlopen(f"{fake_kubernetes.url}/version", timeout=10)

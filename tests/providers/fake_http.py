@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+import ssl
 import threading
 import urllib.parse
 from collections.abc import Callable
@@ -104,7 +105,8 @@ class FakeApi:
             self.violations.append(f"unexpected request {call.method} {call.path}")
             return 404, self.error_body(ApiError(404, "NotFound", f"no route for {call.path}"))
 
-    def start(self) -> str:
+    def start(self, tls: ssl.SSLContext | None = None) -> str:
+        """Serve on a free loopback port (HTTPS with ``tls``); returns the base URL."""
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -146,8 +148,11 @@ class FakeApi:
         Handler.protocol_version = self.protocol_version
         self._server = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
         self._server.daemon_threads = True
+        if tls is not None:
+            self._server.socket = tls.wrap_socket(self._server.socket, server_side=True)
         threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True).start()
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        scheme = "https" if tls is not None else "http"
+        self.url = f"{scheme}://127.0.0.1:{self._server.server_address[1]}"
         return self.url
 
     def stop(self) -> None:

@@ -13,7 +13,7 @@ Where it departs from a real cluster: one machine hosts every node (a node's all
 declares, not what the machine has) and a container runs on this machine's filesystem (its ``image``
 is only recorded; a pod's own folder is its ``/root``); no init containers, probes, volumes, PDBs,
 quotas, priorities, RBAC, admission webhooks or aggregated discovery; no OpenAPI (``kubectl create``
-and ``apply`` need ``--validate=false``); plain HTTP without authentication (see ``api.py``);
+and ``apply`` need ``--validate=false``); one bearer token, no users or client certificates;
 strategic merge patch is a plain merge patch; services get a cluster IP but no proxying or
 endpoints; CrashLoopBackOff is 1-10 s, not 10 s-5 min; namespaces cannot be deleted.
 """

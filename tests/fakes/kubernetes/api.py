@@ -8,8 +8,9 @@ merge PATCH and delete for pods, services, secrets, events, nodes and namespaces
 (``exec.py``), ``pods/{name}/eviction``, ``pods/{name}/log`` (``follow``, ``previous``, ``tailLines``)
 and ``pods/{name}/status``. Tables for ``kubectl get`` (``tables.py``). Errors are ``Status`` objects.
 
-Plain HTTP on loopback, so it is the old insecure port: client-go (kubectl) sends no credentials over
-plain HTTP, so a request without ``Authorization`` is served; one with a wrong bearer token gets 401.
+Over HTTPS (the default, ``tls.py``) every request needs the kubeconfig's bearer token (401
+``Unauthorized`` otherwise). Over plain HTTP it is the old insecure port: client-go (kubectl) sends no
+credentials over plain HTTP, so a request without ``Authorization`` is served there.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import copy
 import json
 import select
 import socket
+import ssl
 import threading
 import time
 import urllib.parse
@@ -74,11 +76,20 @@ def _merge(target: Any, patch: Any) -> Any:
 
 
 def _client_gone(connection: socket.socket) -> bool:
+    """Whether the client of a stream closed its end (a streaming client sends nothing more)."""
     readable, _, _ = select.select([connection], [], [], 0)
     if not readable:
         return False
     try:
-        return connection.recv(1, socket.MSG_PEEK) == b""
+        if not isinstance(connection, ssl.SSLSocket):
+            return connection.recv(1, socket.MSG_PEEK) == b""
+        connection.setblocking(False)
+        try:
+            return connection.recv(1) == b""  # TLS cannot peek; close_notify reads as EOF
+        finally:
+            connection.setblocking(True)
+    except (ssl.SSLWantReadError, BlockingIOError):
+        return False
     except OSError:
         return True
 
@@ -99,9 +110,9 @@ def _chunked(handler: BaseHTTPRequestHandler, content_type: str) -> Callable[[by
 
 
 class KubeApi(FakeApi):
-    def __init__(self, store: Store, kubelet: Kubelet, token: str) -> None:
+    def __init__(self, store: Store, kubelet: Kubelet, token: str, require_token: bool) -> None:
         super().__init__()
-        self.store, self.kubelet, self.token = store, kubelet, token
+        self.store, self.kubelet, self.token, self.require_token = store, kubelet, token, require_token
         self.protocol_version = "HTTP/1.1"
         self.stopping = threading.Event()
         for method, pattern, handler in self._table():
@@ -142,7 +153,7 @@ class KubeApi(FakeApi):
     def _guarded(self, handler: Callable[[Call], Reply]) -> Callable[[Call], Reply]:
         def guarded(call: Call) -> Reply:
             sent = call.headers.get("authorization")
-            if sent is not None and sent != f"Bearer {self.token}":
+            if sent != f"Bearer {self.token}" and (sent is not None or self.require_token):
                 return 401, status(401, "Unauthorized", "Unauthorized")
             call.match.setdefault("resource", "pods")
             try:

@@ -4,6 +4,7 @@ tests use to make things happen to it (a node fills up or goes away, a pod is ev
 
 from __future__ import annotations
 
+import base64
 import os
 import secrets as token_source
 import threading
@@ -22,6 +23,7 @@ from tests.fakes.kubernetes.nodes import NodeSpec
 from tests.fakes.kubernetes.sandbox import Network
 from tests.fakes.kubernetes.scheduler import Scheduler, free_resources
 from tests.fakes.kubernetes.store import Store
+from tests.fakes.kubernetes.tls import make_certificates
 from tests.helpers import wait_for
 from tests.netns import can_netns
 
@@ -38,7 +40,8 @@ def _amount(resource: str, value: Fraction) -> str:
 
 
 class FakeKubernetes:
-    """A cluster with ``nodes``, serving on ``url`` (plain HTTP on loopback, bearer ``token``).
+    """A cluster with ``nodes``, serving on ``url``: HTTPS on loopback with a CA of its own and bearer
+    ``token`` (``tls=False``: plain HTTP, see ``api.py``).
 
     ``loopback``: None picks namespace mode where root allows it, unless ``SKYHOP_TEST_K8S_LOOPBACK=1``
     (``sandbox.py`` describes both modes).
@@ -53,8 +56,10 @@ class FakeKubernetes:
         loopback: bool | None = None,
         context: str = "fake",
         node_groups: list[NodeGroup] | None = None,
+        tls: bool = True,
     ) -> None:
-        self.folder, self.context = folder, context
+        self.folder, self.context, self.tls = folder, context, tls
+        self.ca_pem = b""
         self.node_specs = list(nodes)
         forced = os.environ.get("SKYHOP_TEST_K8S_LOOPBACK") == "1"
         self.loopback = (forced or not can_netns()) if loopback is None else loopback
@@ -78,8 +83,12 @@ class FakeKubernetes:
             self.create_namespace(namespace)
         for spec in self.node_specs:
             self.add_node(spec)
-        self.api = KubeApi(self.store, self.kubelet, self.token)
-        self.url = self.api.start()
+        self.api = KubeApi(self.store, self.kubelet, self.token, require_token=self.tls)
+        context = None
+        if self.tls:
+            certificates = make_certificates(self.folder / "pki")
+            self.ca_pem, context = certificates.ca_pem, certificates.server_context()
+        self.url = self.api.start(context)
         loops = [self.scheduler.run, self.kubelet.run] + ([self.autoscaler.run] if self.autoscaler else [])
         for target in loops:
             thread = threading.Thread(target=target, args=(self._stop,), daemon=True)
@@ -236,12 +245,19 @@ class FakeKubernetes:
         self.kubelet.unpullable.add(image)
 
 
+def _cluster_entry(fake: FakeKubernetes) -> dict[str, str]:
+    entry = {"server": fake.url}
+    if fake.ca_pem:
+        entry["certificate-authority-data"] = base64.b64encode(fake.ca_pem).decode()
+    return entry
+
+
 def write_kubeconfig(path: Path, clusters: list[FakeKubernetes], current: str | None = None) -> Path:
     """One kubeconfig with a context per fake (named by its ``context``); ``current`` or the first."""
     config = {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [{"name": c.context, "cluster": {"server": c.url}} for c in clusters],
+        "clusters": [{"name": c.context, "cluster": _cluster_entry(c)} for c in clusters],
         "users": [{"name": c.context, "user": {"token": c.token}} for c in clusters],
         "contexts": [
             {"name": c.context, "context": {"cluster": c.context, "user": c.context, "namespace": "default"}}

@@ -43,7 +43,7 @@ def running_fake(
 @pytest.fixture(scope="module")
 def fake_kubernetes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FakeKubernetes]:
     """A fake cluster of ``DEFAULT_NODES`` for the module, with its kubeconfig at ``fake.kubeconfig()``
-    (context ``fake``, namespace ``default``).
+    (context ``fake``, namespace ``default``, HTTPS with the cluster's CA and a bearer token).
 
     Pods run as real processes, each in a network namespace with its own ``10.244.N.x`` address when the
     tests run as root (``fake.loopback`` False), else on loopback. Tests in a module share the cluster:
@@ -58,7 +58,7 @@ def core_api(fake: FakeKubernetes) -> Any:
     """A ``kubernetes`` ``CoreV1Api`` configured from the fake's kubeconfig, as a provider would be."""
     from kubernetes import client, config
 
-    return client.CoreV1Api(config.new_client_from_config(str(fake.kubeconfig())))  # type: ignore[no-untyped-call]
+    return client.CoreV1Api(config.new_client_from_config(str(fake.kubeconfig())))
 
 
 def pod_manifest(
