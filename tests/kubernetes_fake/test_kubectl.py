@@ -106,3 +106,33 @@ def test_one_kubeconfig_for_two_clusters(tmp_path: Path) -> None:
             assert [n.metadata.name for n in api.list_node().items] == ["east-1"]
             api.create_namespaced_pod("default", pod_manifest("counted", ["true"]))
             assert east.writes() == ["POST /api/v1/namespaces/default/pods"] and west.writes() == []
+
+
+def test_get_watch_prints_each_change_as_a_row(fake_kubernetes: FakeKubernetes, tmp_path: Path) -> None:
+    assert KUBECTL is not None
+    out = tmp_path / "watch.txt"
+    argv = [
+        KUBECTL,
+        "--kubeconfig",
+        str(fake_kubernetes.kubeconfig()),
+        "get",
+        "pods",
+        "-w",
+        "-l",
+        "t=watched",
+    ]
+    with open(out, "w") as sink:
+        watcher = subprocess.Popen(argv, stdout=sink, stderr=subprocess.STDOUT)
+    try:
+        assert fake_kubernetes.api is not None
+        calls = fake_kubernetes.api.calls
+        wait_for(lambda: any(c.query.get("watch") == "true" for c in calls), 20, "kubectl to watch")
+        manifest = pod_manifest("watched", ["sleep", "1"], labels={"t": "watched"})
+        core_api(fake_kubernetes).create_namespaced_pod("default", manifest)
+        wait_for(lambda: "Completed" in out.read_text(), 30, "the pod's rows")
+    finally:
+        watcher.terminate()
+        watcher.wait()
+    statuses = [line.split()[2] for line in out.read_text().split("\n") if line.startswith("watched ")]
+    assert statuses[0] == "Pending" and "Running" in statuses and statuses[-1] == "Completed"
+    core_api(fake_kubernetes).delete_namespaced_pod("watched", "default")

@@ -196,7 +196,8 @@ class KubeApi(FakeApi):
             events = self.store.watch(
                 resource, scope, selector, since, self.stopping.is_set, time.monotonic() + timeout
             )
-            return 200, Streamed(lambda handler: self._stream(handler, events))
+            rows = resource if wants_table(call.headers.get("accept", "")) else None
+            return 200, Streamed(lambda handler: self._stream(handler, events, rows))
         items, revision = self.store.list(resource, scope, selector)
         offset = int(base64.b64decode(call.query["continue"]).decode()) if call.query.get("continue") else 0
         limit = int(call.query.get("limit") or 0)
@@ -210,8 +211,13 @@ class KubeApi(FakeApi):
         kind = RESOURCES[resource].kind
         return 200, {"kind": f"{kind}List", "apiVersion": "v1", "metadata": meta, "items": page}
 
-    def _stream(self, handler: BaseHTTPRequestHandler, events: Iterator[WatchEvent | None]) -> None:
+    def _stream(
+        self, handler: BaseHTTPRequestHandler, events: Iterator[WatchEvent | None], rows: str | None
+    ) -> None:
+        """Watch events as chunked JSON lines; ``rows``: as one-row Tables of that resource (``kubectl
+        get -w``), the columns in the first only, as the API server sends them."""
         write = _chunked(handler, "application/json")
+        first = True
         try:
             for event in events:
                 if event is None:
@@ -219,6 +225,10 @@ class KubeApi(FakeApi):
                         return
                     continue
                 kind, obj = event
+                if rows is not None and kind != "ERROR":
+                    obj = table(rows, [obj], obj["metadata"]["resourceVersion"])
+                    obj["columnDefinitions"] = obj["columnDefinitions"] if first else []
+                    first = False
                 write(json.dumps({"type": kind, "object": obj}).encode() + b"\n")
             write(b"")
         except OSError:
