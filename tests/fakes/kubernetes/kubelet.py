@@ -503,8 +503,10 @@ class Kubelet:
 
     # -- commands (tests) -----------------------------------------------------------------------
     def running(self, namespace: str, name: str) -> PodRun | None:
-        with self.lock:
-            return next((r for r in self.runs.values() if (r.namespace, r.name) == (namespace, name)), None)
+        """The pod's run, without waiting for a reconcile pass (which may be starting sandboxes), so
+        exec and logs never stall behind pod starts."""
+        runs = list(self.runs.values())
+        return next((r for r in runs if (r.namespace, r.name) == (namespace, name)), None)
 
     def _find(self, namespace: str, name: str) -> PodRun:
         for run in self.runs.values():
