@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import tarfile
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -103,8 +104,13 @@ def test_watch_streams_changes_from_a_resource_version(fake_kubernetes: FakeKube
     )
     seen: list[tuple[str, str | None]] = []
     stream = watch.Watch()
-    for event in stream.stream(api.list_namespaced_pod, "default", label_selector="t=watch",
-                               resource_version=since, timeout_seconds=30):  # fmt: skip
+    for event in stream.stream(
+        api.list_namespaced_pod,
+        "default",
+        label_selector="t=watch",
+        resource_version=since,
+        timeout_seconds=30,
+    ):
         seen.append((event["type"], event["object"].status.phase))
         if event["object"].status.phase == "Succeeded" and ("DELETING", None) not in seen:
             seen.append(("DELETING", None))
@@ -164,8 +170,10 @@ def test_services_and_secrets(fake_kubernetes: FakeKubernetes) -> None:
     from kubernetes.client.rest import ApiException
 
     api = core_api(fake_kubernetes)
-    service = {"metadata": {"name": "ssh-head", "labels": {"t": "svc"}},
-               "spec": {"selector": {"app": "x"}, "ports": [{"port": 22}]}}  # fmt: skip
+    service = {
+        "metadata": {"name": "ssh-head", "labels": {"t": "svc"}},
+        "spec": {"selector": {"app": "x"}, "ports": [{"port": 22}]},
+    }
     made = api.create_namespaced_service("default", service)
     assert made.spec.cluster_ip and made.spec.ports[0].target_port == 22
     assert [
@@ -186,8 +194,16 @@ def test_exec_with_a_terminal(fake_kubernetes: FakeKubernetes) -> None:
     api.create_namespaced_pod("default", pod_manifest("tty", ["sleep", "600"]))
     _running(api, "tty")
     call = api.connect_get_namespaced_pod_exec
-    out = stream(call, "tty", "default", command=["sh", "-c", "test -t 1 && echo terminal"],
-                 stdin=False, stdout=True, stderr=True, tty=True)  # fmt: skip
+    out = stream(
+        call,
+        "tty",
+        "default",
+        command=["sh", "-c", "test -t 1 && echo terminal"],
+        stdin=False,
+        stdout=True,
+        stderr=True,
+        tty=True,
+    )
     assert out.strip() == "terminal"
     api.delete_namespaced_pod("tty", "default", grace_period_seconds=0)
 
@@ -221,3 +237,35 @@ def test_https_with_the_kubeconfigs_token_only(fake_kubernetes: FakeKubernetes) 
         assert refused.value.code == 401 and json.loads(refused.value.read())["reason"] == "Unauthorized"
     with pytest.raises(urllib.error.URLError):  # a client that does not trust the cluster's CA
         urllib.request.urlopen(f"{fake_kubernetes.url}/version", timeout=10)
+
+
+def test_the_v4_channel_protocol_frame_by_frame(fake_kubernetes: FakeKubernetes, tmp_path: Path) -> None:
+    import ssl
+
+    import websocket
+
+    api = core_api(fake_kubernetes)
+    api.create_namespaced_pod("default", pod_manifest("v4", ["sleep", "600"]))
+    _running(api, "v4")
+    (tmp_path / "ca.pem").write_bytes(fake_kubernetes.ca_pem)
+    url = fake_kubernetes.url.replace("https://", "wss://") + (
+        "/api/v1/namespaces/default/pods/v4/exec?command=sh&command=-c&command=echo+out%3B+echo+err+%3E%262%3B+exit+2"
+        "&stdout=true&stderr=true"
+    )
+    headers = [f"Authorization: Bearer {fake_kubernetes.token}"]
+    trust = {"ca_certs": str(tmp_path / "ca.pem"), "cert_reqs": ssl.CERT_REQUIRED}
+    socket = websocket.create_connection(
+        url, header=headers, subprotocols=["v4.channel.k8s.io"], sslopt=trust
+    )
+    assert socket.getsubprotocol() == "v4.channel.k8s.io"
+    frames: dict[int, bytes] = {}
+    while True:
+        opcode, data = socket.recv_data()
+        if opcode == websocket.ABNF.OPCODE_CLOSE:
+            break
+        frames[data[0]] = frames.get(data[0], b"") + data[1:]
+    assert (frames[1], frames[2]) == (b"out\n", b"err\n")
+    status = json.loads(frames[3])
+    assert (status["status"], status["reason"]) == ("Failure", "NonZeroExitCode")
+    assert status["details"]["causes"] == [{"reason": "ExitCode", "message": "2"}]
+    api.delete_namespaced_pod("v4", "default", grace_period_seconds=0)
