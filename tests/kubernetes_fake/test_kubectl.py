@@ -126,7 +126,8 @@ def test_get_watch_prints_each_change_as_a_row(fake_kubernetes: FakeKubernetes, 
     try:
         assert fake_kubernetes.api is not None
         calls = fake_kubernetes.api.calls
-        wait_for(lambda: any(c.query.get("watch") == "true" for c in calls), 20, "kubectl to watch")
+        mine = {"watch": "true", "labelSelector": "t=watched"}
+        wait_for(lambda: any(mine.items() <= c.query.items() for c in calls), 20, "kubectl to watch")
         manifest = pod_manifest("watched", ["sleep", "1"], labels={"t": "watched"})
         core_api(fake_kubernetes).create_namespaced_pod("default", manifest)
         wait_for(lambda: "Completed" in out.read_text(), 30, "the pod's rows")
