@@ -2,9 +2,10 @@
 
 A plain ``pip install skyhop`` runs everything on this machine, SSH hosts and the simulated cloud.
 The cloud SDKs and the chain solver are large (hundreds of MB together), so each comes with its
-extra, as in SkyPilot: ``skyhop[aws]``, ``[gcp]``, ``[azure]``, ``[dag]``, or ``[all]``. Asking
-first turns a missing package into one line saying what to install, instead of an ImportError
-from deep inside a call. ``tests/unit/test_extras.py`` checks this table against ``pyproject.toml``.
+extra, as in SkyPilot: ``skyhop[aws]``, ``[gcp]``, ``[azure]``, ``[kubernetes]``, ``[dag]``, or
+``[all]``. Asking first turns a missing package into one line saying what to install, instead of an
+ImportError from deep inside a call. ``tests/unit/test_extras.py`` checks this table against
+``pyproject.toml``.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ EXTRAS: dict[str, dict[str, str]] = {
         "azure.mgmt.resource": "azure-mgmt-resource",
         "azure.identity": "azure-identity",
     },
+    "kubernetes": {"kubernetes": "kubernetes"},
     "dag": {"ortools.linear_solver.pywraplp": "ortools"},
 }
 """Extra name -> {module it provides: the distribution that ships it}."""

@@ -22,6 +22,7 @@ __all__ = [
     "WorkerProcess",
     "embedded_env",
     "embedded_skyhop",
+    "descendants",
     "free_port",
     "group_members",
     "kill_leftover_jobs",
@@ -54,6 +55,20 @@ def group_members(pgid: int) -> list[int]:
         if int(fields[2]) == pgid and fields[0] != "Z":
             members.append(int(stat.parent.name))
     return members
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (children, theirs, ...), read from ``/proc``."""
+    parents: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            parents[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+    found, frontier = [], [pid]
+    while frontier:
+        children = [child for child, parent in parents.items() if parent in frontier]
+        found += children
+        frontier = children
+    return found
 
 
 def _listening(port: int) -> bool:

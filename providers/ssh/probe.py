@@ -7,14 +7,14 @@ One command over one connection per host. The first probe trusts the host key it
 from __future__ import annotations
 
 import asyncio
-import re
 
+from skyhop.providers.accelerators import gpu_name
 from skyhop.providers.runtime.errors import NodeUnreachableError
 from skyhop.providers.ssh.connection import Endpoint, connect, run
 from skyhop.providers.ssh.inventory import Host, HostFacts
 from skyhop.providers.ssh.pools import HostSpec
 
-__all__ = ["gpu_name", "probe_host", "probe_hosts"]
+__all__ = ["probe_host", "probe_hosts"]
 
 PROBE_TIMEOUT_S = 20.0
 
@@ -29,20 +29,6 @@ if command -v nvidia-smi >/dev/null 2>&1; then
   nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | sed 's/^/gpu=/'
 fi
 """
-
-_KNOWN_GPUS = ["H200", "H100", "A100-80GB", "A100", "L40S", "L40", "L4", "A10G", "A10", "T4", "V100",
-               "P100", "K80", "A6000", "A5000", "A4000", "RTX4090", "RTX3090"]  # fmt: skip
-
-
-def gpu_name(raw: str) -> str:
-    """SkyPilot's name for what ``nvidia-smi`` calls a GPU: ``NVIDIA A100-SXM4-80GB`` is ``A100-80GB``."""
-    compact = re.sub(r"\s+", "", raw.upper())
-    for name in _KNOWN_GPUS:
-        base, _, memory = name.partition("-")
-        if base in compact and (not memory or memory in compact):
-            return name
-    words = [w for w in raw.upper().split() if w not in ("NVIDIA", "TESLA", "GEFORCE")]
-    return "-".join(words) or raw.strip()
 
 
 async def probe_host(spec: HostSpec) -> Host:

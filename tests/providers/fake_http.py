@@ -4,12 +4,16 @@ A fake routes ``(method, path regex)`` to handlers. Every request is recorded; a
 method, path or body breaks the API's documented contract is answered with the cloud's own error
 payload *and* recorded in ``violations``, which the tests' fixtures require to be empty, so a
 wrong request fails the test even when the provider would have swallowed the error.
+
+A handler may answer with a ``Streamed`` body instead of JSON: it then writes the whole response
+itself (a watch stream, a WebSocket upgrade), outside the fake's lock so other requests go on.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import ssl
 import threading
 import urllib.parse
 from collections.abc import Callable
@@ -19,7 +23,7 @@ from typing import Any
 
 from tests.helpers import free_port
 
-__all__ = ["ApiError", "Call", "FakeApi", "Reply"]
+__all__ = ["ApiError", "Call", "FakeApi", "Reply", "Streamed"]
 
 Reply = tuple[int, Any] | tuple[int, Any, dict[str, str]]
 """(status, JSON body) or (status, JSON body, extra headers). A ``bytes`` body is sent as it is
@@ -40,6 +44,18 @@ class Call:
     """The body as sent (object data, multipart and XML bodies)."""
     target: str = ""
     """The request line's path and query, still percent-encoded (what signatures cover)."""
+
+    @property
+    def raw_query(self) -> str:
+        """The query string as sent (``query`` keeps one value a name; some APIs repeat names)."""
+        return self.target.partition("?")[2]
+
+
+class Streamed:
+    """A response the handler writes itself: ``serve`` gets the request handler, after the lock."""
+
+    def __init__(self, serve: Callable[[BaseHTTPRequestHandler], None]) -> None:
+        self.serve = serve
 
 
 class ApiError(Exception):
@@ -63,6 +79,8 @@ class FakeApi:
         self._routes: list[tuple[str, re.Pattern[str], Handler]] = []
         self._server: ThreadingHTTPServer | None = None
         self.url = ""
+        self.protocol_version = "HTTP/1.0"
+        """``HTTP/1.1`` for APIs whose clients need chunked streams or keep-alive."""
 
     def route(self, method: str, pattern: str, handler: Handler) -> None:
         self._routes.append((method, re.compile(pattern + r"$"), handler))
@@ -98,7 +116,8 @@ class FakeApi:
         """The reply to a failed request; a cloud that also names the error in a header adds it here."""
         return error.status, self.error_body(error)
 
-    def start(self) -> str:
+    def start(self, tls: ssl.SSLContext | None = None) -> str:
+        """Serve on a free loopback port (HTTPS with ``tls``); returns the base URL."""
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -119,6 +138,9 @@ class FakeApi:
                     target=self.path,
                 )
                 status, payload, *extra = fake.dispatch(call)
+                if isinstance(payload, Streamed):
+                    payload.serve(self)
+                    return
                 raw_reply = isinstance(payload, bytes)
                 kind = "application/octet-stream" if raw_reply else "application/json; charset=utf-8"
                 headers = {"Content-Type": kind, **(extra[0] if extra else {})}
@@ -151,10 +173,14 @@ class FakeApi:
             def log_message(self, format: str, *args: Any) -> None:
                 pass
 
+        Handler.protocol_version = self.protocol_version
         self._server = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
         self._server.daemon_threads = True
+        if tls is not None:
+            self._server.socket = tls.wrap_socket(self._server.socket, server_side=True)
         threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True).start()
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        scheme = "https" if tls is not None else "http"
+        self.url = f"{scheme}://127.0.0.1:{self._server.server_address[1]}"
         return self.url
 
     def stop(self) -> None:

@@ -16,18 +16,17 @@ import contextlib
 import json
 import os
 import pwd
-import random
 import shutil
 import signal
 import socket
 import subprocess
 import time
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.helpers import free_port, wait_for
+from tests.helpers import descendants, free_port, wait_for
+from tests.netns import Bridge, can_netns, fake_nvidia_smi, namespace_pids
 
 __all__ = ["SSHHost", "SSHHosts"]
 
@@ -51,9 +50,8 @@ class SSHHost:
         """Every process running on the node (loopback mode: sshd and its sessions; detached jobs escape)."""
         if self.netns is None:
             alive = self.proc is not None and self.proc.poll() is None
-            return [self.proc.pid, *_descendants(self.proc.pid)] if alive and self.proc else []
-        out = subprocess.run(["ip", "netns", "pids", self.netns], capture_output=True, text=True)
-        return [int(pid) for pid in out.stdout.split()]
+            return [self.proc.pid, *descendants(self.proc.pid)] if alive and self.proc else []
+        return namespace_pids(self.netns)
 
     def kill(self) -> None:
         """The node dies: sshd, its sessions and (namespace mode) everything it started."""
@@ -87,12 +85,11 @@ class SSHHosts:
         """Namespace mode: node index -> GPU names its (fake) ``nvidia-smi`` reports."""
         self.without_rsync = without_rsync
         """Namespace mode: nodes where ``rsync`` is not installed."""
-        self.tag = uuid.uuid4().hex[:6]
         self.key = folder / "id_test"
         self.hosts: list[SSHHost] = []
-        self.bridge: str | None = None
+        self.bridge: Bridge | None = None
         self.started_at = time.time()
-        self.loopback = loopback or os.environ.get("SKYHOP_TEST_SSH_LOOPBACK") == "1" or not _can_netns()
+        self.loopback = loopback or os.environ.get("SKYHOP_TEST_SSH_LOOPBACK") == "1" or not can_netns()
 
     def start(self) -> None:
         self.started_at = time.time()
@@ -102,41 +99,24 @@ class SSHHosts:
         )
         (self.folder / "authorized_keys").write_text(Path(f"{self.key}.pub").read_text())
         Path("/run/sshd").mkdir(exist_ok=True)  # sshd's privilege separation folder
-        subnet = None if self.loopback else self._make_bridge()
+        if not self.loopback:
+            self.bridge = Bridge()
+            self.bridge.create()
         for index in range(1, self.count + 1):
             folder = self.folder / f"node{index}"
             folder.mkdir()
-            if subnet is None:
+            if self.bridge is None:
                 host = SSHHost(f"node{index}", "127.0.0.1", free_port(), folder)
             else:
-                host = self._make_namespace(index, subnet, folder)
+                host = self._make_namespace(index, self.bridge, folder)
             self.hosts.append(host)
             self._start_sshd(host)
         for host in self.hosts:
             wait_for(lambda h=host: _answers(h.address, h.port), 20, f"sshd on {host.address}:{host.port}")
 
-    def _make_bridge(self) -> str:
-        used = subprocess.run(["ip", "-4", "-o", "addr"], capture_output=True, text=True).stdout
-        free = [n for n in range(1, 255) if f"10.200.{n}." not in used]
-        subnet = f"10.200.{random.choice(free)}"
-        self.bridge = f"shb{self.tag}"
-        _ip("link", "add", self.bridge, "type", "bridge")
-        _ip("addr", "add", f"{subnet}.1/24", "dev", self.bridge)
-        _ip("link", "set", self.bridge, "up")
-        return subnet
-
-    def _make_namespace(self, index: int, subnet: str, folder: Path) -> SSHHost:
-        netns, veth, peer = f"skyhop-{self.tag}-n{index}", f"shv{self.tag}{index}", f"shp{self.tag}{index}"
-        address = f"{subnet}.{10 + index}"
-        _ip("netns", "add", netns)
-        host = SSHHost(f"node{index}", address, 22, folder, netns=netns, veth=veth)
-        _ip("link", "add", veth, "type", "veth", "peer", "name", peer)
-        _ip("link", "set", peer, "netns", netns)
-        _ip("link", "set", veth, "master", str(self.bridge), "up")
-        for args in (("addr", "add", f"{address}/24", "dev", peer), ("link", "set", peer, "up"),
-                     ("link", "set", "lo", "up")):  # fmt: skip
-            _ip("netns", "exec", netns, "ip", *args)
-        return host
+    def _make_namespace(self, index: int, bridge: Bridge, folder: Path) -> SSHHost:
+        space = bridge.add(index, f"skyhop-{bridge.tag}-n{index}")
+        return SSHHost(f"node{index}", space.address, 22, folder, netns=space.name, veth=space.veth)
 
     def _start_sshd(self, host: SSHHost) -> None:
         host_key = host.folder / "ssh_host_ed25519_key"
@@ -156,12 +136,7 @@ class SSHHosts:
             index = int(host.name.removeprefix("node"))
             if index in self.gpus:
                 sbin = host.folder / "sbin"
-                sbin.mkdir()
-                smi = sbin / "nvidia-smi"
-                smi.write_text(
-                    "#!/bin/sh\nprintf '%s\\n' " + " ".join(f"'{g}'" for g in self.gpus[index]) + "\n"
-                )
-                smi.chmod(0o755)
+                fake_nvidia_smi(sbin, self.gpus[index])
                 boot += f" && mount --bind {sbin} /usr/local/sbin"
             if index in self.without_rsync:
                 boot += " && mount --bind /dev/null /usr/bin/rsync"
@@ -189,12 +164,8 @@ class SSHHosts:
             if host.proc is not None and host.proc.poll() is None:
                 host.proc.kill()
                 host.proc.wait()
-            if host.netns is not None:
-                subprocess.run(["ip", "netns", "del", host.netns], capture_output=True)
-            if host.veth is not None:
-                subprocess.run(["ip", "link", "del", host.veth], capture_output=True)
         if self.bridge is not None:
-            subprocess.run(["ip", "link", "del", self.bridge], capture_output=True)
+            self.bridge.delete()
         if self.loopback:
             self._remove_leftover_nodes()
 
@@ -209,33 +180,6 @@ class SSHHosts:
                     os.killpg(state["pid"], signal.SIGKILL)
                     os.kill(state["runner_pid"], signal.SIGKILL)
             shutil.rmtree(folder, ignore_errors=True)
-
-
-def _descendants(pid: int) -> list[int]:
-    parents: dict[int, int] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            parents[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
-    found, frontier = [], [pid]
-    while frontier:
-        children = [child for child, parent in parents.items() if parent in frontier]
-        found += children
-        frontier = children
-    return found
-
-
-def _ip(*args: str) -> None:
-    subprocess.run(["ip", *args], check=True, capture_output=True)
-
-
-def _can_netns() -> bool:
-    if os.geteuid() != 0 or shutil.which("ip") is None or shutil.which("unshare") is None:
-        return False
-    probe = f"skyhop-probe-{uuid.uuid4().hex[:6]}"
-    made = subprocess.run(["ip", "netns", "add", probe], capture_output=True).returncode == 0
-    if made:
-        subprocess.run(["ip", "netns", "del", probe], capture_output=True)
-    return made
 
 
 def _answers(address: str, port: int) -> bool:

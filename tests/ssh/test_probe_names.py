@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from skyhop.providers.accelerators import gpu_name, label_gpu_name
 from skyhop.providers.ssh.inventory import HostFacts
-from skyhop.providers.ssh.probe import gpu_name
 
 
 @pytest.mark.parametrize(
@@ -24,6 +24,21 @@ from skyhop.providers.ssh.probe import gpu_name
 )
 def test_gpu_names_follow_skypilot(raw: str, name: str) -> None:
     assert gpu_name(raw) == name
+
+
+@pytest.mark.parametrize(
+    ("label", "name"),
+    [
+        ("NVIDIA-A100-SXM4-80GB", "A100-80GB"),
+        ("nvidia-tesla-t4", "T4"),
+        ("nvidia-h100-80gb", "H100"),
+        ("nvidia-l4", "L4"),
+        ("a100-80gb", "A100-80GB"),
+        ("nvidia-tesla-p4", "P4"),
+    ],
+)
+def test_gpu_names_from_node_labels(label: str, name: str) -> None:
+    assert label_gpu_name(label) == name
 
 
 def test_a_hosts_shape_names_its_size_and_gpus() -> None:

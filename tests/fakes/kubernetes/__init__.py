@@ -1,0 +1,25 @@
+"""A local Kubernetes API server with real semantics, for the ``kubernetes`` provider's tests.
+
+The ``kubernetes`` Python client and the machine's ``kubectl`` work against it unchanged: it has the
+API's paths, JSON shapes, ``Status`` errors, ``resourceVersion``/``uid``, selectors, watch, and exec
+over WebSocket. Behind it: a store with a watchable history (``store.py``), the default scheduler's
+filters and messages (``scheduler.py``), an optional cluster autoscaler (``autoscaler.py``), a kubelet
+that runs containers as real processes, each pod in a network namespace with its own IP where root
+allows (``kubelet.py``, ``sandbox.py``), and exec (``exec.py``). ``FakeKubernetes`` (``cluster.py``)
+ties them together with commands for tests; the ``fake_kubernetes`` fixture (``fixture.py``) is what
+provider tests use.
+
+Where it departs from a real cluster: one machine hosts every node (a node's allocatable is what it
+declares, not what the machine has) and a container runs on this machine's filesystem (its ``image``
+is only recorded; a pod's own folder is its ``/root``); no init containers, probes, volumes, PDBs,
+quotas, priorities, RBAC, admission webhooks or aggregated discovery; no OpenAPI (``kubectl create``
+and ``apply`` need ``--validate=false``); one bearer token, no users or client certificates;
+strategic merge patch is a plain merge patch; services get a cluster IP but no proxying or
+endpoints; CrashLoopBackOff is 1-10 s, not 10 s-5 min; namespaces cannot be deleted.
+"""
+
+from tests.fakes.kubernetes.autoscaler import NodeGroup
+from tests.fakes.kubernetes.cluster import FakeKubernetes, write_kubeconfig
+from tests.fakes.kubernetes.nodes import GPU_LABELS, NodeSpec
+
+__all__ = ["GPU_LABELS", "FakeKubernetes", "NodeGroup", "NodeSpec", "write_kubeconfig"]
