@@ -99,6 +99,19 @@ class GoogleAuth:
     """Access tokens handed out by ``token``."""
     scopes = ("https://www.googleapis.com/auth/cloud-platform",)
     """OAuth scopes any one of which grants access to the API."""
+    reasons = _REASONS
+    """The ``errors[].reason`` of a generic error by HTTP status (each API names a 409 its own way)."""
+
+    def error_body(self, error: ApiError) -> Any:
+        """Google's JSON error shape, shared by its APIs."""
+        reason = error.code if error.code != "InvalidRequest" else self.reasons.get(error.status, "invalid")
+        return {
+            "error": {
+                "code": error.status,
+                "message": error.message,
+                "errors": [{"message": error.message, "domain": "global", "reason": reason}],
+            }
+        }
 
     def _authorized(self, header: str) -> bool:
         scheme, _, token = header.partition(" ")
@@ -181,16 +194,6 @@ class FakeGCP(GoogleAuth, FakeApi):
         self.route("POST", _P + r"/global/firewalls", self._firewall_insert)
         self.route("PATCH", _P + r"/global/firewalls/(?P<name>[^/]+)", self._firewall_patch)
         self.route("DELETE", _P + r"/global/firewalls/(?P<name>[^/]+)", self._firewall_delete)
-
-    def error_body(self, error: ApiError) -> Any:
-        reason = error.code if error.code != "InvalidRequest" else _REASONS.get(error.status, "invalid")
-        return {
-            "error": {
-                "code": error.status,
-                "message": error.message,
-                "errors": [{"message": error.message, "domain": "global", "reason": reason}],
-            }
-        }
 
     def dispatch(self, call: Call) -> Reply:
         if not self._authorized(call.headers.get("authorization", "")):

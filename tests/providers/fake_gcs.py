@@ -44,6 +44,7 @@ _REASONS = {400: "invalid", 401: "required", 403: "forbidden", 404: "notFound", 
 class FakeGCS(GoogleAuth, FakeApi):
     """Cloud Storage for one project, in memory."""
 
+    reasons = _REASONS
     scopes = (
         *GoogleAuth.scopes,
         "https://www.googleapis.com/auth/devstorage.full_control",
@@ -77,16 +78,6 @@ class FakeGCS(GoogleAuth, FakeApi):
         self.route("GET", _B + r"/(?P<bucket>[^/]+)/o/(?P<object>.+)", self._object_get)
         self.route("GET", r"/download" + _B + r"/(?P<bucket>[^/]+)/o/(?P<object>.+)", self._object_get)
         self.route("DELETE", _B + r"/(?P<bucket>[^/]+)/o/(?P<object>.+)", self._object_delete)
-
-    def error_body(self, error: ApiError) -> Any:
-        reason = error.code if error.code != "InvalidRequest" else _REASONS.get(error.status, "invalid")
-        return {
-            "error": {
-                "code": error.status,
-                "message": error.message,
-                "errors": [{"message": error.message, "domain": "global", "reason": reason}],
-            }
-        }
 
     def dispatch(self, call: Call) -> Reply:
         if call.path != "/token" and not self._authorized(call.headers.get("authorization", "")):
