@@ -25,7 +25,7 @@ from skyhop.storage import (
 from skyhop.storage.azure_blob import AzureBlobStore
 from tests.providers.fake_azure_blob import FakeBlobService
 from tests.sdk_blocker import blocked_env
-from tests.storage.rclone_remote import needs_rclone, rclone
+from tests.storage.rclone_remote import check_rclone_round_trip, needs_rclone, sample_tree
 
 ACCOUNT = "skyhoptest"
 
@@ -40,13 +40,6 @@ def blob(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeBlobService]:
     yield fake
     fake.stop()
     assert fake.violations == []
-
-
-def _tree(root: Path) -> Path:
-    (root / "sub").mkdir(parents=True)
-    (root / "a.txt").write_text("alpha")
-    (root / "sub" / "b.bin").write_bytes(bytes(range(256)) * 10)
-    return root
 
 
 def test_create_labels_list_and_a_retried_create(blob: FakeBlobService) -> None:
@@ -81,7 +74,7 @@ def test_upload_uses_put_blob_and_blocks_for_a_large_file(
     store = AzureBlobStore()
     store.create("data-1", None, {})
     big = bytes(range(251)) * (3 * 1024 * 1024 // 251 + 1)
-    (_tree(tmp_path / "src") / "big.bin").write_bytes(big)
+    (sample_tree(tmp_path / "src") / "big.bin").write_bytes(big)
     store.upload(tmp_path / "src", "data-1", "run/1/")
     store.upload(tmp_path / "src" / "a.txt", "data-1", "")
     objects = blob.blobs["data-1"]
@@ -99,7 +92,7 @@ def test_upload_to_a_missing_container_or_from_a_missing_source(
 ) -> None:
     store = AzureBlobStore()
     with pytest.raises(BucketNotFoundError, match="container nope-1 does not exist in account skyhoptest"):
-        store.upload(_tree(tmp_path / "src"), "nope-1", "")
+        store.upload(sample_tree(tmp_path / "src"), "nope-1", "")
     with pytest.raises(StorageError, match="does not exist"):
         store.upload(tmp_path / "missing", "nope-1", "")
 
@@ -110,7 +103,7 @@ def test_delete_takes_the_blobs_and_a_missing_container_is_fine(
     store = AzureBlobStore()
     blob.deleting_for = 1
     store.create("scratch-1", None, ownership_labels("train", persistent=False))
-    store.upload(_tree(tmp_path / "src"), "scratch-1", "x")
+    store.upload(sample_tree(tmp_path / "src"), "scratch-1", "x")
     assert store.delete("scratch-1") is True
     assert "scratch-1" not in blob.containers
     assert store.delete("scratch-1") is False and store.labels("scratch-1") is None
@@ -231,22 +224,7 @@ def test_the_fake_checks_the_shared_key(blob: FakeBlobService, change: dict[str,
 @needs_rclone
 def test_rclone_on_a_node_reads_and_writes_the_bucket(blob: FakeBlobService, tmp_path: Path) -> None:
     """The remote ``rclone_config`` describes is one rclone can use: it lists, reads and writes."""
-    store = AzureBlobStore()
-    store.create("data-1", None, {})
-    store.upload(_tree(tmp_path / "src"), "data-1", "in")
-    options = store.rclone_config()
-    assert sorted(rclone(options, "lsf", "-R", "store:data-1").split()) == [
-        "in/",
-        "in/a.txt",
-        "in/sub/",
-        "in/sub/b.bin",
-    ]
-    assert rclone(options, "cat", "store:data-1/in/a.txt") == "alpha"
-    assert '"IsDir":false' in rclone(options, "lsjson", "--stat", "store:data-1/in/a.txt").replace(" ", "")
-    rclone(options, "copy", "store:data-1/in", str(tmp_path / "copied"))  # a COPY mount
-    assert (tmp_path / "copied" / "sub" / "b.bin").read_bytes() == bytes(range(256)) * 10
-    (tmp_path / "ckpt.pt").write_bytes(b"weights")
-    rclone(options, "copyto", str(tmp_path / "ckpt.pt"), "store:data-1/out/ckpt.pt")
+    check_rclone_round_trip(AzureBlobStore(), tmp_path)
     assert blob.blobs["data-1"]["out/ckpt.pt"] == b"weights"
 
 

@@ -27,7 +27,7 @@ from skyhop.storage.gcs import GcsStore
 from tests.providers.fake_gcp import write_service_account
 from tests.providers.fake_gcs import FakeGCS
 from tests.sdk_blocker import blocked_env
-from tests.storage.rclone_remote import needs_rclone, rclone
+from tests.storage.rclone_remote import check_rclone_round_trip, needs_rclone, sample_tree
 
 PROJECT = "skyhop-test"
 
@@ -46,13 +46,6 @@ def gcs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeGCS]:
     yield fake
     fake.stop()
     assert fake.violations == []
-
-
-def _tree(root: Path) -> Path:
-    (root / "sub").mkdir(parents=True)
-    (root / "a.txt").write_text("alpha")
-    (root / "sub" / "b.bin").write_bytes(bytes(range(256)) * 10)
-    return root
 
 
 def test_create_labels_list_and_a_retried_create(gcs: FakeGCS) -> None:
@@ -102,7 +95,7 @@ def test_upload_uses_multipart_and_chunked_resumable_uploads(gcs: FakeGCS, tmp_p
     store.chunk_bytes = 1024 * 1024
     store.create("data-1", None, {})
     big = bytes(range(251)) * (9 * 1024 * 1024 // 251 + 1)  # over the SDK's 8 MiB multipart limit
-    (_tree(tmp_path / "src") / "big.bin").write_bytes(big)
+    (sample_tree(tmp_path / "src") / "big.bin").write_bytes(big)
     store.upload(tmp_path / "src", "data-1", "run/1/")
     store.upload(tmp_path / "src" / "a.txt", "data-1", "")
     objects = gcs.objects["data-1"]
@@ -118,7 +111,7 @@ def test_upload_uses_multipart_and_chunked_resumable_uploads(gcs: FakeGCS, tmp_p
 def test_upload_to_a_missing_bucket_or_from_a_missing_source(gcs: FakeGCS, tmp_path: Path) -> None:
     store = GcsStore()
     with pytest.raises(BucketNotFoundError, match="gcs bucket nope-1 does not exist"):
-        store.upload(_tree(tmp_path / "src"), "nope-1", "")
+        store.upload(sample_tree(tmp_path / "src"), "nope-1", "")
     store.create("data-1", None, {})
     with pytest.raises(StorageError, match="does not exist"):
         store.upload(tmp_path / "missing", "data-1", "")
@@ -128,7 +121,7 @@ def test_delete_empties_the_bucket_first_and_a_missing_one_is_fine(gcs: FakeGCS,
     store = GcsStore()
     gcs.page_size = 2
     store.create("scratch-1", None, ownership_labels("train", persistent=False))
-    store.upload(_tree(tmp_path / "src"), "scratch-1", "x")
+    store.upload(sample_tree(tmp_path / "src"), "scratch-1", "x")
     store.upload(tmp_path / "src", "scratch-1", "y")
     assert len(gcs.objects["scratch-1"]) == 4
     assert store.delete("scratch-1") is True
@@ -264,22 +257,7 @@ def test_the_fake_checks_resumable_chunks(gcs: FakeGCS) -> None:
 @needs_rclone
 def test_rclone_on_a_node_reads_and_writes_the_bucket(gcs: FakeGCS, tmp_path: Path) -> None:
     """The remote ``rclone_config`` describes is one rclone can use: it lists, reads and writes."""
-    store = GcsStore()
-    store.create("data-1", None, {})
-    store.upload(_tree(tmp_path / "src"), "data-1", "in")
-    options = store.rclone_config()
-    assert sorted(rclone(options, "lsf", "-R", "store:data-1").split()) == [
-        "in/",
-        "in/a.txt",
-        "in/sub/",
-        "in/sub/b.bin",
-    ]
-    assert rclone(options, "cat", "store:data-1/in/a.txt") == "alpha"
-    assert '"IsDir":false' in rclone(options, "lsjson", "--stat", "store:data-1/in/a.txt").replace(" ", "")
-    rclone(options, "copy", "store:data-1/in", str(tmp_path / "copied"))  # a COPY mount
-    assert (tmp_path / "copied" / "sub" / "b.bin").read_bytes() == bytes(range(256)) * 10
-    (tmp_path / "ckpt.pt").write_bytes(b"weights")
-    rclone(options, "copyto", str(tmp_path / "ckpt.pt"), "store:data-1/out/ckpt.pt")
+    check_rclone_round_trip(GcsStore(), tmp_path)
     assert gcs.objects["data-1"]["out/ckpt.pt"] == b"weights"
 
 
