@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import os
 import re
 import shutil
@@ -90,17 +91,14 @@ def _wait_http(port: int, deadline_s: float = 30.0) -> None:
 
 @contextmanager
 def _process(argv: list[str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
+    from skyhop.serve.launch import stop_process
+
     with log.open("wb") as out:
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, cwd=REPO)
     try:
         yield proc
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)
 
 
 def _wrk(port: int, seconds: int, connections: int) -> tuple[float, float, float]:
@@ -164,6 +162,8 @@ def main() -> None:
     ]
     if missing:
         sys.exit(f"needs {' and '.join(missing)}: apt-get install {' '.join(missing)}")
+    if "fastapi" in args.targets.split(",") and importlib.util.find_spec("fastapi") is None:
+        sys.exit("the fastapi target needs the bench extra: pip install -e '.[bench]'")
     from skyhop.cli.embedded import free_port
     from skyhop.serve.control import create_token_file
     from skyhop.serve.launch import LoadBalancerProcess
