@@ -28,7 +28,6 @@ with workflow.unsafe.imports_passed_through():
     from skyhop.activities import cluster_ops, jobs
     from skyhop.activities.cluster_ops import ProbeResult
     from skyhop.activities.models import AttemptLog, FollowedRun, RunJobInput, WatchedJob
-    from skyhop.cli.failures import innermost_message
     from skyhop.contract import (
         SHORT_QUEUE,
         ErrorType,
@@ -38,6 +37,7 @@ with workflow.unsafe.imports_passed_through():
         ProvisionState,
         setup_key,
     )
+    from skyhop.contract.failures import innermost_message
     from skyhop.contract.managed_jobs import (
         EndReason,
         JobEnd,
