@@ -83,7 +83,7 @@ def launch(
         gpus=gpus,
         infra=infra,
         use_spot=use_spot,
-        envs=env,
+        env=env,
     )
     try:
         request, dag = load_job(" ".join(entrypoint), overrides, minimize=check_minimize(minimize))
