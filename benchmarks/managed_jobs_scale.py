@@ -187,17 +187,9 @@ async def _preemption_latencies(
         cloud.schedule_preemption([i for j in batch for i in victims[j]], 0.5)
         await asyncio.sleep(1.0)
 
-    def preempted_at() -> dict[str, float]:
-        """When each victim's processes were killed, from its cluster's file (``clusters/<name>.json``)."""
-        found: dict[str, float] = {}
-        for job_id, ids in victims.items():
-            path = cloud.root / "clusters" / f"{managed_cluster_name(job_id, 0, 1)}.json"
-            items = json.loads(path.read_text()) if path.exists() else {}
-            found.update({i: items[i]["preempted_at"] for i in ids if "preempted_at" in items.get(i, {})})
-        return found
-
+    chosen = [i for ids in victims.values() for i in ids]
     deadline = time.monotonic() + 120
-    while len(killed := preempted_at()) < sum(map(len, victims.values())):
+    while len(killed := cloud.preempted_at(chosen)) < len(chosen):
         if time.monotonic() > deadline:
             raise AssertionError("the sim's timers did not preempt every chosen node within 120 s")
         await asyncio.sleep(0.5)
