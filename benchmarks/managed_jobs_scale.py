@@ -142,37 +142,61 @@ async def _events_between(
     return total
 
 
-async def _recovering_at(client: Client, job_id: int, since: float) -> float:
-    """When the job's workflow recorded its relaunch decision: the first RECOVERING status it wrote
-    to its search attribute after ``since`` (the event's time, so reading late adds no lag)."""
+STAGES = ("end signalled", "probe scheduled", "probe started", "probe done", "decided")
+"""The marks on a preemption's way to its relaunch decision, read from the job's history."""
+
+
+async def _recovering_at(client: Client, job_id: int, since: float) -> dict[str, float]:
+    """When the job's workflow recorded its relaunch decision (the first RECOVERING status it wrote
+    to its search attribute after ``since``) and each mark before it (``STAGES``): the events'
+    times, so reading late adds no lag."""
     deadline = time.monotonic() + 120
-    while (at := await _first_recovering(client, job_id, since)) is None:
+    while "decided" not in (marks := await _marks_since(client, job_id, since)):
         if time.monotonic() > deadline:
             raise AssertionError(f"managed job {job_id} recorded no RECOVERING in 120 s after its preemption")
         await asyncio.sleep(1.0)
-    return at
+    return marks
 
 
-async def _first_recovering(client: Client, job_id: int, since: float) -> float | None:
+async def _marks_since(client: Client, job_id: int, since: float) -> dict[str, float]:
     from skyhop.contract import SearchAttribute
     from skyhop.contract.managed_jobs import ManagedJobStatus, managed_job_workflow_id
+    from skyhop.contract.watch_hub import RUN_ENDED_SIGNAL
 
     handle = client.get_workflow_handle(managed_job_workflow_id(job_id))
+    marks: dict[str, float] = {}
+    probe: int | None = None
     async for event in handle.fetch_history_events():
-        if not event.HasField("upsert_workflow_search_attributes_event_attributes"):
-            continue
-        fields = event.upsert_workflow_search_attributes_event_attributes.search_attributes.indexed_fields
-        status = fields.get(SearchAttribute.STATUS.value)
         at = event.event_time.seconds + event.event_time.nanos / 1e9
-        if status is not None and json.loads(status.data) == ManagedJobStatus.RECOVERING and at >= since:
-            return at
-    return None
+        if at < since:
+            continue
+        if event.HasField("workflow_execution_signaled_event_attributes"):
+            if event.workflow_execution_signaled_event_attributes.signal_name == RUN_ENDED_SIGNAL:
+                marks.setdefault("end signalled", at)
+        elif event.HasField("activity_task_scheduled_event_attributes"):
+            kind = event.activity_task_scheduled_event_attributes.activity_type.name
+            if kind == "probe_cluster" and probe is None:
+                probe, marks["probe scheduled"] = event.event_id, at
+        elif event.HasField("activity_task_started_event_attributes"):
+            if event.activity_task_started_event_attributes.scheduled_event_id == probe:
+                marks["probe started"] = at
+        elif event.HasField("activity_task_completed_event_attributes"):
+            if event.activity_task_completed_event_attributes.scheduled_event_id == probe:
+                marks["probe done"] = at
+        elif event.HasField("upsert_workflow_search_attributes_event_attributes"):
+            attrs = event.upsert_workflow_search_attributes_event_attributes.search_attributes
+            status = attrs.indexed_fields.get(SearchAttribute.STATUS.value)
+            if status is not None and json.loads(status.data) == ManagedJobStatus.RECOVERING:
+                marks["decided"] = at
+                return marks
+    return marks
 
 
 async def _preemption_latencies(
     client: Client, cloud: SimCloud, job_ids: list[int], rate: int
-) -> list[float]:
-    """Seconds from each preemption (its node's processes killed) to the job's relaunch decision.
+) -> list[dict[str, float]]:
+    """Seconds from each preemption (its node's processes killed) to each mark (``STAGES``) on its
+    way to the job's relaunch decision.
 
     ``rate`` a second, so each one's latency is measured rather than a burst's backlog.
     """
@@ -195,7 +219,7 @@ async def _preemption_latencies(
         await asyncio.sleep(0.5)
     when = {j: min(killed[i] for i in victims[j]) for j in job_ids}
     decided = await _bounded(20, job_ids, lambda j: _recovering_at(client, j, when[j]))
-    return [at - when[j] for j, at in zip(job_ids, decided, strict=True)]
+    return [{k: at - when[j] for k, at in marks.items()} for j, marks in zip(job_ids, decided, strict=True)]
 
 
 async def _clusters_gone(cloud: SimCloud, job_ids: list[int], timeout: float) -> None:
@@ -278,7 +302,7 @@ def _report(n: int, f: dict[str, Any]) -> None:
     beats = f["idle_activities"] * 3600 / (0.8 * HEARTBEAT.total_seconds())
     per_job_kib = (f["worker_running_kib"] - f["worker_before_kib"]) / n
     per_hour = f["idle_events"] / n * 3600 / f["idle_s"]
-    latencies = f["preemption_s"]
+    latencies = [marks["decided"] for marks in f["preemption_s"]]
     rows = [
         ("launch throughput", f"{n / f['submit_s']:.1f} jobs/s", "-"),
         ("all RUNNING after", f"{f['all_running_s']:.1f} s", "all RUNNING"),
@@ -306,6 +330,11 @@ def _report(n: int, f: dict[str, Any]) -> None:
     print(f"{n} managed jobs on sim, one worker, embedded server (targets at N = 10,000)")
     for what, value, target in rows:
         print(f"{what:44} {value:>34}   target: {target}")
+    print("preemption to each mark (p50 / p99 s):")
+    for stage in STAGES:
+        reached = [marks[stage] for marks in f["preemption_s"] if stage in marks]
+        if reached:
+            print(f"  {stage:42} {_percentile(reached, 0.5):>8.2f} / {_percentile(reached, 0.99):.2f}")
 
 
 def main() -> None:
