@@ -8,8 +8,8 @@ and learns its end as a signal from the job's watch hub (``workflows.watch_hub``
 there is the provider's answer, which the hub sends with the end (so the decision is made in the
 workflow task of the end); when the hub got none, the task asks itself (``probe_cluster``), and a
 provider that does not answer is asked again on a durable backoff timer, never taken for a
-preemption. ``workflows.recovery.verdict`` decides. Whatever ends the task (its end, the job's cancel, a sibling's failure), its cluster
-is removed first.
+preemption. ``workflows.recovery.verdict`` decides. Whatever ends the task (its end, the job's
+cancel, a sibling's failure), its cluster is removed first.
 
 Nothing runs while the run runs: no timer, no activity (the hub's one polls many jobs' runs), no
 history event.
