@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
@@ -18,7 +20,14 @@ __all__ = ["optimize"]
 async def optimize(request: OptimizeInput) -> Plan:
     """Choose the best offering that fits the task and is not blocklisted; never retried when none does."""
     try:
-        return choose(request.task, load_catalogs(), blocklist=request.blocklist, minimize=request.minimize)
+        # CPU work (tens of ms over a large catalog), off the event loop: every workflow task, hub
+        # poll and heartbeat of the worker waits on that loop, and each managed job's launch and
+        # relaunch optimizes.
+        return await asyncio.to_thread(
+            lambda: choose(
+                request.task, load_catalogs(), blocklist=request.blocklist, minimize=request.minimize
+            )
+        )
     except NoFeasibleOfferingError as exc:
         raise ApplicationError(str(exc), type=ErrorType.NO_FEASIBLE_OFFERING, non_retryable=True) from None
     except CatalogError as exc:
