@@ -253,7 +253,7 @@ async def _bench(args: argparse.Namespace, env: dict[str, str], request: Managed
     worker, server = pids["worker_pid"], pids["server_pid"]
     cloud = SimCloud(home / "sim")
     client = await connect(TemporalConfig(), f"127.0.0.1:{env['SKYHOP_SERVER_PORT']}")
-    figures: dict[str, Any] = {"worker_before_kib": _rss_kib(worker)[0]}
+    figures: dict[str, Any] = {"worker_before_kib": _rss_kib(worker)[0], "load_start": os.getloadavg()}
 
     started = time.monotonic()
     job_ids = await submit_jobs(client, [request] * n, in_flight=args.in_flight)
@@ -285,6 +285,13 @@ async def _bench(args: argparse.Namespace, env: dict[str, str], request: Managed
     figures["cancel_s"] = time.monotonic() - started
 
     figures["worker_peak_kib"], figures["server_peak_kib"] = _rss_kib(worker)[1], _rss_kib(server)[1]
+    log = (home / "server" / "worker.log").read_text(errors="replace")
+    # The SDK's words for a workflow task that outlived its timeout and an activity that outlived
+    # its own: the work was done for nothing, and is done again (an overloaded worker).
+    figures["late_tasks"] = (
+        log.count("Workflow task not found"),
+        log.count("Activity not found on completion"),
+    )
     _timed_cli(["jobs", "cancel", "--all", "-y"], env)
     await _clusters_gone(cloud, job_ids, timeout=600)
     return figures
@@ -295,7 +302,12 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-def _report(n: int, f: dict[str, Any]) -> None:
+def _load(average: tuple[float, float, float]) -> str:
+    return "/".join(f"{x:.1f}" for x in average)
+
+
+def _report(n: int, cached: int | None, f: dict[str, Any]) -> None:
+    from skyhop.worker import CACHED_WORKFLOWS
     from skyhop.workflows.options import HEARTBEAT
 
     mib = 1024.0
@@ -326,8 +338,18 @@ def _report(n: int, f: dict[str, Any]) -> None:
             "p99 < 2 s",
         ),
         ("cancel until every cluster is gone", f"{f['cancel_s']:.1f} s", "2,000 in < 60 s"),
+        (
+            "timed out, done again: workflow tasks, activities",
+            "{}, {}".format(*f["late_tasks"]),
+            "0, 0",
+        ),
     ]
-    print(f"{n} managed jobs on sim, one worker, embedded server (targets at N = 10,000)")
+    cache = CACHED_WORKFLOWS if cached is None else cached
+    print(
+        f"{n} managed jobs on sim, one worker (sticky cache {cache}), embedded server "
+        f"(targets at N = 10,000); 1/5/15-min load average {_load(f['load_start'])} at the start, "
+        f"{_load(os.getloadavg())} at the end (2 cores)"
+    )
     for what, value, target in rows:
         print(f"{what:44} {value:>34}   target: {target}")
     print("preemption to each mark (p50 / p99 s):")
@@ -347,6 +369,12 @@ def main() -> None:
     parser.add_argument("--cancel", type=int, default=2_000)
     parser.add_argument("--preempt-rate", type=int, default=10, help="preemptions a second")
     parser.add_argument(
+        "--cached-workflows",
+        type=int,
+        help="the worker's sticky cache (SKYHOP_WORKER_CACHED_WORKFLOWS; default worker.CACHED_WORKFLOWS): "
+        "below --jobs, idle jobs are evicted, and the first preempted ones replay on their end",
+    )
+    parser.add_argument(
         "--in-flight",
         type=int,
         default=20,
@@ -363,6 +391,8 @@ def main() -> None:
         cloud = SimCloud(Path(env["SKYHOP_HOME"]) / "sim")
         cloud.root.mkdir(parents=True)
         cloud.plan_path.write_text("latency_s: 0\nfaults: []\n")
+        if args.cached_workflows is not None:
+            env["SKYHOP_WORKER_CACHED_WORKFLOWS"] = str(args.cached_workflows)
         os.environ.update(env)  # the embedded skyhop's HOME: its payload key, its sim cloud
         for command in (["check"], ["server", "start"]):
             subprocess.run([SKYHOP_CLI, *command], env=env, check=True, capture_output=True)
@@ -373,7 +403,7 @@ def main() -> None:
             figures = asyncio.run(_bench(args, env, request))
         finally:
             cloud.terminate([item["instance_id"] for item in cloud.describe()])
-    _report(args.jobs, figures)
+    _report(args.jobs, args.cached_workflows, figures)
 
 
 if __name__ == "__main__":
