@@ -309,7 +309,10 @@ async def _bench(args: argparse.Namespace, env: dict[str, str], request: Managed
         log.count("Workflow task not found"),
         log.count("Activity not found on completion"),
     )
-    _timed_cli(["jobs", "cancel", "--all", "-y"], env)
+    _report(args.jobs, args.cached_workflows, figures)  # before the clean-up, which can be slow
+    sys.stdout.flush()
+    if len(cancelled) < n:
+        _timed_cli(["jobs", "cancel", "--all", "-y"], env)
     await _clusters_gone(cloud, job_ids, timeout=600)
     return figures
 
@@ -427,10 +430,9 @@ def main() -> None:
         task.write_text("name: bench\nresources:\n  infra: sim\n  use_spot: true\nrun: sleep 86400\n")
         request, _ = load_job(str(task), TaskOverrides())
         try:
-            figures = asyncio.run(_bench(args, env, request))
+            asyncio.run(_bench(args, env, request))
         finally:
             cloud.terminate([item["instance_id"] for item in cloud.describe()])
-    _report(args.jobs, args.cached_workflows, figures)
 
 
 if __name__ == "__main__":
