@@ -43,7 +43,7 @@ from skyhop.workflows.managed_job_ids import ManagedJobIdsWorkflow
 from skyhop.workflows.runner import TaskBoundRunner
 from skyhop.workflows.watch_hub import WatchHubWorkflow
 
-__all__ = ["CACHED_WORKFLOWS", "build_workers", "ensure_search_attributes", "serve"]
+__all__ = ["CACHED_WORKFLOWS", "WORKFLOW_TASK_SLOTS", "build_workers", "ensure_search_attributes", "serve"]
 
 log = logging.getLogger("skyhop.worker")
 
@@ -73,7 +73,19 @@ watch hubs are asked every cycle, so they stay cached and are never replayed for
 """
 
 
-def build_workers(client: Client, *, long_slots: int = 200, short_slots: int = 50) -> list[Worker]:
+WORKFLOW_TASK_SLOTS = 20
+"""Workflow tasks this worker runs at once. Running workflow code is CPU work under one GIL, so
+more at once only makes each slower: with 100, a burst (hundreds of jobs starting, or relaunching
+after preemptions) made every task take longer than its 10 s timeout, so each was done again and
+the hubs' heartbeats starved (congestion collapse). Waiting tasks wait in the server's queue. Not
+fewer: a task stays open (and holds its slot) while its local activity runs, and every relaunch
+re-optimizes as one; with 8, 300 jobs took 352 s to start, against 175 s with 100 (on a machine
+less loaded then: a hint, not a measure)."""
+
+
+def build_workers(
+    client: Client, *, long_slots: int = 200, short_slots: int = 50, cached_workflows: int = CACHED_WORKFLOWS
+) -> list[Worker]:
     """The three pollers of a skyhop worker.
 
     Long slots are for work that runs (provision, sync, setup, start) and the watchers: a cluster's
@@ -95,8 +107,8 @@ def build_workers(client: Client, *, long_slots: int = 200, short_slots: int = 5
             ],
             # Failover re-optimizes between attempts as a local activity: no task queue round trip.
             activities=[planning.optimize],
-            max_concurrent_workflow_tasks=100,
-            max_cached_workflows=CACHED_WORKFLOWS,
+            max_concurrent_workflow_tasks=WORKFLOW_TASK_SLOTS,
+            max_cached_workflows=cached_workflows,
             workflow_runner=TaskBoundRunner(),
         ),
         Worker(
@@ -143,13 +155,15 @@ def build_workers(client: Client, *, long_slots: int = 200, short_slots: int = 5
     ]
 
 
-async def serve(client: Client, ready_file: str | None = None) -> None:
+async def serve(
+    client: Client, ready_file: str | None = None, *, cached_workflows: int = CACHED_WORKFLOWS
+) -> None:
     """Register search attributes, poll until SIGTERM/SIGINT, then shut down cleanly."""
     try:
         await ensure_search_attributes(client)
     except Exception as exc:  # e.g. Temporal Cloud, where an admin registers them
         log.warning("could not register search attributes (%s); register %s", exc, SEARCH_ATTRIBUTES)
-    workers = build_workers(client)
+    workers = build_workers(client, cached_workflows=cached_workflows)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+from concurrent.futures import ThreadPoolExecutor
+
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
@@ -13,12 +16,24 @@ from skyhop.providers.catalog import CatalogError, load_catalogs
 
 __all__ = ["optimize"]
 
+_OPTIMIZER = ThreadPoolExecutor(max_workers=2, thread_name_prefix="skyhop-optimize")
+"""Optimizations' own threads: CPU work under the GIL gains nothing from more, and in the loop's
+default pool they made the provider calls that share it (the sim's, boto3's) wait behind them."""
+
 
 @activity.defn
 async def optimize(request: OptimizeInput) -> Plan:
     """Choose the best offering that fits the task and is not blocklisted; never retried when none does."""
     try:
-        return choose(request.task, load_catalogs(), blocklist=request.blocklist, minimize=request.minimize)
+        # CPU work (tens of ms over a large catalog), off the event loop: every workflow task, hub
+        # poll and heartbeat of the worker waits on that loop, and each managed job's launch and
+        # relaunch optimizes.
+        return await asyncio.get_running_loop().run_in_executor(
+            _OPTIMIZER,
+            lambda: choose(
+                request.task, load_catalogs(), blocklist=request.blocklist, minimize=request.minimize
+            ),
+        )
     except NoFeasibleOfferingError as exc:
         raise ApplicationError(str(exc), type=ErrorType.NO_FEASIBLE_OFFERING, non_retryable=True) from None
     except CatalogError as exc:

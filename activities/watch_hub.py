@@ -5,7 +5,8 @@ follows runs, and returns once it follows none. Its input is only the hub's id, 
 does not grow with what it follows: the follow set is the hub's ``followed`` query, asked again when
 its ``version`` (asked every cycle) changes. Each cycle asks every followed run's nodes once
 (``ClusterWatch``, as a cluster's watcher does), ships each run's new output to the log store, and
-sends each ended run's owner its ``RunEnded`` before telling the hub to ``forget`` it. A killed
+sends each ended run's owner its ``RunEnded`` (with the provider's view of its nodes, when it did not
+succeed) before telling the hub to ``forget`` it. A killed
 worker's activity is retried by Temporal and starts from the hub's follow set and the nodes'
 records, so an end is sent at least once; the owner handles the first it waits for.
 
@@ -26,6 +27,7 @@ from temporalio import activity
 from temporalio.client import Client, WorkflowHandle, WorkflowQueryFailedError
 from temporalio.service import RPCError, RPCStatusCode
 
+from skyhop.activities.cluster_ops import probe_cluster
 from skyhop.activities.job_watch import ClusterWatch
 from skyhop.activities.log_store import attempt_log
 from skyhop.activities.models import (
@@ -44,9 +46,9 @@ from skyhop.contract.watch_hub import (
     WatchHubSignal,
     watch_hub_workflow_id,
 )
-from skyhop.providers.base import NodeRuntime
+from skyhop.providers.base import NodeRuntime, NodeStatus
 from skyhop.providers.runtime.errors import NodeUnreachableError
-from skyhop.providers.runtime.jobs import JobOutcome
+from skyhop.providers.runtime.jobs import JobOutcome, NodeJobStatus
 
 __all__ = ["CYCLE_S", "Followed", "follow_run", "poll_followed", "watch_followed"]
 
@@ -167,13 +169,29 @@ async def _deliver(
     """Tell each owner its run's end, then the hub to forget the runs (an owner gone is skipped)."""
     if not ended:
         return
+    statuses = await asyncio.gather(*(_provider_says(run, outcome) for run, outcome in ended.values()))
     await asyncio.gather(
         *(
-            _signal_owner(client, run.owner, RunEnded(key=key, outcome=outcome))
-            for key, (run, outcome) in ended.items()
+            _signal_owner(client, run.owner, RunEnded(key=key, outcome=outcome, node_statuses=told))
+            for (key, (run, outcome)), told in zip(ended.items(), statuses, strict=True)
         )
     )
     await hub.signal(WatchHubSignal.FORGET.value, list(ended))
+
+
+async def _provider_says(run: FollowedRun, outcome: JobOutcome) -> list[NodeStatus] | None:
+    """The provider's view of an unsuccessful run's nodes, sent with its end so the owner decides
+    preempted or failed at once, with no probe of its own (the slow path: an activity and a
+    workflow task more, per preemption). A success needs no answer; a provider that cannot tell,
+    fails, or is slower than ``CALL_TIMEOUT_S`` gives None, and the owner asks it itself."""
+    if outcome.status == NodeJobStatus.SUCCEEDED:
+        return None
+    try:
+        async with asyncio.timeout(CALL_TIMEOUT_S):
+            return (await probe_cluster(run.handle)).statuses
+    except Exception as exc:
+        activity.logger.warning("asking the provider about %s failed: %r", run.key, exc)
+        return None
 
 
 async def _signal_owner(client: Client, owner: str, ended: RunEnded) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import signal
 import uuid
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -31,6 +31,9 @@ from skyhop.cli.queue_commands import register_queue_commands
 from skyhop.cli.running import run_command
 from skyhop.cli.ssh_commands import ssh_app
 from skyhop.cli.storage_commands import storage_app
+
+if TYPE_CHECKING:
+    from skyhop.spec import TaskOverrides
 
 app = typer.Typer(
     name="skyhop",
@@ -82,16 +85,15 @@ def _not_managed(name: str) -> str:
     return name
 
 
-def _task(entrypoint: list[str], **overrides: Any) -> Any:
+def _task(entrypoint: list[str], overrides: TaskOverrides) -> Any:
     from skyhop.cli.planning import placeable
     from skyhop.spec import SpecError, load_task
 
     if not entrypoint:
         fail("give a task YAML file or a command to run", EXIT_USAGE)
     try:
-        flags = task_overrides(**overrides)
-        task = load_task(" ".join(entrypoint), flags.values(), flags.secret_values().values())
-        return placeable(flags.apply(task))
+        task = load_task(" ".join(entrypoint), overrides.values(), overrides.secret_values().values())
+        return placeable(overrides.apply(task))
     except SpecError as exc:
         fail(str(exc), EXIT_USAGE)
 
@@ -139,28 +141,28 @@ def launch(
     Prints each stage (optimize, provision, sync, setup, exec) as it happens, then streams the
     job's output and exits with its exit code. Ctrl-C detaches; the job keeps running.
     """
-    flags = dict(
+    overrides = task_overrides(
         name=name,
         workdir=workdir,
         num_nodes=num_nodes,
         cpus=cpus,
         memory=memory,
         gpus=gpus,
+        env=env,
         infra=infra,
-        envs=env,
-        secrets=secret,
+        secret=secret,
     )
     if dryrun:
         from skyhop.cli.planning import dryrun as plan_only
 
         plan = plan_only(
             " ".join(entrypoint),
-            task_overrides(**flags),
+            overrides,
             as_json=json_output,
             minimize=check_minimize(minimize),
         )
         raise typer.Exit(plan)
-    task = _task(entrypoint, **flags)
+    task = _task(entrypoint, overrides)
     if task.service is not None:
         info("The task's service: section is used by skyhop serve up (not built yet); launching the task.")
     cluster_name = (
@@ -204,14 +206,16 @@ def exec_(
     """Run a task on an existing UP cluster: no provisioning, no setup; the workdir is synced."""
     task = _task(
         entrypoint,
-        name=name,
-        workdir=workdir,
-        num_nodes=num_nodes,
-        cpus=cpus,
-        memory=memory,
-        gpus=gpus,
-        envs=env,
-        secrets=secret,
+        task_overrides(
+            name=name,
+            workdir=workdir,
+            num_nodes=num_nodes,
+            cpus=cpus,
+            memory=memory,
+            gpus=gpus,
+            env=env,
+            secret=secret,
+        ),
     )
     from skyhop.cli.launching import run_exec
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from skyhop.cli.failures import asked_again, innermost_message, is_not_found, stuck_reason
+from skyhop.cli.failures import asked_again, is_not_found, stuck_reason
 from skyhop.cli.output import age, info, print_json, table
 from skyhop.contract import (
     ClusterQuery,
@@ -19,6 +19,7 @@ from skyhop.contract import (
     WorkflowKind,
     cluster_workflow_id,
 )
+from skyhop.contract.failures import innermost_message
 
 if TYPE_CHECKING:
     from temporalio.client import Client, WorkflowHandle

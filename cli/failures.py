@@ -11,20 +11,9 @@ if TYPE_CHECKING:
     from temporalio.client import WorkflowHandle
     from temporalio.service import RPCError
 
-__all__ = ["innermost_message", "is_not_found", "is_stuck", "stuck_reason", "while_busy"]
+__all__ = ["is_not_found", "is_stuck", "stuck_reason", "while_busy"]
 
 T = TypeVar("T")
-
-
-def innermost_message(exc: BaseException) -> str:
-    """The reason at the bottom of a workflow/activity/update failure chain, as a bare sentence.
-
-    A failure's ``message`` is the sentence alone; ``str()`` would prefix its error type.
-    """
-    while getattr(exc, "cause", None) is not None:
-        exc = exc.cause  # type: ignore[attr-defined]
-    message = getattr(exc, "message", None)
-    return message if isinstance(message, str) and message else str(exc)
 
 
 def is_not_found(exc: RPCError) -> bool:

@@ -85,8 +85,8 @@ def launch(
         gpus=gpus,
         infra=infra,
         use_spot=use_spot,
-        envs=env,
-        secrets=secret,
+        env=env,
+        secret=secret,
     )
     try:
         request, dag = load_job(" ".join(entrypoint), overrides, minimize=check_minimize(minimize))

@@ -9,7 +9,7 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Literal
 
-from skyhop.cli.failures import innermost_message, is_not_found, is_stuck, while_busy
+from skyhop.cli.failures import is_not_found, is_stuck, while_busy
 from skyhop.cli.output import EXIT_DETACHED, Ticker, fail, info
 from skyhop.contract import (
     ClusterQuery,
@@ -20,6 +20,7 @@ from skyhop.contract import (
     LaunchResult,
     LaunchStage,
 )
+from skyhop.contract.failures import innermost_message
 from skyhop.spec import Task
 
 if TYPE_CHECKING:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -47,8 +47,35 @@ Yes = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmat
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 
 
-def task_overrides(**flags: Any) -> TaskOverrides:
-    """The task-field flags as ``TaskOverrides`` (repeatable ``--env`` defaults to none)."""
+def task_overrides(
+    *,
+    name: str | None,
+    workdir: str | None,
+    num_nodes: int | None,
+    cpus: str | None,
+    memory: str | None,
+    gpus: str | None,
+    env: list[str] | None,
+    secret: list[str] | None = None,
+    infra: str | None = None,
+    use_spot: bool | None = None,
+) -> TaskOverrides:
+    """The task-field flags as ``TaskOverrides``: every command that takes them builds them here.
+
+    Named parameters, not ``**flags``: a flag passed under a wrong name is a type error, not an
+    override silently dropped.
+    """
     from skyhop.spec import TaskOverrides
 
-    return TaskOverrides(**{**flags, "envs": flags.get("envs") or [], "secrets": flags.get("secrets") or []})
+    return TaskOverrides(
+        name=name,
+        workdir=workdir,
+        num_nodes=num_nodes,
+        cpus=cpus,
+        memory=memory,
+        gpus=gpus,
+        infra=infra,
+        use_spot=use_spot,
+        envs=env or [],
+        secrets=secret or [],
+    )

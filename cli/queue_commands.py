@@ -14,9 +14,10 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from skyhop.cli.failures import innermost_message, is_not_found, is_stuck, while_busy
+from skyhop.cli.failures import is_not_found, is_stuck, while_busy
 from skyhop.cli.output import EXIT_USAGE, age, duration, fail, info, print_json, table
 from skyhop.cli.running import run_command
+from skyhop.contract.failures import innermost_message
 
 if TYPE_CHECKING:
     from temporalio.client import Client

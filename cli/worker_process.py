@@ -4,6 +4,9 @@
 (the configured address, or the embedded server, started if needed), connects with the user's
 payload key, and hands the client to ``worker.serve``; configuration problems are one line and
 exit code 2, a server that cannot start one line and exit code 1.
+
+``SKYHOP_WORKER_CACHED_WORKFLOWS`` sizes the worker's sticky cache (``worker.CACHED_WORKFLOWS`` by
+default): the memory of idle workflows against the replay an evicted one costs on its next event.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import sys
 
 from skyhop.cli.client import connect
@@ -23,16 +27,33 @@ __all__ = ["main"]
 log = logging.getLogger("skyhop.worker")
 
 
+def cached_workflows() -> int:
+    """The sticky cache size from ``SKYHOP_WORKER_CACHED_WORKFLOWS``; ConfigError when it is not one."""
+    from skyhop import worker
+
+    raw = os.environ.get("SKYHOP_WORKER_CACHED_WORKFLOWS")
+    if raw is None:
+        return worker.CACHED_WORKFLOWS
+    least = worker.WORKFLOW_TASK_SLOTS
+    if not raw.strip().isdigit() or int(raw) < least:
+        raise ConfigError(
+            f"SKYHOP_WORKER_CACHED_WORKFLOWS={raw!r}: must be a whole number of at least {least} "
+            "(the workflow tasks a worker runs at once)"
+        )
+    return int(raw)
+
+
 async def _run(address: str | None, ready_file: str | None) -> None:
     from skyhop import worker
 
+    cache = cached_workflows()
     config = load_config()
     target = address or config.address
     if target is None:
         target = ensure_running(config, log.info, with_worker=False).address
         log.info("no Temporal configured: running against the embedded server at %s", target)
     client = await connect(config, target)
-    await worker.serve(client, ready_file)
+    await worker.serve(client, ready_file, cached_workflows=cache)
 
 
 def main(argv: list[str] | None = None) -> None:

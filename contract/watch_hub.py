@@ -14,6 +14,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel
 
+from skyhop.providers.base import NodeStatus
 from skyhop.providers.runtime.jobs import JobOutcome
 
 __all__ = [
@@ -53,6 +54,11 @@ class RunEnded(BaseModel):
     key: str
     """The run's ``run_key``."""
     outcome: JobOutcome
+    node_statuses: list[NodeStatus] | None = None
+    """The provider's answer for the run's nodes, asked by the hub once it saw a run end without
+    success (one question per ended run, all of a cycle's at once), so the owner decides at once.
+    None: a success, or the provider did not answer in time or cannot tell; the owner then asks
+    it itself (never taking no answer for a preemption)."""
 
 
 def run_key(owner_workflow_id: str, task_index: int, attempt: int) -> str:

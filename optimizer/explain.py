@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from skyhop.optimizer.blocklist import Blocklist
 from skyhop.optimizer.capabilities import shortfall, task_needs
-from skyhop.optimizer.launchables import catalog_launchables, offering_fits
+from skyhop.optimizer.launchables import catalog_launchables, offering_filter
 from skyhop.providers.base import CheckResult, Needs, Offering
 from skyhop.providers.catalog import Catalog, CatalogSet, policy_for
 from skyhop.providers.registry import nothing_offered, read_checks
@@ -96,7 +96,7 @@ def _why(
             return reason
     offered_by = {c.provider for c in loaded if _launchables(resources, c, Blocklist())}
     disabled = {name for name, result in checks.items() if not result.enabled}
-    if offered_by - disabled or any(offering_fits(resources, o) for o in flat):
+    if offered_by - disabled or any(map(offering_filter(resources), flat)):
         blocked = len(blocklist.entries)
         return f"every candidate for {_describe(resources)} is blocked by failover ({blocked} entries)"
     if offered_by:

@@ -14,39 +14,50 @@ Only one type per cloud competes, as in SkyPilot: the cloud's best type, in its 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from skyhop.optimizer.blocklist import Blocklist
 from skyhop.providers.base import Offering
 from skyhop.providers.catalog import Catalog, CatalogPolicy, InstanceType, Location
 from skyhop.spec import Quantity, Resources, parse_memory, parse_quantity
 
-__all__ = ["catalog_launchables", "offering_fits"]
+__all__ = ["catalog_launchables", "offering_filter"]
 
 _Choice = tuple[InstanceType, tuple[str, float] | None]
 """An instance type, and the (accelerator, count) attached to it when billed separately."""
 
 
-def offering_fits(resources: Resources, offering: Offering) -> bool:
-    """Whether a ready-made offering (a catalog-less provider such as ``local``) satisfies a request."""
-    if resources.cloud and resources.cloud != offering.provider:
-        return False
-    if resources.region and resources.region != offering.region:
-        return False
-    if resources.zone and resources.zone != offering.zone:
-        return False
-    if resources.instance_type and resources.instance_type != offering.instance_type:
-        return False
+def offering_filter(resources: Resources) -> Callable[[Offering], bool]:
+    """Whether a ready-made offering (a catalog-less provider such as ``local``) satisfies a request.
+
+    The request is read once, not per offering: the optimizer tests every ready-made offering
+    (thousands, for a sim that copies a cloud's catalog), and each read parses its strings again.
+    """
+    cloud, region, zone = resources.cloud, resources.region, resources.zone
+    instance_type, use_spot = resources.instance_type, resources.use_spot
     cpus, memory = resources.cpu_quantity, resources.memory_quantity
-    if cpus and not cpus.admits(offering.cpus):
-        return False
-    if memory and not memory.admits(offering.memory_gib, offering.cpus):
-        return False
-    offered = {name.upper(): count for name, count in offering.accelerators.items()}
     wanted = resources.accelerators or {}
-    if any(abs(offered.get(name, 0.0) - count) > 0.01 for name, count in wanted.items()):
-        return False
-    return (offering.spot_price if resources.use_spot else offering.price) is not None
+
+    def fits(offering: Offering) -> bool:
+        if cloud and cloud != offering.provider:
+            return False
+        if region and region != offering.region:
+            return False
+        if zone and zone != offering.zone:
+            return False
+        if instance_type and instance_type != offering.instance_type:
+            return False
+        if cpus and not cpus.admits(offering.cpus):
+            return False
+        if memory and not memory.admits(offering.memory_gib, offering.cpus):
+            return False
+        if wanted:
+            offered = {name.upper(): count for name, count in offering.accelerators.items()}
+            if any(abs(offered.get(name, 0.0) - count) > 0.01 for name, count in wanted.items()):
+                return False
+        return (offering.spot_price if use_spot else offering.price) is not None
+
+    return fits
 
 
 def catalog_launchables(

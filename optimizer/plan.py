@@ -18,7 +18,7 @@ from skyhop.optimizer.capabilities import shortfall, task_needs
 from skyhop.optimizer.egress import egress
 from skyhop.optimizer.errors import NoFeasibleOfferingError
 from skyhop.optimizer.explain import why_infeasible
-from skyhop.optimizer.launchables import catalog_launchables, offering_fits
+from skyhop.optimizer.launchables import catalog_launchables, offering_filter
 from skyhop.providers.base import DiskTier, NetworkTier, Offering, ProvisionRequest
 from skyhop.providers.catalog import CLOUDS, CatalogSet, load_catalogs, policy_for
 from skyhop.spec import DagTask, Resources, Task
@@ -147,13 +147,9 @@ def task_candidates(
     for index, alternative in enumerate(resources.alternatives):
         # A provider that lacks what the task needs is no candidate: an attempt there would only fail.
         needs = task_needs(node.task, alternative)
-        offerings = [
-            o
-            for o in flat
-            if offering_fits(alternative, o)
-            and not blocklist.blocks(o)
-            and shortfall(o.provider, needs) is None
-        ]
+        fits = offering_filter(alternative)
+        able = {name: shortfall(name, needs) is None for name in {o.provider for o in flat}}
+        offerings = [o for o in flat if able[o.provider] and fits(o) and not blocklist.blocks(o)]
         for name in clouds:
             policy = policy_for(name)
             if policy is not None and alternative.cloud in (None, name) and shortfall(name, needs) is None:
@@ -176,7 +172,8 @@ def task_candidates(
 
 def _priced(node: DagTask, resources: Resources, offering: Offering, alternative: int) -> Candidate:
     price = offering.spot_price if resources.use_spot else offering.price
-    return Candidate(
+    # Every field is already a validated value: thousands of candidates skip validating them again.
+    return Candidate.model_construct(
         offering=offering,
         use_spot=resources.use_spot,
         image_id=resources.image_for(offering.region),

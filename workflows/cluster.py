@@ -65,6 +65,7 @@ with workflow.unsafe.imports_passed_through():
         Release,
         StartRequest,
     )
+    from skyhop.contract.failures import innermost_message
     from skyhop.contract.search import STATUS
     from skyhop.providers.base import ClusterHandle
     from skyhop.providers.runtime.jobs import JobOutcome
@@ -409,9 +410,9 @@ class ClusterWorkflow:
                 self._mark(
                     job, JobStatus.FAILED if job.status == JobStatus.RUNNING else JobStatus.FAILED_SETUP
                 )
-                job.error = _innermost(exc)
+                job.error = innermost_message(exc)
             if isinstance(exc.cause, ApplicationError) and exc.cause.type == ErrorType.NODE_LOST:
-                self.record.degraded = f"{_innermost(exc)} (while starting job {job.job_id})"
+                self.record.degraded = f"{innermost_message(exc)} (while starting job {job.job_id})"
         # Not in a ``finally``: when a worker evicts the workflow, this coroutine is closed and
         # must not touch workflow state.
         job.ended_at = job.ended_at or workflow.now().timestamp()
@@ -620,7 +621,7 @@ class ClusterWorkflow:
             try:
                 await self._autostop()
             except ActivityError as exc:
-                workflow.logger.warning("autostop of %s failed: %s", self.record.name, _innermost(exc))
+                workflow.logger.warning("autostop of %s failed: %s", self.record.name, innermost_message(exc))
                 self.record.idle_since = now  # try again after another idle interval
             return
         try:
@@ -703,12 +704,6 @@ class ClusterWorkflow:
             workflow.upsert_search_attributes([STATUS.value_set(status.value)])
             workflow.set_current_details(f"cluster {self.record.name}: {status.value}")
             self._published = status
-
-
-def _innermost(exc: BaseException) -> str:
-    while getattr(exc, "cause", None) is not None:
-        exc = exc.cause  # type: ignore[attr-defined]
-    return str(exc)
 
 
 def _runner_lost(outcome: JobOutcome) -> bool:

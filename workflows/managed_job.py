@@ -217,7 +217,10 @@ class ManagedJobWorkflow:
                 index_job_row,
                 row,
                 task_queue=SHORT_QUEUE,
-                start_to_close_timeout=timedelta(seconds=10),  # one signal-with-start
+                # One signal-with-start, to a shard every job of a thousand reports to: in a burst
+                # (hundreds of jobs starting or relaunching) it waits its turn on a busy server.
+                # 10 s timed hundreds of reports out, each sent again on top of the burst.
+                start_to_close_timeout=timedelta(seconds=60),
                 retry_policy=LONG_RETRY,  # never given up: a busy server only delays the row
             )
         )

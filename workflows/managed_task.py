@@ -4,11 +4,12 @@
 ``workflows.recovery`` gives), readies it (``prepare_nodes``), starts the run (``start_job``, a job
 whose id is the attempt number and whose ``task_id`` is the task's, the same across recoveries)
 and learns its end as a signal from the job's watch hub (``workflows.watch_hub``), which keeps rank
-0's output in the log store as it runs. A run that did not succeed makes it ask the provider
-whether the nodes are still there (``probe_cluster``); ``workflows.recovery.verdict`` decides.
-A provider that does not answer is asked again on a durable backoff timer, never taken for a
-preemption. Whatever ends the task (its end, the job's cancel, a sibling's failure), its cluster
-is removed first.
+0's output in the log store as it runs. Whether the nodes of a run that did not succeed are still
+there is the provider's answer, which the hub sends with the end (so the decision is made in the
+workflow task of the end); when the hub got none, the task asks itself (``probe_cluster``), and a
+provider that does not answer is asked again on a durable backoff timer, never taken for a
+preemption. ``workflows.recovery.verdict`` decides. Whatever ends the task (its end, the job's
+cancel, a sibling's failure), its cluster is removed first.
 
 Nothing runs while the run runs: no timer, no activity (the hub's one polls many jobs' runs), no
 history event.
@@ -28,7 +29,6 @@ with workflow.unsafe.imports_passed_through():
     from skyhop.activities import cluster_ops, jobs
     from skyhop.activities.cluster_ops import ProbeResult
     from skyhop.activities.models import AttemptLog, FollowedRun, RunJobInput, WatchedJob
-    from skyhop.cli.failures import innermost_message
     from skyhop.contract import (
         SHORT_QUEUE,
         ErrorType,
@@ -38,6 +38,7 @@ with workflow.unsafe.imports_passed_through():
         ProvisionState,
         setup_key,
     )
+    from skyhop.contract.failures import innermost_message
     from skyhop.contract.managed_jobs import (
         EndReason,
         JobEnd,
@@ -47,8 +48,8 @@ with workflow.unsafe.imports_passed_through():
         TaskAttempt,
         jobgroup_env_name,
     )
-    from skyhop.contract.watch_hub import run_key, watch_hub_shard
-    from skyhop.providers.base import ClusterHandle
+    from skyhop.contract.watch_hub import RunEnded, run_key, watch_hub_shard
+    from skyhop.providers.base import ClusterHandle, NodeStatus
     from skyhop.providers.runtime.jobs import JobOutcome, NodeJobStatus
     from skyhop.spec import JobRecovery, Task
     from skyhop.workflows.failover import history_table
@@ -277,10 +278,12 @@ class ManagedTask:
             )
         await self._group_ready(handle)
         while True:
-            outcome = await self._run_once(handle, self.state.attempts[-1])
+            outcome, told = await self._run_once(handle, self.state.attempts[-1])
             succeeded = outcome.status == NodeJobStatus.SUCCEEDED
             answered = outcome.exit_code is not None and outcome.lost_rank is None
-            preempted = not succeeded and await self._preempted(handle, answered=answered)
+            preempted = not succeeded and (
+                nodes_lost(told) if told is not None else await self._preempted(handle, answered=answered)
+            )
             decision = verdict(succeeded, preempted, outcome.exit_code, self.policy, self.state.restarts)
             if decision == Verdict.SUCCEEDED:
                 return self._end_attempt_with(
@@ -314,8 +317,11 @@ class ManagedTask:
         await workflow.wait_condition(lambda: group.started or len(group.handles) == group.size)
         group.started = True
 
-    async def _run_once(self, handle: ClusterHandle, attempt: TaskAttempt) -> JobOutcome:
-        """Start the attempt's run and wait for its end (a signal from the job's watch hub)."""
+    async def _run_once(
+        self, handle: ClusterHandle, attempt: TaskAttempt
+    ) -> tuple[JobOutcome, list[NodeStatus] | None]:
+        """Start the attempt's run and wait for its end (a signal from the job's watch hub); with
+        the provider's view of the nodes if the hub asked it (``RunEnded.node_statuses``)."""
         task = self.task
         if self._group is not None:
             task = task.model_copy(update={"envs": {**task.envs, **self._group.env()}})
@@ -339,7 +345,7 @@ class ManagedTask:
             raise_if_cancelled()
         except ActivityError as exc:
             _raise_if_cancelled_by(exc)
-            return JobOutcome(status=NodeJobStatus.FAILED, error=innermost_message(exc))
+            return JobOutcome(status=NodeJobStatus.FAILED, error=innermost_message(exc)), None
         self.state.running_since = workflow.now().timestamp()
         self._set(ManagedJobStatus.RUNNING)
         owner = workflow.info().workflow_id
@@ -351,14 +357,16 @@ class ManagedTask:
             log=AttemptLog(job_id=self.request.job_id, task_index=self.state.index, attempt=attempt.number),
         )
         try:
-            outcome = await self._ends.end_of(run, watch_hub_shard(self.request.job_id))
+            ended = await self._ends.end_of(run, watch_hub_shard(self.request.job_id))
         except ActivityError as exc:
             _raise_if_cancelled_by(exc)
-            outcome = JobOutcome(status=NodeJobStatus.FAILED, error=innermost_message(exc))
+            ended = RunEnded(
+                key=run.key, outcome=JobOutcome(status=NodeJobStatus.FAILED, error=innermost_message(exc))
+            )
         # Not in a ``finally``: a workflow evicted from the worker closes this coroutine, which must
         # not touch workflow state then.
         self._stop_clock()
-        return outcome
+        return ended.outcome, ended.node_statuses
 
     async def _preempted(self, handle: ClusterHandle, *, answered: bool) -> bool:
         """Whether the provider says the nodes are gone; asked until it answers, on a backoff timer.

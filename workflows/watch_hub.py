@@ -35,7 +35,6 @@ with workflow.unsafe.imports_passed_through():
         WatchHubSignal,
         watch_hub_workflow_id,
     )
-    from skyhop.providers.runtime.jobs import JobOutcome
     from skyhop.workflows.options import HEARTBEAT, LONG_RETRY, SHORT_RETRY
     from skyhop.workflows.stages import history_is_long
 
@@ -111,13 +110,13 @@ class RunEnds:
     """
 
     def __init__(self) -> None:
-        self._waiting: dict[str, JobOutcome | None] = {}
+        self._waiting: dict[str, RunEnded | None] = {}
 
     def receive(self, ended: RunEnded) -> None:
         if ended.key in self._waiting and self._waiting[ended.key] is None:
-            self._waiting[ended.key] = ended.outcome
+            self._waiting[ended.key] = ended
 
-    async def end_of(self, run: FollowedRun, shard: int) -> JobOutcome:
+    async def end_of(self, run: FollowedRun, shard: int) -> RunEnded:
         """Follow the run on hub ``shard`` and wait for its end; the hub forgets it on every way out.
 
         The key is waited on before the follow is sent: an end signalled at once is not missed.
@@ -139,10 +138,10 @@ class RunEnds:
             del self._waiting[key]
             await _forget(shard, key)
             raise
-        outcome = self._waiting.pop(key)
-        assert outcome is not None
+        ended = self._waiting.pop(key)
+        assert ended is not None
         await _forget(shard, key)
-        return outcome
+        return ended
 
 
 async def _forget(shard: int, key: str) -> None:

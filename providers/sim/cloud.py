@@ -305,7 +305,18 @@ class SimCloud:
     def preempted(self, instance_ids: list[str]) -> set[str]:
         """Which of these instances the fault plan preempted (rather than a terminate call)."""
         with self._call():
-            return {item["instance_id"] for item in self._each(instance_ids) if item.get("preempted")}
+            return set(self.preempted_at(instance_ids))
+
+    def preempted_at(self, instance_ids: list[str]) -> dict[str, float]:
+        """When (epoch seconds) each of these instances that was preempted had its processes killed.
+
+        The observer's view for tests and benchmarks, not an API call: no simulated latency.
+        """
+        return {
+            item["instance_id"]: float(item["preempted_at"])
+            for item in self._each(instance_ids)
+            if item.get("preempted")
+        }
 
     def _transition(self, instance_ids: list[str], target: str) -> None:
         with self._call():

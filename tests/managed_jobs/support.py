@@ -124,6 +124,24 @@ def until_log(job_id: int, task_index: int, attempt: int, text: str, timeout: fl
     )
 
 
+async def until_reports_settled(handle: WorkflowHandle[object, ManagedJobState], timeout: float = 60) -> None:
+    """Until the job's last status report to the job index is done, and its workflow task too.
+
+    A running job holds no activity of its own, but the report of its RUNNING (one signal-with-start)
+    may still be in flight when it is first seen RUNNING, longer on a busy machine.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        description = (await handle.describe()).raw_description
+        pending = [a.activity_type.name for a in description.pending_activities]
+        assert set(pending) <= {"index_job_row"}, f"{handle.id} holds {pending}"
+        if not pending and not description.HasField("pending_workflow_task"):
+            return
+        assert loop.time() < deadline, f"{handle.id}: its status report never settled"
+        await asyncio.sleep(0.1)
+
+
 async def assert_replays(client: Client, handle: WorkflowHandle[object, ManagedJobState]) -> None:
     """Every run of the job replays from its history with today's code: the workflow is deterministic."""
     from skyhop.workflows.managed_job import ManagedJobWorkflow

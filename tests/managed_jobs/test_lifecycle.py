@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
 import subprocess
@@ -35,6 +34,7 @@ from tests.managed_jobs.support import (
     start_job,
     state_of,
     until_log,
+    until_reports_settled,
     until_state,
 )
 from tests.providers.sim_support import write_plan
@@ -249,16 +249,7 @@ def test_a_running_job_writes_nothing_to_its_history(
         state = await until_state(handle, lambda s: s.status == ManagedJobStatus.RUNNING, "the run")
         until_log(state.job_id, 0, 1, "a\n")
 
-        async def settled() -> bool:
-            """The RUNNING report to the job index is done and its workflow task too."""
-            description = (await handle.describe()).raw_description
-            return not description.pending_activities and not description.HasField("pending_workflow_task")
-
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + 60
-        while not await settled():
-            assert loop.time() < deadline, "the job's RUNNING report never settled"
-            await asyncio.sleep(0.1)
+        await until_reports_settled(handle)
         before = (await handle.describe()).raw_description.workflow_execution_info.history_length
         open_gate(tmp_path, "b")
         until_log(state.job_id, 0, 1, "b\n")  # the watcher polled on, and shipped the new output

@@ -109,6 +109,38 @@ def test_failover_relaunches_in_the_preempted_region_first(
     run(scenario())
 
 
+def test_a_preemption_is_decided_from_the_hubs_answer_with_no_probe_of_its_own(
+    temporal_server: DevServer, live_worker: WorkerProcess, sim_catalog: Path, tmp_path: Path
+) -> None:
+    """The hub asks the provider with the end it signals: the job decides in that workflow task.
+
+    Its own probe (an activity and a workflow task more) is only for a hub that got no answer
+    (``test_a_status_api_that_fails_is_never_taken_for_a_preemption``).
+    """
+    write_plan(sim_catalog, [{"preempt_after_s": PREEMPT_AFTER_S}])
+    task = _task(f"echo up; {gate(tmp_path)}")
+
+    async def scenario() -> None:
+        client = await client_for(temporal_server.address)
+        handle = await start_job(client, [task])
+        state = await state_of(handle)
+        until_log(state.job_id, 0, 1, "up")
+        write_plan(sim_catalog, [])  # the first node keeps its preemption; the next one has none
+        await until_state(handle, lambda s: s.tasks[0].recoveries == 1, "the preemption")
+        until_log(state.job_id, 0, 2, "up")
+        open_gate(tmp_path)
+        final = await handle.result()
+        assert [a.outcome for a in final.tasks[0].attempts] == ["preempted", "succeeded"]
+        activities = [
+            event.activity_task_scheduled_event_attributes.activity_type.name
+            async for event in handle.fetch_history_events()
+            if event.HasField("activity_task_scheduled_event_attributes")
+        ]
+        assert activities.count("start_job") == 2 and "probe_cluster" not in activities
+
+    run(scenario())
+
+
 @pytest.mark.parametrize("restarts", [0, 1])
 def test_a_user_failure_restarts_on_the_same_cluster_while_the_policy_allows(
     temporal_server: DevServer, live_worker: WorkerProcess, sim_catalog: Path, tmp_path: Path, restarts: int

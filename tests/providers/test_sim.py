@@ -6,6 +6,7 @@ import fcntl
 import json
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -190,6 +191,22 @@ def test_schedule_preemption_preempts_a_chosen_instance(catalog: Path) -> None:
     )
     wait_for(lambda: not group_members(timer), 30, "the fired timer to end")
     assert run(provider.node_statuses(handle)) == [NodeStatus.PREEMPTED, NodeStatus.UP]
+
+
+def test_preempted_at_tells_when_each_preempted_instance_was_killed(catalog: Path) -> None:
+    """The public lookup benchmarks use: preempted instances only, never those a call terminated."""
+    cloud = write_plan(catalog, [])
+    provider = SimProvider(cloud)
+    handle = run(provider.launch(_request(provider, 0, num_nodes=3)))
+    ids = [node.instance_id for node in handle.nodes]
+    scheduled = time.time()
+    cloud.schedule_preemption([ids[0]], 0.5)
+    cloud.terminate([ids[2]])
+    wait_for(lambda: _instances_on_file(cloud)[ids[0]].get("preempted"), 30, "preemption")
+    found = cloud.preempted_at(ids)
+    assert list(found) == [ids[0]]
+    assert scheduled + 0.5 <= found[ids[0]] <= time.time()
+    assert cloud.preempted(ids) == {ids[0]}
 
 
 def test_stop_and_start_keep_the_instances(catalog: Path) -> None:
