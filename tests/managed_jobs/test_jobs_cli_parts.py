@@ -14,8 +14,8 @@ from skyhop.cli.app import app
 from skyhop.cli.jobs_follow import AttemptLogs, StatusPrinter
 from skyhop.cli.jobs_listing import id_ranges, listing_query, queue_row, shown_status
 from skyhop.cli.jobs_submit import load_job
-from skyhop.cli.options import task_overrides
 from skyhop.contract.managed_jobs import ManagedJobStatus, ManagedJobSummary, job_resources
+from skyhop.spec import TaskOverrides
 from tests.managed_jobs.support import attempt, job_state, write_attempt
 
 _ids = itertools.count(900_000)
@@ -34,7 +34,7 @@ def _write(tmp_path: Path, text: str) -> str:
 
 def test_a_pipeline_gets_the_overrides_on_every_task_and_the_header_name(tmp_path: Path) -> None:
     entry = _write(tmp_path, "name: pipe\n---\nname: a\nrun: a\n---\nname: b\nrun: b\nnum_nodes: 2\n")
-    request, dag = load_job(entry, task_overrides(cpus="2+", use_spot=True, envs=["K=V"]))
+    request, dag = load_job(entry, TaskOverrides(cpus="2+", use_spot=True, envs=["K=V"]))
     assert request.name == "pipe" and not request.parallel and len(dag.tasks) == 2
     assert [t.name for t in request.tasks] == ["a", "b"]
     assert all(
@@ -45,12 +45,12 @@ def test_a_pipeline_gets_the_overrides_on_every_task_and_the_header_name(tmp_pat
 
 def test_a_parallel_group_and_the_name_flag(tmp_path: Path) -> None:
     entry = _write(tmp_path, "name: grp\nexecution: parallel\n---\nname: a\nrun: a\n---\nname: b\nrun: b\n")
-    request, _ = load_job(entry, task_overrides(name="mine"))
+    request, _ = load_job(entry, TaskOverrides(name="mine"))
     assert request.parallel and request.name == "mine"
     assert [t.name for t in request.tasks] == ["a", "b"]  # -n names the job, not each task of a group
-    one, _ = load_job("echo hi", task_overrides(name="solo"))
+    one, _ = load_job("echo hi", TaskOverrides(name="solo"))
     assert one.name == "solo" and one.tasks[0].name == "solo" and one.tasks[0].run == "echo hi"
-    assert load_job("echo hi", task_overrides())[0].name == "unnamed"
+    assert load_job("echo hi", TaskOverrides())[0].name == "unnamed"
 
 
 def test_listing_query_scopes_by_kind_user_name_and_status() -> None:

@@ -21,6 +21,7 @@ import signal
 import socket
 import subprocess
 import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -89,6 +90,8 @@ class SSHHosts:
         self.hosts: list[SSHHost] = []
         self.bridge: Bridge | None = None
         self.started_at = time.time()
+        self.tag = uuid.uuid4().hex[:6]
+        """Unique to this set of hosts, for names tests give what they make on it (pools)."""
         self.loopback = loopback or os.environ.get("SKYHOP_TEST_SSH_LOOPBACK") == "1" or not can_netns()
 
     def start(self) -> None:
