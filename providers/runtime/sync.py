@@ -13,10 +13,18 @@ import os
 import shutil
 import tempfile
 
-__all__ = ["IGNORE_FILE", "list_files", "rsync_command", "rsync_filters"]
+__all__ = ["IGNORE_FILE", "RSYNC_COPY", "list_files", "rsync_command", "rsync_filters"]
 
 IGNORE_FILE = ".skyhopignore"
 """Like SkyPilot's ``.skyignore``: when present it replaces the ``.gitignore`` rules."""
+
+
+RSYNC_COPY = ["-a", "--modify-window=-1"]
+"""Archive mode, and a file counts as unchanged only if its mtime matches to the nanosecond.
+
+rsync's default compares whole seconds, so a same-size file rewritten within the second of the
+last sync (a git checkout at another ref, an editor's quick save) would be skipped.
+"""
 
 
 def rsync_filters(local_dir: str) -> list[str]:
@@ -36,7 +44,7 @@ def rsync_command(local_dir: str, dest: str, shell: str | None = None) -> list[s
     rsync = shutil.which("rsync")
     if rsync is None:
         return None
-    command = [rsync, "-a", *rsync_filters(local_dir)]
+    command = [rsync, *RSYNC_COPY, *rsync_filters(local_dir)]
     if shell is not None:
         command += ["-e", shell]
     return [*command, local_dir.rstrip("/") + "/", dest]

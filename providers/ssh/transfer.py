@@ -3,6 +3,9 @@
 rsync runs with ``-e ssh`` under the same login, key and pinned host key as the command runner,
 and gives up after ``_IO_TIMEOUT_S`` without progress. The SFTP path copies the files rsync
 would (same ignore rules) and, like rsync's quick check, skips those whose size and mtime match.
+SFTP carries whole-second mtimes only, so a file copied in the second it was written is marked
+stale on the host (its mtime one second back) and sent again by the next sync: a same-size
+rewrite later in that second is never taken for unchanged.
 """
 
 from __future__ import annotations
@@ -12,9 +15,10 @@ import os
 import shlex
 import shutil
 import stat
+import time
 
 from skyhop.providers.runtime.errors import NodeUnreachableError
-from skyhop.providers.runtime.sync import list_files, rsync_filters
+from skyhop.providers.runtime.sync import RSYNC_COPY, list_files, rsync_filters
 from skyhop.providers.ssh.connection import CONNECT_TIMEOUT_S, KEEPALIVE_COUNT, Endpoint, connect
 
 __all__ = ["rsync_to", "sftp_to", "ssh_shell"]
@@ -53,7 +57,7 @@ async def rsync_to(endpoint: Endpoint, local_path: str, remote_path: str) -> Non
         if os.path.isdir(local_path)
         else [local_path]
     )
-    command = [rsync, "-a", f"--timeout={_IO_TIMEOUT_S}", "-e", ssh_shell(endpoint), *source,
+    command = [rsync, *RSYNC_COPY, f"--timeout={_IO_TIMEOUT_S}", "-e", ssh_shell(endpoint), *source,
                _remote(endpoint, remote_path)]  # fmt: skip
     proc = await asyncio.create_subprocess_exec(
         *command, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE
@@ -105,6 +109,7 @@ async def _copy_one(sftp: object, local: str, remote: str) -> None:
     import asyncssh
 
     assert isinstance(sftp, asyncssh.SFTPClient)
+    started = int(time.time())
     info = os.lstat(local)
     if stat.S_ISLNK(info.st_mode):
         if await sftp.lexists(remote):
@@ -118,3 +123,5 @@ async def _copy_one(sftp: object, local: str, remote: str) -> None:
     except asyncssh.SFTPNoSuchFile:
         pass
     await sftp.put(local, remote, preserve=True)
+    if int(info.st_mtime) >= started:
+        await sftp.utime(remote, (int(info.st_atime), int(info.st_mtime) - 1))
