@@ -9,11 +9,12 @@ Then, in order:
 
 - launch throughput (jobs/s) and the time until all N are RUNNING (visibility's ``SkyhopStatus``);
 - peak RSS of the worker and the server (``VmHWM``), and the worker's RSS growth per running job;
-- history events per idle running job per hour: every job workflow's history length (and its
-  cluster's, if it has a cluster workflow, and the watch hubs') before and after ``--idle-s``
-  seconds of idling; and the activities they hold open meanwhile (the hubs' watchers: each a
-  worker slot, heartbeating every 0.8 x its heartbeat timeout: server writes that are no history
-  events);
+- when every job's status reports have reached the job index (no job holds an activity);
+- from then, history events per idle running job per hour: every job workflow's history length
+  (and its cluster's, if it has a cluster workflow, and the watch hubs') before and after
+  ``--idle-s`` seconds of idling, by kind and event type; and the activities they hold open
+  meanwhile (the hubs' watchers: each a worker slot, heartbeating every 0.8 x its heartbeat
+  timeout: server writes that are no history events);
 - ``skyhop jobs queue -a``, the whole command as a subprocess (median of 3);
 - ``--preemptions`` preemptions (the sim's timer, ``SimCloud.schedule_preemption``),
   ``--preempt-rate`` a second: from the moment a node's processes were killed to the job's
@@ -127,19 +128,52 @@ async def _history_lengths(client: Client, job_ids: list[int]) -> dict[str, tupl
     return dict(item for item in found if item is not None)
 
 
+async def _until_settled(client: Client, job_ids: list[int], timeout: float = 900.0) -> float:
+    """When no job holds an activity any more (every status report reached the job index): what
+    a running job costs while idle is measured from there, not mixed with the launch's backlog."""
+    from skyhop.contract.managed_jobs import managed_job_workflow_id
+
+    jobs = {managed_job_workflow_id(j) for j in job_ids}
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        lengths = await _history_lengths(client, job_ids)
+        if not sum(open_ for workflow_id, (_, _, open_) in lengths.items() if workflow_id in jobs):
+            return time.monotonic()
+        await asyncio.sleep(2)
+    raise TimeoutError(f"the jobs still held activities {timeout:.0f} s after all were RUNNING")
+
+
 async def _events_between(
     client: Client, before: dict[str, tuple[str, int, int]], after: dict[str, tuple[str, int, int]]
-) -> int:
-    """Events written between two snapshots, counting a run that continued as new to its end."""
-    total = 0
+) -> dict[str, int]:
+    """Events written between two snapshots by kind of workflow (its id's first word), counting a
+    run that continued as new to its end."""
+    by_kind: dict[str, int] = {}
     for workflow_id, (run_id, length, _) in after.items():
         old_run, old_length, _ = before.get(workflow_id, (run_id, 0, 0))
         if old_run == run_id:
-            total += length - old_length
-            continue
-        ended = await client.get_workflow_handle(workflow_id, run_id=old_run).describe()
-        total += ended.raw_description.workflow_execution_info.history_length - old_length + length
-    return total
+            written = length - old_length
+        else:
+            ended = await client.get_workflow_handle(workflow_id, run_id=old_run).describe()
+            written = ended.raw_description.workflow_execution_info.history_length - old_length + length
+        kind = workflow_id.split(":")[0]
+        by_kind[kind] = by_kind.get(kind, 0) + written
+        if written and old_run == run_id:
+            await _tally_events(client, workflow_id, old_length, kind)
+    return by_kind
+
+
+IDLE_EVENT_TYPES: dict[str, int] = {}
+"""What the idle jobs wrote, by workflow kind and event type: where the events per hour come from."""
+
+
+async def _tally_events(client: Client, workflow_id: str, after_id: int, kind: str) -> None:
+    from temporalio.api.enums.v1 import EventType
+
+    async for event in client.get_workflow_handle(workflow_id).fetch_history_events():
+        if event.event_id > after_id:
+            name = f"{kind} {EventType.Name(event.event_type).removeprefix('EVENT_TYPE_').lower()}"
+            IDLE_EVENT_TYPES[name] = IDLE_EVENT_TYPES.get(name, 0) + 1
 
 
 STAGES = ("end signalled", "probe scheduled", "probe started", "probe done", "decided")
@@ -278,7 +312,7 @@ async def _bench(args: argparse.Namespace, env: dict[str, str], request: Managed
     running = f"{_KIND} AND SkyhopStatus = 'RUNNING'"
     await _until_count(client, running, n)
     figures["all_running_s"] = time.monotonic() - started
-    await asyncio.sleep(5)  # the last starts' bookkeeping settles before memory and events are taken
+    figures["settled_s"] = await _until_settled(client, job_ids) - started
     figures["worker_running_kib"] = _rss_kib(worker)[0]
 
     before = await _history_lengths(client, job_ids)
@@ -341,17 +375,20 @@ def _report(n: int, cached: int | None, f: dict[str, Any]) -> None:
     mib = 1024.0
     beats = f["idle_activities"] * 3600 / (0.8 * HEARTBEAT.total_seconds())
     per_job_kib = (f["worker_running_kib"] - f["worker_before_kib"]) / n
-    per_hour = f["idle_events"] / n * 3600 / f["idle_s"]
+    per_hour = sum(f["idle_events"].values()) / n * 3600 / f["idle_s"]
     latencies = [marks["decided"] for marks in f["preemption_s"]]
     rows = [
         ("launch throughput", f"{n / f['submit_s']:.1f} jobs/s", "-"),
         ("all RUNNING after", f"{f['all_running_s']:.1f} s", "all RUNNING"),
+        ("every job's reports in the index after", f"{f['settled_s']:.1f} s", "-"),
         ("worker peak RSS", f"{f['worker_peak_kib'] / mib:.0f} MiB", "worker + server < 4 GB"),
         ("server peak RSS", f"{f['server_peak_kib'] / mib:.0f} MiB", "worker + server < 4 GB"),
         ("worker RSS per running job", f"{per_job_kib:.0f} KiB", "<= 100 KB per idle job"),
         (
             "history events / idle job / hour",
-            f"{per_hour:.2f} ({f['idle_events']} in {f['idle_s']:.0f} s)",
+            f"{per_hour:.2f} ({sum(f['idle_events'].values())} in {f['idle_s']:.0f} s: "
+            + ", ".join(f"{kind} {count}" for kind, count in sorted(f["idle_events"].items()))
+            + ")",
             "<= 1",
         ),
         (
@@ -382,6 +419,8 @@ def _report(n: int, cached: int | None, f: dict[str, Any]) -> None:
         print(f"{what:44} {value:>34}   target: {target}")
     for failure in (run for run in f["queue_s"] if isinstance(run, str)):
         print(f"  jobs queue failed: {failure}")
+    if IDLE_EVENT_TYPES:
+        print("idle events by type: " + ", ".join(f"{k} {v}" for k, v in sorted(IDLE_EVENT_TYPES.items())))
     print("preemption to each mark (p50 / p99 s):")
     for stage in STAGES:
         reached = [marks[stage] for marks in f["preemption_s"] if stage in marks]
