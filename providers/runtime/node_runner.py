@@ -207,9 +207,11 @@ def _run_job(folder: str, ready_fd: int | None) -> NoReturn:
     it found no state), this raises and the script never runs.
     """
     os.setsid()
-    # As a shell leaves them to a background command and Python to itself: restore what a job expects.
-    for signum in (signal.SIGINT, signal.SIGQUIT, signal.SIGPIPE, signal.SIGXFSZ):
-        signal.signal(signum, signal.SIG_DFL)
+    # A shell leaves SIGINT and SIGQUIT ignored to a background command, Python ignores SIGPIPE and
+    # SIGXFSZ, a worker started under nohup ignores SIGHUP: a job starts with none ignored.
+    for signum in signal.valid_signals():
+        if signal.getsignal(signum) == signal.SIG_IGN:
+            signal.signal(signum, signal.SIG_DFL)
     with open(os.path.join(folder, "spec.json")) as f:
         spec = json.load(f)
     env = dict(os.environ)

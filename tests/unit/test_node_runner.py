@@ -21,12 +21,18 @@ def _state(root: Path, key: str) -> dict:  # type: ignore[type-arg]
     return state
 
 
-def _run_cli(root: Path, key: str, script: str) -> str:
-    """Start through the runner's command line, as the local and SSH runtimes do."""
+def _run_cli(root: Path, key: str, script: str, ignoring: tuple[signal.Signals, ...] = ()) -> str:
+    """Start through the runner's command line, as the local and SSH runtimes do, from a process
+    that ignores ``ignoring`` (as one started under ``nohup`` ignores SIGHUP)."""
+
+    def ignore() -> None:
+        for signum in ignoring:
+            signal.signal(signum, signal.SIG_IGN)
+
     out = subprocess.run(
         [sys.executable, node_runner.__file__, "start", str(root), key],
         input=json.dumps({"script": script, "cwd": str(root)}),
-        capture_output=True, text=True, check=True,
+        capture_output=True, text=True, check=True, preexec_fn=ignore,
     )  # fmt: skip
     return out.stdout.strip()
 
@@ -127,9 +133,9 @@ def test_a_sigterm_to_the_runner_reaches_the_job_and_its_end_is_recorded(tmp_pat
 
 
 def test_a_job_starts_with_no_signal_ignored(tmp_path: Path) -> None:
-    """A shell starts a background command with SIGINT and SIGQUIT ignored, Python ignores SIGPIPE:
-    a job inherits neither."""
-    _run_cli(tmp_path, "sig", "exec grep SigIgn /proc/self/status")
+    """A shell starts a background command with SIGINT and SIGQUIT ignored, Python ignores SIGPIPE,
+    ``nohup`` SIGHUP: a job inherits none of them."""
+    _run_cli(tmp_path, "sig", "exec grep SigIgn /proc/self/status", ignoring=(signal.SIGHUP, signal.SIGUSR1))
     wait_for(lambda: _state(tmp_path, "sig")["status"] == "SUCCEEDED", 10, "the job")
     assert node_runner.read_log(str(tmp_path), "sig", 0, 1000).split() == [b"SigIgn:", b"0" * 16]
 
