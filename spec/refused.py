@@ -25,7 +25,10 @@ __all__ = [
     "drop_missing_clouds",
 ]
 
-_NO_CONTAINERS = "skyhop runs tasks on the node's own OS, not in containers yet"
+_NO_CONTAINERS = (
+    "skyhop runs image_id: docker:IMAGE containers with its own options (host network and IPC, the "
+    "home bind-mounted); private registries need docker login (or podman login) on the node"
+)
 _INTERNAL = "is internal to SkyPilot (it writes it itself); leave it out"
 _NO_VOLUMES = "volumes are not supported; use resources.disk_size for a bigger disk, or file_mounts"
 

@@ -19,10 +19,11 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from skyhop.providers.base import DiskTier, NetworkTier
 from skyhop.providers.registry import PLANNED_PROVIDERS, all_provider_names, region_is_path
-from skyhop.spec.limits import MAX_ALTERNATIVES, MAX_LABEL_CHARS, MAX_LABELS
+from skyhop.spec.limits import MAX_ALTERNATIVES, MAX_IMAGE_CHARS, MAX_LABEL_CHARS, MAX_LABELS
 from skyhop.spec.quantity import Quantity, parse_disk_size, parse_memory, parse_quantity
 
 __all__ = [
+    "DOCKER_PREFIX",
     "Autostop",
     "JobRecovery",
     "KNOWN_INFRA",
@@ -33,6 +34,9 @@ __all__ = [
 
 KNOWN_INFRA = tuple(all_provider_names())
 """Infrastructure names ``infra``/``cloud`` accept: the providers this installation has."""
+
+DOCKER_PREFIX = "docker:"
+"""How ``image_id`` names a container image rather than a machine image (SkyPilot's form)."""
 
 _ACCELERATOR = re.compile(r"([A-Za-z][A-Za-z0-9_.\-]*)(?::(\d+(?:\.\d+)?|\.\d+))?")
 
@@ -253,6 +257,9 @@ class Resources(BaseModel):
     ports: list[str] | None = None
     image_id: str | dict[str, str] | None = None
     """An image for every region, or ``{region: image}``, which also limits the task to those regions."""
+    docker_image: str | None = None
+    """The container setup and run execute in on each node (YAML: ``image_id: docker:IMAGE``); the
+    node boots the provider's default image. Never a machine image: providers do not see it."""
     autostop: Autostop | None = None
     """Stop (or tear down) the cluster after this long idle: ``true`` (5 min), minutes, ``"10h"``,
     or ``{idle_minutes, down}``. Default: never."""
@@ -332,6 +339,10 @@ class Resources(BaseModel):
         for item in (self.any_of or []) + (self.ordered or []):
             if item.any_of or item.ordered:
                 raise ValueError("'any_of'/'ordered' items cannot contain 'any_of' or 'ordered' themselves")
+        if len({alt.docker_image for alt in self.alternatives}) > 1:
+            raise ValueError(
+                "every any_of/ordered alternative must run in the same container (image_id: docker:IMAGE)"
+            )
         return self
 
     @field_validator("infra")
@@ -357,16 +368,33 @@ class Resources(BaseModel):
     def _check_accelerators(cls, value: object) -> dict[str, float] | None:
         return None if value is None else parse_accelerators(value)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _docker_image(cls, data: Any) -> Any:
+        """``image_id: docker:IMAGE`` is a container to run in, not a machine image: its own field."""
+        if not isinstance(data, dict):
+            return data
+        image = data.get("image_id")
+        images = list(image.values()) if isinstance(image, dict) else [image]
+        if not any(isinstance(i, str) and i.startswith(DOCKER_PREFIX) for i in images):
+            return data
+        if not isinstance(image, str):
+            raise ValueError(
+                "image_id: a container image is the same in every region; give image_id: docker:IMAGE"
+            )
+        if data.get("docker_image") is not None:
+            raise ValueError("give the container once, as image_id: docker:IMAGE")
+        name = image.removeprefix(DOCKER_PREFIX).strip()
+        if not name or any(c.isspace() for c in name) or len(name) > MAX_IMAGE_CHARS:
+            raise ValueError(
+                f"image_id: {image[:80]!r} must be docker:IMAGE, an image reference of at most "
+                f"{MAX_IMAGE_CHARS} characters without spaces (like docker:ubuntu:22.04)"
+            )
+        return {**data, "image_id": None, "docker_image": name}
+
     @field_validator("image_id", mode="before")
     @classmethod
     def _check_image_id(cls, value: object) -> object:
-        images = list(value.values()) if isinstance(value, dict) else [value]
-        docker = next((i for i in images if isinstance(i, str) and i.startswith("docker:")), None)
-        if docker is not None:
-            raise ValueError(
-                f"{docker!r}: skyhop runs tasks on the node's own OS, not in a container yet; "
-                "install what the image holds in 'setup', or give a machine image"
-            )
         if value is None or (isinstance(value, str) and value):
             return value
         if isinstance(value, dict) and value and all(isinstance(v, str) and v for v in value.values()):

@@ -72,6 +72,14 @@ ACCEPTED: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
         {"provider": "gcp", "zone": "us-central1-a"},
     ),
     ("spot_recovery", {"resources": {"spot_recovery": "FAILOVER"}}, {}),
+    *[
+        (
+            f"image_id docker on {cloud}",  # a container, never passed to the cloud as a machine image
+            {"resources": {"infra": cloud, "cpus": 2, "image_id": "docker:ubuntu:20.04"}},
+            {"docker_image": "ubuntu:20.04", "image_id": None, "provider": cloud},
+        )
+        for cloud in ("aws", "gcp", "azure", "local")
+    ],
 ]
 
 
@@ -93,12 +101,20 @@ REFUSED: list[tuple[dict[str, Any], str]] = [
     ({"api_server_access": True}, "api_server_access: skyhop has no API server"),
     (
         {"config": {"docker": {"run_options": "-v /x"}}},
-        "config.docker: skyhop runs tasks on the node's own OS",
+        "config.docker: skyhop runs image_id: docker:IMAGE containers with its own options",
     ),
     ({"config": {"nvidia_gpus": {"disable_ecc": True}}}, "config.nvidia_gpus:"),
     (
-        {"resources": {"image_id": "docker:ubuntu:22.04"}},
-        "resources.image_id: 'docker:ubuntu:22.04': skyhop runs",
+        {"resources": {"image_id": {"us-east-1": "docker:ubuntu:22.04"}}},
+        "a container image is the same in every region; give image_id: docker:IMAGE",
+    ),
+    ({"resources": {"image_id": "docker:"}}, "must be docker:IMAGE"),
+    (
+        {
+            "resources": {"image_id": "docker:ubuntu:22.04"},
+            "file_mounts": {"/ckpt": {"name": "my-bucket", "mode": "MOUNT_CACHED"}},
+        },
+        "file_mounts: /ckpt: MOUNT_CACHED is flushed by the node, outside the task's container",
     ),
     ({"resources": {"accelerator_args": {"tpu_vm": True}}}, "resources.accelerator_args: TPU options"),
     ({"resources": {"priority": 5}}, "resources.priority: skyhop runs a cluster's jobs first in, first out"),
