@@ -12,6 +12,7 @@ a JSON round trip, where "which fields were set" is lost).
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any, Literal
 
@@ -366,7 +367,14 @@ class Resources(BaseModel):
     @field_validator("accelerators", mode="before")
     @classmethod
     def _check_accelerators(cls, value: object) -> dict[str, float] | None:
-        return None if value is None else parse_accelerators(value)
+        if value is None:
+            return None
+        parsed = parse_accelerators(value)
+        if any(name.startswith("TPU") for name in parsed):
+            from skyhop.spec.refused import NO_TPUS
+
+            raise ValueError(f"{next(iter(parsed))}: {NO_TPUS}")
+        return parsed
 
     @model_validator(mode="before")
     @classmethod
@@ -478,6 +486,15 @@ class Resources(BaseModel):
             return None
         parts = _split_infra(self.infra)
         return parts[index] if index < len(parts) and parts[index] != "*" else None
+
+    @property
+    def node_accelerators(self) -> dict[str, float] | None:
+        """The accelerators a node must have. A fraction (``V100:0.5``, ``1.5``) is the whole GPUs
+        holding it: the node is planned with those, and the job queue gives the job its share, so
+        two ``V100:0.5`` jobs run at once on one V100."""
+        if self.accelerators is None:
+            return None
+        return {name: float(math.ceil(count - 0.01)) for name, count in self.accelerators.items()}
 
     @property
     def cpu_quantity(self) -> Quantity | None:
