@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -201,8 +202,8 @@ def test_watch_answers_for_several_jobs_and_names_only_new_ones_through_the_comm
     assert gone == {"states": {"job-1": None}, "newer": [], "present": False}
 
 
-def _container_job(root: Path, key: str, script: str, stage: str, path: str, **env: str) -> dict:  # type: ignore[type-arg]
-    """Run ``script`` in a container job through the runner's command line, until it ends."""
+def _start_container_job(root: Path, key: str, script: str, stage: str, path: str, **env: str) -> None:
+    """Start ``script`` as a container job through the runner's command line."""
     container = {"image": "ubuntu:20.04", "stage": stage, "binds": ["/data"], "gpus": False}
     spec = {"script": script, "cwd": str(root / "workdir"), "container": container}
     spec["env"] = {"HOME": str(root), "PATH": path, **env}
@@ -210,6 +211,11 @@ def _container_job(root: Path, key: str, script: str, stage: str, path: str, **e
         [sys.executable, node_runner.__file__, "start", str(root), key],
         input=json.dumps(spec), capture_output=True, text=True, check=True,
     )  # fmt: skip
+
+
+def _container_job(root: Path, key: str, script: str, stage: str, path: str, **env: str) -> dict:  # type: ignore[type-arg]
+    """Run ``script`` in a container job until it ends; its end state."""
+    _start_container_job(root, key, script, stage, path, **env)
     wait_for(lambda: _state(root, key)["status"] in ("SUCCEEDED", "FAILED"), 20, f"{key} to end")
     return _state(root, key)
 
@@ -264,3 +270,15 @@ def test_the_container_runtime_is_docker_only_where_its_daemon_answers_and_gpus_
     assert docker[docker.index("--gpus") + 1] == "all" and docker.count("-v") == 1
     assert podman[podman.index("--device") + 1] == "nvidia.com/gpu=all" and "/w:/w" in podman
     assert podman[-5:] == ["-w", "/w", "img", "-c", "s"]
+
+
+def test_a_cancelled_container_job_has_its_container_removed(tmp_path: Path) -> None:
+    calls = fake_container_runtime(tmp_path / "bin")
+    (tmp_path / "bin" / "sleep").symlink_to(shutil.which("sleep") or "/bin/sleep")
+    node = tmp_path / "node"
+    _start_container_job(node, "job-1", "sleep 300", "run", str(tmp_path / "bin"))
+    wait_for(lambda: _state(node, "job-1").get("container"), 10, "the job to run")
+    node_runner.cancel(str(node), "job-1", grace_s=2)
+    wait_for(lambda: _state(node, "job-1")["status"] == "CANCELLED", 10, "the cancel")
+    name = node_runner.container_name(str(node / "jobs" / "job-1"))
+    assert ["rm", "-f", name] in [json.loads(line) for line in calls.read_text().splitlines()]
