@@ -16,7 +16,8 @@ Usage (on a node)::
     python3 node_runner.py watch RUNTIME_DIR < query.json       # several states, and newer keys
     python3 node_runner.py log RUNTIME_DIR KEY OFFSET LIMIT     # raw log bytes
     python3 node_runner.py cancel RUNTIME_DIR KEY
-    python3 node_runner.py cancel-all RUNTIME_DIR               # before the folder is removed
+    python3 node_runner.py cancel-all RUNTIME_DIR               # before the folder is removed (and
+                                                                # the image its setup kept)
 """
 
 from __future__ import annotations
@@ -237,8 +238,9 @@ def _run_job(folder: str, ready_fd: int | None) -> NoReturn:
             print(state["error"], file=sys.stderr, flush=True)
             os._exit(NO_RUNTIME_EXIT)
         image = container["image"]
-        if container["stage"] == CONTAINER_RUN and _image_exists(runtime, node_image(folder)):
-            image = node_image(folder)
+        kept = node_image(_runtime_dir(folder))
+        if container["stage"] == CONTAINER_RUN and _image_exists(runtime, kept):
+            image = kept
         name = container_name(folder)
         state.update(container=name, container_runtime=runtime, container_stage=container["stage"])
         home = env.get("HOME") or os.path.expanduser("~")
@@ -278,10 +280,30 @@ def container_name(folder: str) -> str:
     return "skyhop-" + hashlib.sha256(os.path.abspath(folder).encode()).hexdigest()[:20]
 
 
-def node_image(folder: str) -> str:
+def node_image(runtime_dir: str) -> str:
     """The image a node keeps once its setup container succeeded (one per node: its runtime folder)."""
-    runtime_dir = os.path.dirname(os.path.dirname(os.path.abspath(folder)))
-    return "localhost/skyhop-node:" + hashlib.sha256(runtime_dir.encode()).hexdigest()[:20]
+    return "localhost/skyhop-node:" + hashlib.sha256(os.path.abspath(runtime_dir).encode()).hexdigest()[:20]
+
+
+_NODE_IMAGE_RECORD = "node_image.json"
+"""In the runtime folder: which runtime holds the node's kept image, so that it can be removed."""
+
+
+def remove_node_image(runtime_dir: str) -> None:
+    """Remove the image the node's setup kept, before the node's folder goes (nothing else names it)."""
+    record_path = os.path.join(runtime_dir, _NODE_IMAGE_RECORD)
+    try:
+        with open(record_path) as f:
+            record = json.load(f)
+    except (OSError, ValueError):
+        return
+    subprocess.run([record["runtime"], "rmi", "-f", record["image"]], capture_output=True, check=False)
+    with contextlib.suppress(OSError):
+        os.remove(record_path)
+
+
+def _runtime_dir(folder: str) -> str:
+    return os.path.dirname(os.path.dirname(os.path.abspath(folder)))
 
 
 def container_argv(
@@ -330,11 +352,15 @@ def _end_container(state: dict[str, Any], folder: str, exit_code: int) -> int:
     """
     runtime, name = state["container_runtime"], state["container"]
     if exit_code == 0 and state.get("container_stage") == CONTAINER_SETUP:
-        kept = subprocess.run([runtime, "commit", name, node_image(folder)], capture_output=True, check=False)
+        runtime_dir = _runtime_dir(folder)
+        image = node_image(runtime_dir)
+        kept = subprocess.run([runtime, "commit", name, image], capture_output=True, check=False)
         if kept.returncode != 0:
             lines = kept.stderr.decode(errors="replace").strip().splitlines() or ["no output"]
             state["error"] = f"keeping the set-up container as the node's image failed: {lines[-1]}"
             exit_code = 1
+        else:
+            _write_json(os.path.join(runtime_dir, _NODE_IMAGE_RECORD), {"runtime": runtime, "image": image})
     subprocess.run([runtime, "rm", "-f", name], capture_output=True, check=False)
     return exit_code
 
@@ -396,6 +422,7 @@ def main(argv: list[str]) -> int:
     """Entry point when run on a node."""
     if argv[1:2] == ["cancel-all"]:
         cancel_all(argv[2])
+        remove_node_image(argv[2])
         return 0
     if argv[1:2] == ["run-job"]:
         _run_job(argv[2], int(argv[3]) if len(argv) > 3 else None)

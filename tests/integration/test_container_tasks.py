@@ -54,7 +54,7 @@ def test_setup_and_run_execute_in_the_tasks_container_with_its_workdir_and_envs(
             await until_job_done(temporal_server.address, cluster, 60, "job 1")
             assert (await record(client, cluster)).jobs[0].status == JobStatus.SUCCEEDED
             jobs = Path(result.handle.nodes[0].runtime_dir) / "jobs"
-            kept = node_runner.node_image(str(jobs / "job-1"))
+            kept = node_runner.node_image(result.handle.nodes[0].runtime_dir)
             assert (jobs / "job-1" / "run.log").read_text().split() == [
                 "run",
                 "in",
@@ -64,6 +64,8 @@ def test_setup_and_run_execute_in_the_tasks_container_with_its_workdir_and_envs(
             ]
             made = [json.loads(line) for line in calls.read_text().splitlines()]
             assert [c[c.index("-c") - 1] for c in made if c[0] == "run"] == ["ubuntu:20.04", kept]
+        # down removes the image the node's setup kept
+        assert ["rmi", "-f", kept] in [json.loads(line) for line in calls.read_text().splitlines()]
 
     run(scenario())
 

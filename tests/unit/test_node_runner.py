@@ -232,7 +232,7 @@ def test_a_container_job_runs_in_the_image_and_the_set_up_container_becomes_the_
     )
     assert setup["status"] == job["status"] == "SUCCEEDED"
     assert node_runner.read_log(str(node), "setup", 0, 1000) == b"setup in ubuntu:20.04\n"
-    kept = node_runner.node_image(str(node / "jobs" / "setup"))
+    kept = node_runner.node_image(str(node))
     assert node_runner.read_log(str(node), "job-1", 0, 1000).decode().split() == [
         "run", "in", kept, "t1", str(node / "workdir")
     ]  # fmt: skip
@@ -243,6 +243,8 @@ def test_a_container_job_runs_in_the_image_and_the_set_up_container_becomes_the_
     assert "-v" in run_call and "/data:/data" in run_call and "t1" not in " ".join(run_call)
     assert ["commit", node_runner.container_name(str(node / "jobs" / "setup")), kept] in made
     assert ["rm", "-f", name] in made  # removed by the runner once it ended, not left to run
+    subprocess.run([sys.executable, node_runner.__file__, "cancel-all", str(node)], check=True)
+    assert ["rmi", "-f", kept] == json.loads(calls.read_text().splitlines()[-1])  # before the folder goes
 
 
 def test_a_container_job_on_a_node_without_docker_or_podman_fails_saying_so(tmp_path: Path) -> None:
