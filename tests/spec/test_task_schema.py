@@ -118,6 +118,10 @@ REFUSED: list[tuple[dict[str, Any], str]] = [
     ),
     ({"resources": {"image_id": "docker:"}}, "must be docker:IMAGE"),
     (
+        {"resources": {"any_of": [{"infra": "aws", "image_id": "docker:a"}, {"infra": "gcp"}]}},
+        "every any_of/ordered alternative must run in the same container",
+    ),
+    (
         {
             "resources": {"image_id": "docker:ubuntu:22.04"},
             "file_mounts": {"/ckpt": {"name": "my-bucket", "mode": "MOUNT_CACHED"}},
