@@ -12,6 +12,7 @@ from temporalio.exceptions import ApplicationError
 from skyhop.activities.models import RunJobInput, SetupInput, WaitJobInput
 from skyhop.activities.node_jobs import (
     WORKDIR,
+    job_container,
     job_env,
     run_on_nodes,
     start_on_nodes,
@@ -20,7 +21,7 @@ from skyhop.activities.node_jobs import (
 )
 from skyhop.activities.sync import sync_task_workdir
 from skyhop.contract import ErrorType
-from skyhop.providers.runtime.jobs import JobOutcome, JobSpec, NodeJobStatus
+from skyhop.providers.runtime.jobs import ContainerStage, JobOutcome, JobSpec, NodeJobStatus
 from skyhop.spec import Task
 from skyhop.spec.storage import StorageMode
 from skyhop.storage.node_commands import with_flush
@@ -35,14 +36,20 @@ _BEAT_S = 2.0
 
 @activity.defn
 async def run_setup(request: SetupInput) -> None:
-    """Run the task's setup on every node in parallel; a failure is the user's to fix, not retried."""
-    assert request.task.setup is not None
+    """Run the task's setup on every node in parallel; a failure is the user's to fix, not retried.
+
+    A task with a container sets it up even without a setup script: the image is pulled then, and a
+    node that cannot run containers fails here, before any job is queued.
+    """
+    assert request.task.needs_setup
+    container = job_container(request.handle, request.task, ContainerStage.SETUP)
     specs = [
         JobSpec(
             key=request.key,
-            script=request.task.setup,
+            script=request.task.setup or "true",
             env=job_env(request.handle, request.task, node.rank, request.key),
             cwd=WORKDIR,
+            container=container,
         )
         for node in request.handle.nodes
     ]
@@ -73,7 +80,15 @@ async def start_job(request: RunJobInput) -> None:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(str(gpu) for gpu in gpu_ids)
             for prefix in ("SKYHOP_", "SKYPILOT_"):
                 env[f"{prefix}NUM_GPUS_PER_NODE"] = str(len(gpu_ids))
-        specs.append(JobSpec(key=request.job.key, script=_run_script(request.task), env=env, cwd=WORKDIR))
+        specs.append(
+            JobSpec(
+                key=request.job.key,
+                script=_run_script(request.task),
+                env=env,
+                cwd=WORKDIR,
+                container=job_container(handle, request.task, ContainerStage.RUN),
+            )
+        )
     try:
         await _heartbeating(start_on_nodes(handle, specs))
     except asyncio.CancelledError:

@@ -14,6 +14,8 @@ from skyhop.providers.base import ClusterHandle, NodeRuntime
 from skyhop.providers.registry import get_provider
 from skyhop.providers.runtime.errors import NodeUnreachableError
 from skyhop.providers.runtime.jobs import (
+    ContainerSpec,
+    ContainerStage,
     JobOutcome,
     JobSpec,
     NodeJobState,
@@ -29,6 +31,7 @@ __all__ = [
     "POLL_MAX_S",
     "WORKDIR",
     "JobTracker",
+    "job_container",
     "job_env",
     "node_lost",
     "run_on_nodes",
@@ -74,6 +77,15 @@ def job_env(handle: ClusterHandle, task: Task, rank: int, task_id: str) -> dict[
         env[f"SKYHOP_{name}"] = value
         env[f"SKYPILOT_{name}"] = value
     return env
+
+
+def job_container(handle: ClusterHandle, task: Task, stage: ContainerStage) -> ContainerSpec | None:
+    """The container a task's setup or run executes in (``image_id: docker:IMAGE``), or None."""
+    image = task.resources.docker_image
+    if image is None:
+        return None
+    binds = [target for target in task.file_mounts if target.startswith("/")]
+    return ContainerSpec(image=image, stage=stage, binds=binds, gpus=bool(handle.offering.accelerators))
 
 
 async def run_on_nodes(handle: ClusterHandle, specs: list[JobSpec]) -> JobOutcome:

@@ -177,7 +177,7 @@ async def _follow_stages(
         except (RPCError, WorkflowQueryFailedError):  # the first query can race the workflow's first task
             progress = None
         if progress is not None:
-            if setup_tail is None and progress.handle is not None and task.setup:
+            if setup_tail is None and progress.handle is not None and task.needs_setup:
                 nodes = len(progress.handle.nodes)
                 setup_tail = LogTail(progress.handle, setup_key(handle.id), nodes, sys.stderr.buffer)
             # Counted from the launch's start: a continue-as-new drops the oldest from the list.

@@ -133,6 +133,7 @@ def plan_document(plan: DagPlan, dag: Dag) -> dict[str, Any]:
                 "accelerators": c.accelerators,
                 "use_spot": p.use_spot,
                 "image_id": p.choice.image_id,
+                "docker_image": task.resources.docker_image,
                 "disk_size": p.choice.disk_size,
                 "disk_tier": p.choice.disk_tier,
                 "network_tier": p.choice.network_tier,
@@ -221,6 +222,8 @@ def _show(plan: DagPlan, dag: Dag) -> None:
         )
         for why in left.values():
             info(f"Left out: {why}")
+        if node.task.resources.docker_image:
+            info(f"Container: setup and run execute in {node.task.resources.docker_image} (docker or podman)")
         for mount in storage_plan(node.task.file_mounts):
             info(f"Storage: {mount.target} <- {mount.describe()}")
     egress = f" + ${plan.egress_cost:.2f} to move data" if plan.egress_cost else ""

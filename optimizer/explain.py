@@ -117,7 +117,7 @@ def _why(
 
 
 def _accelerator_reason(resources: Resources, loaded: list[Catalog], flat: list[Offering]) -> str | None:
-    ((name, count),) = (resources.accelerators or {}).items()
+    ((name, count),) = (resources.node_accelerators or {}).items()
     offers: list[tuple[float, str, str]] = []
     names: set[str] = set()
     for catalog in loaded:
@@ -148,15 +148,9 @@ def _accelerator_reason(resources: Resources, loaded: list[Catalog], flat: list[
         counts = ", ".join(f"{name}:{n:g}" for n in sorted({n for n, _, _ in offers}))
         fewest = min(offers, key=lambda o: (o[0], o[1], o[2]))
         if count < fewest[0]:
-            share = (
-                f"; a fraction of a GPU is a share of one on a running cluster: launch it with "
-                f"{name}:{fewest[0]:g}, then 'skyhop exec' this task on it"
-                if count < 1
-                else ""
-            )
             return (
                 f"no offering{where} has {count:g} {name} on one node; the fewest is {fewest[0]:g} on "
-                f"{fewest[1]} {fewest[2]}; offered: {counts}{share}"
+                f"{fewest[1]} {fewest[2]}; offered: {counts}"
             )
         most = min(offers, key=lambda o: (-o[0], o[1], o[2]))
         similar = sorted(

@@ -36,7 +36,7 @@ def offering_filter(resources: Resources) -> Callable[[Offering], bool]:
     cloud, region, zone = resources.cloud, resources.region, resources.zone
     instance_type, use_spot = resources.instance_type, resources.use_spot
     cpus, memory = resources.cpu_quantity, resources.memory_quantity
-    wanted = resources.accelerators or {}
+    wanted = resources.node_accelerators or {}
 
     def fits(offering: Offering) -> bool:
         if cloud and cloud != offering.provider:
@@ -120,7 +120,7 @@ def _rank_price(
 def _choices(resources: Resources, catalog: Catalog, policy: CatalogPolicy) -> list[_Choice]:
     """Instance types (with any attached accelerators) that satisfy the request."""
     cpus, memory = resources.cpu_quantity, resources.memory_quantity
-    wanted = next(iter((resources.accelerators or {}).items()), None)
+    wanted = next(iter((resources.node_accelerators or {}).items()), None)
     if resources.instance_type is not None:
         itype = catalog.types.get(resources.instance_type)
         if itype is None or not _size_fits(itype, cpus, memory):

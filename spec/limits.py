@@ -19,6 +19,7 @@ __all__ = [
     "MAX_ENVS_BYTES",
     "MAX_FILE_MOUNTS",
     "MAX_FOLDER_NODES",
+    "MAX_IMAGE_CHARS",
     "MAX_LABELS",
     "MAX_LABEL_CHARS",
     "MAX_NAME_CHARS",
@@ -66,6 +67,9 @@ MAX_LABELS = 50
 """``resources.labels``: AWS allows 50 tags per instance (skyhop adds its own 3 beside them)."""
 MAX_LABEL_CHARS = 63
 """A label's key and value: GCP's limit, the strictest of the clouds."""
+MAX_IMAGE_CHARS = 512
+"""A container image reference (``image_id: docker:IMAGE``): it reaches the node's ``docker run``
+command line; registries allow about 255 characters for the name, plus tag or digest."""
 
 MAX_ALTERNATIVES = 64
 """Complete requests in ``any_of``/``ordered`` (after accelerator sets are expanded): each is

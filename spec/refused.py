@@ -16,6 +16,7 @@ from skyhop.spec.errors import SpecError
 
 __all__ = [
     "CONFIG_INERT",
+    "NO_TPUS",
     "CONFIG_REFUSED",
     "RESOURCES_REFUSED",
     "SKYPILOT_CLOUDS",
@@ -25,12 +26,22 @@ __all__ = [
     "drop_missing_clouds",
 ]
 
-_NO_CONTAINERS = "skyhop runs tasks on the node's own OS, not in containers yet"
+_NO_CONTAINERS = (
+    "skyhop runs image_id: docker:IMAGE containers with its own options (host network and IPC, the "
+    "home bind-mounted); private registries need docker login (or podman login) on the node"
+)
 _INTERNAL = "is internal to SkyPilot (it writes it itself); leave it out"
+NO_TPUS = (
+    "TPUs are not supported yet (skyhop's GCP provider launches VMs with GPUs); "
+    "ask for GPUs such as A100:8 or H100:8"
+)
 _NO_VOLUMES = "volumes are not supported; use resources.disk_size for a bigger disk, or file_mounts"
 
 TASK_REFUSED: dict[str, str] = {
-    "pool": "pools are not supported yet; launch the task on a cluster (-c) or as a managed job",
+    "pool": (
+        "pools are not supported yet; run each job as a managed job (skyhop jobs launch), or on one "
+        "cluster: skyhop launch -c NAME, then skyhop exec NAME for each job"
+    ),
     "event_callback": (
         "not supported; skyhop records every status change (skyhop jobs queue --json, the Temporal Web UI)"
     ),
@@ -48,7 +59,7 @@ TASK_REFUSED: dict[str, str] = {
 """Task fields refused whatever their value (``api_server_access: false`` is accepted: it asks nothing)."""
 
 RESOURCES_REFUSED: dict[str, str] = {
-    "accelerator_args": "TPU options; skyhop has no TPU offerings (its GCP provider launches GPU VMs)",
+    "accelerator_args": f"TPU options; {NO_TPUS}",
     "volumes": _NO_VOLUMES,
     "local_disk": "not selectable; pick an instance_type that has local disks",
     "priority": "skyhop runs a cluster's jobs first in, first out; submit them in the order they should run",

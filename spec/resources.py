@@ -12,6 +12,7 @@ a JSON round trip, where "which fields were set" is lost).
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any, Literal
 
@@ -19,10 +20,11 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from skyhop.providers.base import DiskTier, NetworkTier
 from skyhop.providers.registry import PLANNED_PROVIDERS, all_provider_names, region_is_path
-from skyhop.spec.limits import MAX_ALTERNATIVES, MAX_LABEL_CHARS, MAX_LABELS
+from skyhop.spec.limits import MAX_ALTERNATIVES, MAX_IMAGE_CHARS, MAX_LABEL_CHARS, MAX_LABELS
 from skyhop.spec.quantity import Quantity, parse_disk_size, parse_memory, parse_quantity
 
 __all__ = [
+    "DOCKER_PREFIX",
     "Autostop",
     "JobRecovery",
     "KNOWN_INFRA",
@@ -33,6 +35,9 @@ __all__ = [
 
 KNOWN_INFRA = tuple(all_provider_names())
 """Infrastructure names ``infra``/``cloud`` accept: the providers this installation has."""
+
+DOCKER_PREFIX = "docker:"
+"""How ``image_id`` names a container image rather than a machine image (SkyPilot's form)."""
 
 _ACCELERATOR = re.compile(r"([A-Za-z][A-Za-z0-9_.\-]*)(?::(\d+(?:\.\d+)?|\.\d+))?")
 
@@ -253,6 +258,9 @@ class Resources(BaseModel):
     ports: list[str] | None = None
     image_id: str | dict[str, str] | None = None
     """An image for every region, or ``{region: image}``, which also limits the task to those regions."""
+    docker_image: str | None = None
+    """The container setup and run execute in on each node (YAML: ``image_id: docker:IMAGE``); the
+    node boots the provider's default image. Never a machine image: providers do not see it."""
     autostop: Autostop | None = None
     """Stop (or tear down) the cluster after this long idle: ``true`` (5 min), minutes, ``"10h"``,
     or ``{idle_minutes, down}``. Default: never."""
@@ -332,6 +340,10 @@ class Resources(BaseModel):
         for item in (self.any_of or []) + (self.ordered or []):
             if item.any_of or item.ordered:
                 raise ValueError("'any_of'/'ordered' items cannot contain 'any_of' or 'ordered' themselves")
+        if len({alt.docker_image for alt in self.alternatives}) > 1:
+            raise ValueError(
+                "every any_of/ordered alternative must run in the same container (image_id: docker:IMAGE)"
+            )
         return self
 
     @field_validator("infra")
@@ -355,18 +367,42 @@ class Resources(BaseModel):
     @field_validator("accelerators", mode="before")
     @classmethod
     def _check_accelerators(cls, value: object) -> dict[str, float] | None:
-        return None if value is None else parse_accelerators(value)
+        if value is None:
+            return None
+        parsed = parse_accelerators(value)
+        if any(name.startswith("TPU") for name in parsed):
+            from skyhop.spec.refused import NO_TPUS
+
+            raise ValueError(f"{next(iter(parsed))}: {NO_TPUS}")
+        return parsed
+
+    @model_validator(mode="before")
+    @classmethod
+    def _docker_image(cls, data: Any) -> Any:
+        """``image_id: docker:IMAGE`` is a container to run in, not a machine image: its own field."""
+        if not isinstance(data, dict):
+            return data
+        image = data.get("image_id")
+        images = list(image.values()) if isinstance(image, dict) else [image]
+        if not any(isinstance(i, str) and i.startswith(DOCKER_PREFIX) for i in images):
+            return data
+        if not isinstance(image, str):
+            raise ValueError(
+                "image_id: a container image is the same in every region; give image_id: docker:IMAGE"
+            )
+        if data.get("docker_image") is not None:
+            raise ValueError("give the container once, as image_id: docker:IMAGE")
+        name = image.removeprefix(DOCKER_PREFIX).strip()
+        if not name or any(c.isspace() for c in name) or len(name) > MAX_IMAGE_CHARS:
+            raise ValueError(
+                f"image_id: {image[:80]!r} must be docker:IMAGE, an image reference of at most "
+                f"{MAX_IMAGE_CHARS} characters without spaces (like docker:ubuntu:22.04)"
+            )
+        return {**data, "image_id": None, "docker_image": name}
 
     @field_validator("image_id", mode="before")
     @classmethod
     def _check_image_id(cls, value: object) -> object:
-        images = list(value.values()) if isinstance(value, dict) else [value]
-        docker = next((i for i in images if isinstance(i, str) and i.startswith("docker:")), None)
-        if docker is not None:
-            raise ValueError(
-                f"{docker!r}: skyhop runs tasks on the node's own OS, not in a container yet; "
-                "install what the image holds in 'setup', or give a machine image"
-            )
         if value is None or (isinstance(value, str) and value):
             return value
         if isinstance(value, dict) and value and all(isinstance(v, str) and v for v in value.values()):
@@ -450,6 +486,15 @@ class Resources(BaseModel):
             return None
         parts = _split_infra(self.infra)
         return parts[index] if index < len(parts) and parts[index] != "*" else None
+
+    @property
+    def node_accelerators(self) -> dict[str, float] | None:
+        """The accelerators a node must have. A fraction (``V100:0.5``, ``1.5``) is the whole GPUs
+        holding it: the node is planned with those, and the job queue gives the job its share, so
+        two ``V100:0.5`` jobs run at once on one V100."""
+        if self.accelerators is None:
+            return None
+        return {name: float(math.ceil(count - 0.01)) for name, count in self.accelerators.items()}
 
     @property
     def cpu_quantity(self) -> Quantity | None:

@@ -19,7 +19,7 @@ from skyhop.spec.limits import (
 )
 from skyhop.spec.resources import Resources
 from skyhop.spec.service import Service
-from skyhop.spec.storage import Storage
+from skyhop.spec.storage import Storage, StorageMode
 
 __all__ = ["GitWorkdir", "Task", "env_mapping"]
 
@@ -100,6 +100,26 @@ class Task(BaseModel):
         if self.workdir is not None and self.workdir_git is not None:
             raise ValueError("a workdir is either a local folder or a git repository, not both")
         return self
+
+    @model_validator(mode="after")
+    def _cached_mounts_on_the_node(self) -> Task:
+        cached = [
+            target
+            for target, entry in self.file_mounts.items()
+            if isinstance(entry, Storage) and entry.mode is StorageMode.MOUNT_CACHED
+        ]
+        if cached and self.resources.docker_image is not None:
+            raise ValueError(
+                f"file_mounts: {cached[0]}: MOUNT_CACHED is flushed by the node, outside the task's "
+                "container (image_id: docker:...); use mode: MOUNT there"
+            )
+        return self
+
+    @property
+    def needs_setup(self) -> bool:
+        """Whether nodes run a setup stage: the task's setup, or its container's (the image is pulled
+        and the set-up container kept there, so a node without docker or podman fails at setup)."""
+        return bool(self.setup) or self.resources.docker_image is not None
 
     @property
     def has_workdir(self) -> bool:

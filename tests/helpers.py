@@ -206,3 +206,47 @@ def embedded_skyhop(home: Path) -> Iterator[dict[str, str]]:
         yield env
     finally:
         stop_embedded(env)
+
+
+_FAKE_CONTAINER_RUNTIME = '''#!{python}
+"""A podman stand-in: runs the job's script with bash on this machine, as a container would, and
+records every call. Real podman cannot start containers in this sandbox (crun's setrlimit is denied)."""
+import json, os, subprocess, sys
+here = os.path.dirname(os.path.abspath(__file__))
+args = sys.argv[1:]
+with open(os.path.join(here, "calls.jsonl"), "a") as f:
+    f.write(json.dumps(args) + "\\n")
+images = os.path.join(here, "images")
+if args[0] == "run":
+    i, cwd, names = 1, None, []
+    while args[i].startswith("-"):
+        flag, value = args[i], args[i + 1]
+        i += 2
+        cwd = value if flag == "-w" else cwd
+        names += [value] if flag == "-e" else []
+    image, script = args[i], args[i + 2]
+    env = {{n: os.environ[n] for n in names if n in os.environ}}
+    env.update(PATH=os.environ["PATH"], CONTAINER_IMAGE=image)
+    sys.exit(subprocess.run(["{bash}", "-c", script], cwd=cwd, env=env).returncode)
+if args[0] == "commit":
+    with open(images, "a") as f:
+        f.write(args[2] + "\\n")
+elif args[:2] == ["image", "inspect"]:
+    known = open(images).read().split() if os.path.exists(images) else []
+    sys.exit(0 if args[2] in known else 1)
+'''
+
+
+def fake_container_runtime(bin_dir: Path) -> Path:
+    """Put a fake ``podman`` in ``bin_dir`` (a PATH holding nothing else); returns its call log.
+
+    The fake runs a job's script on this machine with only the envs passed by name (``-e``), in the
+    ``-w`` folder, and tells the image it ran in as ``$CONTAINER_IMAGE``.
+    """
+    import shutil
+
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    fake = bin_dir / "podman"
+    fake.write_text(_FAKE_CONTAINER_RUNTIME.format(python=sys.executable, bash=shutil.which("bash")))
+    fake.chmod(0o755)
+    return bin_dir / "calls.jsonl"

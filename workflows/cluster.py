@@ -550,7 +550,7 @@ class ClusterWorkflow:
 
     async def _set_up(self, handle: ClusterHandle, task: Task) -> None:
         """New nodes get what a launch gave the old ones: workdir, file mounts, setup."""
-        key = f"setup-start-{workflow.uuid4().hex[:12]}" if task.setup else ""
+        key = f"setup-start-{workflow.uuid4().hex[:12]}" if task.needs_setup else ""
         await prepare_nodes(handle, task, key, timeout=_LONG_TIMEOUT)
 
     async def _down(self) -> None:

@@ -90,7 +90,7 @@ async def prepare_nodes(
         if local:
             mounts = FileMountsInput(handle=handle, file_mounts=local)
             await run_long(sync.sync_file_mounts, mounts, timeout=timeout)
-    if task.setup:
+    if task.needs_setup:
         enter(LaunchStage.SETUP)
         await run_long(jobs.run_setup, SetupInput(handle=handle, task=task, key=setup_key), timeout=timeout)
 

@@ -123,7 +123,9 @@ class LocalNodeRuntime(NodeRuntime):
         await asyncio.to_thread(node_runner.cancel, str(self.root), key)
 
     async def cancel_all(self) -> None:
-        """Cancel every job still running on this node (before its folder is removed)."""
+        """Cancel every job still running on this node, and remove the image its setup kept (before
+        its folder is removed)."""
         jobs = self.root / "jobs"
         keys = [p.name for p in jobs.iterdir()] if jobs.is_dir() else []
         await asyncio.gather(*(self.cancel_job(key) for key in keys))
+        await asyncio.to_thread(node_runner.remove_node_image, str(self.root))

@@ -7,6 +7,8 @@ from enum import StrEnum
 from pydantic import BaseModel, ConfigDict
 
 __all__ = [
+    "ContainerSpec",
+    "ContainerStage",
     "JobOutcome",
     "JobSpec",
     "JobsQuery",
@@ -31,6 +33,33 @@ class NodeJobStatus(StrEnum):
         return self in (NodeJobStatus.SUCCEEDED, NodeJobStatus.FAILED, NodeJobStatus.CANCELLED)
 
 
+class ContainerStage(StrEnum):
+    """Which container a job runs in (``node_runner``'s constants)."""
+
+    SETUP = "setup"
+    """The task's image; once the job succeeds, the container is kept as the node's image."""
+    RUN = "run"
+    """The node's image (the set-up container), or the task's image on a node that has none."""
+
+
+class ContainerSpec(BaseModel):
+    """A job that runs in a container on its node (``image_id: docker:IMAGE``), as SkyPilot runs it.
+
+    The node runner starts it with docker or podman, whichever the node has, on the host's network,
+    with the job's home, working folder and ``binds`` bind-mounted at the same paths and the job's
+    envs passed, so the workdir and file mounts are where the job expects them.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    image: str
+    stage: ContainerStage
+    binds: list[str] = []
+    """Absolute paths outside the home to bind-mount too (absolute file-mount targets)."""
+    gpus: bool = False
+    """Pass the node's GPUs through (docker ``--gpus all``, podman's CDI ``nvidia.com/gpu=all``)."""
+
+
 class JobSpec(BaseModel):
     """One process tree to run on one node, identified by ``key`` (unique per node)."""
 
@@ -41,6 +70,8 @@ class JobSpec(BaseModel):
     env: dict[str, str] = {}
     cwd: str | None = None
     """Working folder; relative paths are inside the node's runtime folder."""
+    container: ContainerSpec | None = None
+    """Run ``script`` in this container instead of on the node's own OS."""
 
 
 class NodeJobState(BaseModel):

@@ -16,15 +16,19 @@ Usage (on a node)::
     python3 node_runner.py watch RUNTIME_DIR < query.json       # several states, and newer keys
     python3 node_runner.py log RUNTIME_DIR KEY OFFSET LIMIT     # raw log bytes
     python3 node_runner.py cancel RUNTIME_DIR KEY
-    python3 node_runner.py cancel-all RUNTIME_DIR               # before the folder is removed
+    python3 node_runner.py cancel-all RUNTIME_DIR               # before the folder is removed (and
+                                                                # the image its setup kept)
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
+import shutil
 import signal
+import subprocess
 import sys
 import time
 from typing import Any, NoReturn
@@ -34,6 +38,10 @@ RUNNING = "RUNNING"
 SUCCEEDED = "SUCCEEDED"
 FAILED = "FAILED"
 CANCELLED = "CANCELLED"
+CONTAINER_SETUP = "setup"
+CONTAINER_RUN = "run"
+NO_RUNTIME_EXIT = 127
+"""A container job's exit code on a node with neither docker nor podman (the shell's "not found")."""
 _CLAIM_GRACE_S = 30.0
 """A claimed folder without a state after this long means the daemon died before it started."""
 
@@ -219,12 +227,144 @@ def _run_job(folder: str, ready_fd: int | None) -> NoReturn:
     env.setdefault("PYTHONUNBUFFERED", "1")
     cwd = spec.get("cwd") or folder
     os.makedirs(cwd, exist_ok=True)
-    state = {"status": RUNNING, "pid": os.getpid(), "runner_pid": os.getppid(), "started_at": time.time()}
+    state: dict[str, Any] = {
+        "status": RUNNING, "pid": os.getpid(), "runner_pid": os.getppid(), "started_at": time.time()
+    }  # fmt: skip
+    argv = ["bash", "-c", spec["script"]]
+    container = spec.get("container")
+    if container:
+        runtime = container_runtime(env)
+        if runtime is None:
+            state["error"] = no_runtime_error(container["image"])
+            _write_json(os.path.join(folder, "state.json"), state)
+            print(state["error"], file=sys.stderr, flush=True)
+            os._exit(NO_RUNTIME_EXIT)
+        image = container["image"]
+        kept = node_image(_runtime_dir(folder))
+        if container["stage"] == CONTAINER_RUN and _image_exists(runtime, kept):
+            image = kept
+        name = container_name(folder)
+        state.update(container=name, container_runtime=runtime, container_stage=container["stage"])
+        home = env.get("HOME") or os.path.expanduser("~")
+        names = sorted({*(spec.get("env") or {}), "HOME"})
+        argv = container_argv(runtime, name, image, spec["script"], names, home, cwd, container)
     _write_json(os.path.join(folder, "state.json"), state)
     if ready_fd is not None:
         os.close(ready_fd)
     os.chdir(cwd)
-    os.execvpe("bash", ["bash", "-c", spec["script"]], env)
+    os.execvpe(argv[0], argv, env)
+
+
+def container_runtime(environ: dict[str, str]) -> str | None:
+    """docker when its daemon can be reached, else podman (which has none), else None.
+
+    A docker client without its daemon is common (a client-only install, a stopped service):
+    podman, when present, runs the job instead of a launch failing on the missing daemon.
+    """
+    docker = shutil.which("docker", path=environ.get("PATH"))
+    runtime_dir = environ.get("XDG_RUNTIME_DIR")
+    sockets = ["/var/run/docker.sock"] + ([os.path.join(runtime_dir, "docker.sock")] if runtime_dir else [])
+    if docker and (environ.get("DOCKER_HOST") or any(os.path.exists(s) for s in sockets)):
+        return docker
+    return shutil.which("podman", path=environ.get("PATH"))
+
+
+def no_runtime_error(image: str) -> str:
+    """Why a container job cannot run on this node, and what to do."""
+    return (
+        f"image_id docker:{image} needs docker (with its daemon running) or podman on the node, and it "
+        "has neither: install one there (Debian: apt-get install podman), or give a machine image"
+    )
+
+
+def container_name(folder: str) -> str:
+    """The container of the job in ``folder``: one per job, so that ``_finish`` removes it by name."""
+    return "skyhop-" + hashlib.sha256(os.path.abspath(folder).encode()).hexdigest()[:20]
+
+
+def node_image(runtime_dir: str) -> str:
+    """The image a node keeps once its setup container succeeded (one per node: its runtime folder)."""
+    return "localhost/skyhop-node:" + hashlib.sha256(os.path.abspath(runtime_dir).encode()).hexdigest()[:20]
+
+
+_NODE_IMAGE_RECORD = "node_image.json"
+"""In the runtime folder: which runtime holds the node's kept image, so that it can be removed."""
+
+
+def remove_node_image(runtime_dir: str) -> None:
+    """Remove the image the node's setup kept, before the node's folder goes (nothing else names it)."""
+    record_path = os.path.join(runtime_dir, _NODE_IMAGE_RECORD)
+    try:
+        with open(record_path) as f:
+            record = json.load(f)
+    except (OSError, ValueError):
+        return
+    subprocess.run([record["runtime"], "rmi", "-f", record["image"]], capture_output=True, check=False)
+    with contextlib.suppress(OSError):
+        os.remove(record_path)
+
+
+def _runtime_dir(folder: str) -> str:
+    return os.path.dirname(os.path.dirname(os.path.abspath(folder)))
+
+
+def container_argv(
+    runtime: str,
+    name: str,
+    image: str,
+    script: str,
+    env_names: list[str],
+    home: str,
+    cwd: str,
+    container: dict[str, Any],
+) -> list[str]:
+    """The ``docker run``/``podman run`` command of a job, as SkyPilot runs a task in its container.
+
+    The image's entrypoint is replaced by ``bash`` (SkyPilot's requirement of an image), the network
+    and IPC are the host's (ports, NCCL, shared memory as without a container), envs are passed by
+    name (their values stay off the command line), and the home, the working folder and each bind
+    are mounted at the same paths.
+    """
+    argv = [runtime, "run", "--name", name, "--network", "host", "--ipc", "host", "--entrypoint", "bash"]
+    binds = [home] + [p for p in (cwd, *container.get("binds", [])) if not _inside(p, home)]
+    for path in dict.fromkeys(binds):
+        argv += ["-v", f"{path}:{path}"]
+    for env_name in env_names:
+        argv += ["-e", env_name]
+    if container.get("gpus"):
+        docker = os.path.basename(runtime) == "docker"
+        argv += ["--gpus", "all"] if docker else ["--device", "nvidia.com/gpu=all"]
+    return [*argv, "-w", cwd, image, "-c", script]
+
+
+def _inside(path: str, folder: str) -> bool:
+    return os.path.commonpath([os.path.abspath(path), os.path.abspath(folder)]) == os.path.abspath(folder)
+
+
+def _image_exists(runtime: str, image: str) -> bool:
+    done = subprocess.run([runtime, "image", "inspect", image], capture_output=True, check=False)
+    return done.returncode == 0
+
+
+def _end_container(state: dict[str, Any], folder: str, exit_code: int) -> int:
+    """Keep a succeeded setup's container as the node's image, then remove the job's container.
+
+    Removal is here, not ``run --rm``: a container whose client was killed (a cancel's SIGKILL)
+    would run on; ``rm -f`` stops it. Returns the job's exit code (1 when keeping the image failed).
+    """
+    runtime, name = state["container_runtime"], state["container"]
+    if exit_code == 0 and state.get("container_stage") == CONTAINER_SETUP:
+        runtime_dir = _runtime_dir(folder)
+        image = node_image(runtime_dir)
+        kept = subprocess.run([runtime, "commit", name, image], capture_output=True, check=False)
+        if kept.returncode != 0:
+            lines = kept.stderr.decode(errors="replace").strip().splitlines() or ["no output"]
+            state["error"] = f"keeping the set-up container as the node's image failed: {lines[-1]}"
+            exit_code = 1
+        else:
+            _write_json(os.path.join(runtime_dir, _NODE_IMAGE_RECORD), {"runtime": runtime, "image": image})
+    subprocess.run([runtime, "rm", "-f", name], capture_output=True, check=False)
+    return exit_code
 
 
 def _finish(folder: str, exit_code: int) -> None:
@@ -236,6 +376,8 @@ def _finish(folder: str, exit_code: int) -> None:
         state = _load_state(folder)
     except (OSError, ValueError):
         state = {"runner_pid": os.getpid(), "error": "the job could not start (see its log)"}
+    if state.get("container"):
+        exit_code = _end_container(state, folder, exit_code)
     cancelled = os.path.exists(os.path.join(folder, "cancelled"))
     status = CANCELLED if cancelled else (SUCCEEDED if exit_code == 0 else FAILED)
     state.update(status=status, exit_code=exit_code, ended_at=time.time())
@@ -282,6 +424,7 @@ def main(argv: list[str]) -> int:
     """Entry point when run on a node."""
     if argv[1:2] == ["cancel-all"]:
         cancel_all(argv[2])
+        remove_node_image(argv[2])
         return 0
     if argv[1:2] == ["run-job"]:
         _run_job(argv[2], int(argv[3]) if len(argv) > 3 else None)

@@ -47,6 +47,14 @@ def _dryrun(tmp_path: Path, resources: str) -> tuple[int, str]:
             ("azure", "eastus2", "Standard_ND96isr_H200_v5", {"H200": 8.0}, 84.8),
         ),
         ("{accelerators: h100-mega:8}", ("gcp", "europe-west1", "a3-megagpu-8g", {"H100-MEGA": 8.0}, 45.808)),
+        # A fraction plans on the whole GPU that holds it; the job queue gives the job its share.
+        ("{accelerators: K80:0.5}", ("aws", "us-east-1", "p2.xlarge", {"K80": 1.0}, 0.9)),
+        ("{accelerators: K80:8}", ("aws", "us-east-1", "p2.8xlarge", {"K80": 8.0}, 7.2)),
+        ("{accelerators: V100:0.5, infra: aws}", ("aws", "us-east-1", "p3.2xlarge", {"V100": 1.0}, 3.06)),
+        ("{accelerators: T4:0.5, infra: aws}", ("aws", "us-east-1", "g4dn.xlarge", {"T4": 1.0}, 0.526)),
+        ("{instance_type: m5.8xlarge, infra: aws}", ("aws", "us-east-1", "m5.8xlarge", {}, 1.536)),
+        ("{instance_type: c5.9xlarge}", ("aws", "us-east-1", "c5.9xlarge", {}, 1.53)),
+        ("{instance_type: r5.large}", ("aws", "us-east-1", "r5.large", {}, 0.126)),
     ],
 )
 def test_a_family_plans_on_its_cheapest_row(
@@ -68,13 +76,7 @@ def test_a_family_plans_on_its_cheapest_row(
             "offered: INFERENTIA:1, INFERENTIA:4, INFERENTIA:16; did you mean Inferentia2:6?",
         ),
         ("{accelerators: H200:16}", "no offering has 16 H200 on one node; the most is 8 on azure "),
-        (
-            "{accelerators: V100:0.5}",
-            "no offering has 0.5 V100 on one node; the fewest is 1 on aws p3.2xlarge; offered: V100:1, "
-            "V100:2, V100:4, V100:8; a fraction of a GPU is a share of one on a running cluster: launch it "
-            "with V100:1, then 'skyhop exec' this task on it",
-        ),
-        ("{accelerators: K80}", "no offering has accelerator K80"),
+        ("{accelerators: K40}", "no offering has accelerator K40"),
     ],
 )
 def test_a_request_no_node_has_is_refused_in_one_line(tmp_path: Path, resources: str, message: str) -> None:

@@ -72,6 +72,14 @@ ACCEPTED: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
         {"provider": "gcp", "zone": "us-central1-a"},
     ),
     ("spot_recovery", {"resources": {"spot_recovery": "FAILOVER"}}, {}),
+    *[
+        (
+            f"image_id docker on {cloud}",  # a container, never passed to the cloud as a machine image
+            {"resources": {"infra": cloud, "cpus": 2, "image_id": "docker:ubuntu:20.04"}},
+            {"docker_image": "ubuntu:20.04", "image_id": None, "provider": cloud},
+        )
+        for cloud in ("aws", "gcp", "azure", "local")
+    ],
 ]
 
 
@@ -84,7 +92,15 @@ def test_a_field_is_acted_on(
 
 
 REFUSED: list[tuple[dict[str, Any], str]] = [
-    ({"pool": {"workers": 2}}, "pool: pools are not supported yet"),
+    (
+        {"pool": {"workers": 2}},
+        "pool: pools are not supported yet; run each job as a managed job (skyhop jobs",
+    ),
+    (
+        {"resources": {"accelerators": "tpu-v6e-8"}},
+        "resources.accelerators: TPU-V6E-8: TPUs are not supported yet (skyhop's GCP provider launches VMs "
+        "with GPUs); ask for GPUs such as A100:8 or H100:8",
+    ),
     ({"event_callback": "echo"}, "event_callback: not supported"),
     ({"file_mounts_mapping": {}}, "file_mounts_mapping: is internal to SkyPilot"),
     ({"volumes": {"a": "b"}}, "volumes: volumes are not supported"),
@@ -93,12 +109,24 @@ REFUSED: list[tuple[dict[str, Any], str]] = [
     ({"api_server_access": True}, "api_server_access: skyhop has no API server"),
     (
         {"config": {"docker": {"run_options": "-v /x"}}},
-        "config.docker: skyhop runs tasks on the node's own OS",
+        "config.docker: skyhop runs image_id: docker:IMAGE containers with its own options",
     ),
     ({"config": {"nvidia_gpus": {"disable_ecc": True}}}, "config.nvidia_gpus:"),
     (
-        {"resources": {"image_id": "docker:ubuntu:22.04"}},
-        "resources.image_id: 'docker:ubuntu:22.04': skyhop runs",
+        {"resources": {"image_id": {"us-east-1": "docker:ubuntu:22.04"}}},
+        "a container image is the same in every region; give image_id: docker:IMAGE",
+    ),
+    ({"resources": {"image_id": "docker:"}}, "must be docker:IMAGE"),
+    (
+        {"resources": {"any_of": [{"infra": "aws", "image_id": "docker:a"}, {"infra": "gcp"}]}},
+        "every any_of/ordered alternative must run in the same container",
+    ),
+    (
+        {
+            "resources": {"image_id": "docker:ubuntu:22.04"},
+            "file_mounts": {"/ckpt": {"name": "my-bucket", "mode": "MOUNT_CACHED"}},
+        },
+        "file_mounts: /ckpt: MOUNT_CACHED is flushed by the node, outside the task's container",
     ),
     ({"resources": {"accelerator_args": {"tpu_vm": True}}}, "resources.accelerator_args: TPU options"),
     ({"resources": {"priority": 5}}, "resources.priority: skyhop runs a cluster's jobs first in, first out"),

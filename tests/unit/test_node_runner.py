@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from skyhop.providers.runtime import node_runner
-from tests.helpers import group_members, wait_for
+from tests.helpers import fake_container_runtime, group_members, wait_for
 
 
 def _state(root: Path, key: str) -> dict:  # type: ignore[type-arg]
@@ -205,3 +206,87 @@ def test_watch_answers_for_several_jobs_and_names_only_new_ones_through_the_comm
     node_runner.cancel(str(tmp_path), "job-2", grace_s=0.0)
     gone = node_runner.watch(str(tmp_path / "removed"), ["job-1"], "job-", 0)
     assert gone == {"states": {"job-1": None}, "newer": [], "present": False}
+
+
+def _start_container_job(root: Path, key: str, script: str, stage: str, path: str, **env: str) -> None:
+    """Start ``script`` as a container job through the runner's command line."""
+    container = {"image": "ubuntu:20.04", "stage": stage, "binds": ["/data"], "gpus": False}
+    spec = {"script": script, "cwd": str(root / "workdir"), "container": container}
+    spec["env"] = {"HOME": str(root), "PATH": path, **env}
+    subprocess.run(
+        [sys.executable, node_runner.__file__, "start", str(root), key],
+        input=json.dumps(spec), capture_output=True, text=True, check=True,
+    )  # fmt: skip
+
+
+def _container_job(root: Path, key: str, script: str, stage: str, path: str, **env: str) -> dict:  # type: ignore[type-arg]
+    """Run ``script`` in a container job until it ends; its end state."""
+    _start_container_job(root, key, script, stage, path, **env)
+    wait_for(lambda: _state(root, key)["status"] in ("SUCCEEDED", "FAILED"), 20, f"{key} to end")
+    return _state(root, key)
+
+
+def test_a_container_job_runs_in_the_image_and_the_set_up_container_becomes_the_nodes_image(
+    tmp_path: Path,
+) -> None:
+    calls = fake_container_runtime(tmp_path / "bin")
+    node = tmp_path / "node"
+    path = str(tmp_path / "bin")
+    setup = _container_job(node, "setup", 'echo "setup in $CONTAINER_IMAGE"', "setup", path)
+    job = _container_job(
+        node, "job-1", 'echo "run in $CONTAINER_IMAGE $TOKEN $(pwd)"', "run", path, TOKEN="t1"
+    )
+    assert setup["status"] == job["status"] == "SUCCEEDED"
+    assert node_runner.read_log(str(node), "setup", 0, 1000) == b"setup in ubuntu:20.04\n"
+    kept = node_runner.node_image(str(node))
+    assert node_runner.read_log(str(node), "job-1", 0, 1000).decode().split() == [
+        "run", "in", kept, "t1", str(node / "workdir")
+    ]  # fmt: skip
+    made = [json.loads(line) for line in calls.read_text().splitlines()]
+    run_call = next(c for c in made if c[0] == "run" and "TOKEN" in c)
+    name = run_call[run_call.index("--name") + 1]
+    assert ["-v", f"{node}:{node}"] == run_call[run_call.index("-v") : run_call.index("-v") + 2]
+    assert "-v" in run_call and "/data:/data" in run_call and "t1" not in " ".join(run_call)
+    assert ["commit", node_runner.container_name(str(node / "jobs" / "setup")), kept] in made
+    assert ["rm", "-f", name] in made  # removed by the runner once it ended, not left to run
+    subprocess.run([sys.executable, node_runner.__file__, "cancel-all", str(node)], check=True)
+    assert ["rmi", "-f", kept] == json.loads(calls.read_text().splitlines()[-1])  # before the folder goes
+
+
+def test_a_container_job_on_a_node_without_docker_or_podman_fails_saying_so(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    state = _container_job(tmp_path / "node", "setup", "true", "setup", str(tmp_path / "empty"))
+    assert state["status"] == "FAILED" and state["exit_code"] == node_runner.NO_RUNTIME_EXIT
+    assert state["error"] == node_runner.no_runtime_error("ubuntu:20.04")
+    assert "needs docker (with its daemon running) or podman" in state["error"]
+
+
+def test_the_container_runtime_is_docker_only_where_its_daemon_answers_and_gpus_pass_through(
+    tmp_path: Path,
+) -> None:
+    for name in ("docker", "podman"):
+        (tmp_path / name).write_text("#!/bin/sh\n")
+        (tmp_path / name).chmod(0o755)
+    path = str(tmp_path)
+    assert node_runner.container_runtime({"PATH": path}) == str(tmp_path / "podman")
+    assert node_runner.container_runtime({"PATH": path, "DOCKER_HOST": "tcp://h:2375"}) == str(
+        tmp_path / "docker"
+    )
+    gpus = {"gpus": True}
+    docker = node_runner.container_argv("/x/docker", "n", "img", "s", [], "/h", "/h/w", gpus)
+    podman = node_runner.container_argv("/x/podman", "n", "img", "s", [], "/h", "/w", gpus)
+    assert docker[docker.index("--gpus") + 1] == "all" and docker.count("-v") == 1
+    assert podman[podman.index("--device") + 1] == "nvidia.com/gpu=all" and "/w:/w" in podman
+    assert podman[-5:] == ["-w", "/w", "img", "-c", "s"]
+
+
+def test_a_cancelled_container_job_has_its_container_removed(tmp_path: Path) -> None:
+    calls = fake_container_runtime(tmp_path / "bin")
+    (tmp_path / "bin" / "sleep").symlink_to(shutil.which("sleep") or "/bin/sleep")
+    node = tmp_path / "node"
+    _start_container_job(node, "job-1", "sleep 300", "run", str(tmp_path / "bin"))
+    wait_for(lambda: _state(node, "job-1").get("container"), 10, "the job to run")
+    node_runner.cancel(str(node), "job-1", grace_s=2)
+    wait_for(lambda: _state(node, "job-1")["status"] == "CANCELLED", 10, "the cancel")
+    name = node_runner.container_name(str(node / "jobs" / "job-1"))
+    assert ["rm", "-f", name] in [json.loads(line) for line in calls.read_text().splitlines()]
