@@ -111,16 +111,21 @@ class ContextApi:
 
     def exec(self, pod: str, command: str, stdin: bytes | None, timeout: float) -> Result:
         """Run ``sh -c command`` in the pod's first container; ``NodeUnreachableError`` without an answer."""
+        from kubernetes import client
         from kubernetes.stream import stream
 
         label = f"pod {self.namespace}/{pod} ({self.context})"
+        # ``stream`` swaps its client's request method for a WebSocket one while it runs: a client of
+        # its own keeps the shared one's concurrent calls (from other threads) plain HTTP.
+        own = client.ApiClient(self.core.api_client.configuration)
         try:
             session = stream(
-                self.core.connect_get_namespaced_pod_exec, pod, self.namespace,
+                client.CoreV1Api(own).connect_get_namespaced_pod_exec, pod, self.namespace,
                 command=["sh", "-c", command], stdin=stdin is not None, stdout=True, stderr=True,
                 tty=False, binary=True, _preload_content=False, _request_timeout=_REQUEST_TIMEOUT_S,
             )  # fmt: skip
         except Exception as exc:
+            own.close()
             raise NodeUnreachableError(f"{label}: {exc}") from None
         try:
             if stdin is not None:
@@ -142,6 +147,7 @@ class ContextApi:
             raise NodeUnreachableError(f"{label}: {exc}") from None
         finally:
             session.close()
+            own.close()
 
 
 def open_context(settings: KubernetesSettings, context: str | None) -> ContextApi:
