@@ -32,6 +32,7 @@ from tests.fakes.kubernetes import FakeKubernetes, NodeSpec, write_kubeconfig  #
 from tests.fakes.kubernetes.fixture import A100  # noqa: E402
 from tests.helpers import SKYHOP_CLI, embedded_skyhop  # noqa: E402
 
+VERBOSE = False
 _TASK = ["--infra", "k8s", "--gpus", "A100-80GB:2", "--num-nodes", "2", "echo rank $SKYHOP_NODE_RANK"]
 
 
@@ -40,6 +41,8 @@ def _cli(env: dict[str, str], *args: str) -> float:
     done = subprocess.run([SKYHOP_CLI, *args], env=env, capture_output=True, text=True, timeout=300)
     if done.returncode != 0:
         raise SystemExit(f"skyhop {' '.join(args)} failed:\n{done.stdout}{done.stderr}")
+    if VERBOSE:
+        print(f"$ skyhop {' '.join(args)}\n{done.stdout}{done.stderr}", file=sys.stderr)
     return time.monotonic() - started
 
 
@@ -96,7 +99,10 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--verbose", action="store_true", help="print each command's output")
     args = parser.parse_args()
+    global VERBOSE
+    VERBOSE = args.verbose
     a100 = {"nvidia.com/gpu.product": A100}
     node = {"cpu": "8", "memory": "64Gi", "gpus": 2, "labels": a100}
     with tempfile.TemporaryDirectory(prefix="skyhop-k8s-bench-") as tmp:
@@ -123,8 +129,7 @@ def main() -> None:
                     )
                     _cli(env, "down", "-y", f"two{i}")
                     writes.update(
-                        " ".join(w.split()[:1] + [w.split()[1].rsplit("/", 1)[0]])
-                        for w in big.writes()[before:]
+                        w.split("?")[0].replace(f"two{i}", "<cluster>") for w in big.writes()[before:]
                     )
     per_pod = sum(writes.values()) / (2 * args.runs)
     print(f"FailedScheduling -> next attempt's first pod: median {statistics.median(gaps):.2f} s "
