@@ -97,3 +97,11 @@ def test_an_evicted_pod_reads_as_taken_back(
     wait_for(lambda: run(provider.node_statuses(handle))[0].value == "PREEMPTED", 20, "the eviction")
     run(provider.terminate(handle))
     assert _ours(fake_kubernetes, cluster) == []
+
+
+def test_check_says_which_contexts_answer(fake_kubernetes: FakeKubernetes) -> None:
+    with use_kubeconfig(fake_kubernetes.kubeconfig(), allowed_contexts=["fake", "gone"]):
+        result = run(KubernetesProvider().check())
+    assert result.enabled
+    assert result.reason.startswith("contexts: fake: reachable; gone: ")
+    assert "has no context 'gone'" in result.reason
