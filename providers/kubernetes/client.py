@@ -71,12 +71,12 @@ def classify(exc: BaseException, context: str) -> ProviderError:
 
 def context_names(settings: KubernetesSettings) -> tuple[list[str], str | None]:
     """Every context of the kubeconfig, and its current one; ([], None) when there is no kubeconfig."""
+    path = settings.kubeconfig_path()
+    if not path.exists():  # before the import: planning without a kubeconfig never loads the SDK
+        return [], None
     require_extra("kubernetes", "the Kubernetes provider")
     from kubernetes import config
 
-    path = settings.kubeconfig_path()
-    if not path.exists():
-        return [], None
     contexts, current = config.list_kube_config_contexts(config_file=str(path))
     return [c["name"] for c in contexts], (current or {}).get("name")
 
