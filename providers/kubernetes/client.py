@@ -44,12 +44,12 @@ _TABLE = ErrorTable(
         "AlreadyExists": InvalidRequestError,
         "Invalid": InvalidRequestError,
         "Forbidden": CapacityError,
-        "Unreachable": CapacityError,
     },
     HTTP_STATUSES,
 )
-"""Kubernetes ``Status`` reasons. A quota refusal is ``Forbidden`` with "exceeded quota" (see
-``classify``); an unreachable API server blocks its context, not every context."""
+"""Kubernetes ``Status`` reasons. ``Forbidden`` (RBAC) blocks its context only, not every context as
+a cloud's credentials error would; a quota refusal is ``Forbidden`` with "exceeded quota" (see
+``classify``)."""
 
 
 def classify(exc: BaseException, context: str) -> ProviderError:
