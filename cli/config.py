@@ -61,6 +61,10 @@ class TemporalConfig:
         return self.address is None
 
 
+_SECTIONS = ("temporal", "server", "kubernetes")
+"""The file's top-level keys; ``kubernetes`` is the provider's (``providers/kubernetes/settings.py``)."""
+
+
 def _read_file() -> dict[str, Any]:
     path = skyhop_home() / "config.yaml"
     if not path.exists():
@@ -73,9 +77,9 @@ def _read_file() -> dict[str, Any]:
         raise ConfigError(f"{path}: not valid YAML ({exc})") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping with 'temporal' and/or 'server' keys")
-    unknown = set(data) - {"temporal", "server"}
+    unknown = set(data) - set(_SECTIONS)
     if unknown:
-        raise ConfigError(f"{path}: unknown key {sorted(unknown)[0]!r}; allowed: temporal, server")
+        raise ConfigError(f"{path}: unknown key {sorted(unknown)[0]!r}; allowed: {', '.join(_SECTIONS)}")
     return data
 
 

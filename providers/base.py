@@ -28,6 +28,7 @@ __all__ = [
     "CheckResult",
     "DiskTier",
     "ClusterHandle",
+    "KubernetesAccess",
     "LocalAccess",
     "Needs",
     "NetworkTier",
@@ -140,9 +141,20 @@ class SshAccess(BaseModel):
     """Address reachable from outside the node's network, where it has one."""
 
 
-NodeAccess = Annotated[LocalAccess | SshAccess, Field(discriminator="kind")]
-"""How the command runner reaches a node; a Kubernetes pod's access (context, namespace, pod) joins
-this union as one more ``kind``."""
+class KubernetesAccess(BaseModel):
+    """A pod, reached through the API server's exec (no SSH in the pod)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: Literal["kubernetes"] = "kubernetes"
+    context: str
+    """The kubeconfig context of its cluster."""
+    namespace: str
+    pod: str
+
+
+NodeAccess = Annotated[LocalAccess | SshAccess | KubernetesAccess, Field(discriminator="kind")]
+"""How the command runner reaches a node."""
 
 _SSH_RUNTIME_MARK = "/.skyhop-node/"
 """In the runtime folder of every node reached over SSH (``providers.ssh.runtime.runtime_dir``)."""

@@ -24,9 +24,10 @@ from skyhop.providers.base import Capabilities, CheckResult, Provider
 from skyhop.providers.home import skyhop_home
 
 __all__ = [
-    "PLANNED_PROVIDERS",
+    "ALIASES",
     "UnknownProviderError",
     "all_provider_names",
+    "canonical_name",
     "capabilities_of",
     "check_cache_path",
     "disabled_provider_names",
@@ -70,10 +71,15 @@ _PROVIDERS = {
         places="SSH node pool",
         enable_hint="register hosts with: skyhop ssh up pools.yaml",
     ),
+    "kubernetes": _Entry(
+        "skyhop.providers.kubernetes.provider:KubernetesProvider",
+        region_is_path=True,
+        places="reachable Kubernetes context",
+        enable_hint="set kubernetes.kubeconfig or kubernetes.allowed_contexts in ~/.skyhop/config.yaml",
+    ),
 }
-PLANNED_PROVIDERS = {"kubernetes": "Kubernetes", "k8s": "Kubernetes"}
-"""Aliases of providers named in SkyPilot's YAML (``k8s/<context>``) but not built yet: refused,
-saying so, never mistaken for a typo."""
+ALIASES = {"k8s": "kubernetes"}
+"""Other names SkyPilot's YAML gives a provider (``infra: k8s/<context>``)."""
 
 
 class UnknownProviderError(LookupError):
@@ -83,6 +89,12 @@ class UnknownProviderError(LookupError):
 def all_provider_names() -> list[str]:
     """Every provider this installation knows, enabled or not."""
     return list(_PROVIDERS)
+
+
+def canonical_name(name: str) -> str:
+    """The provider ``name`` stands for (``k8s`` is ``kubernetes``), lower-cased; unknown names as given."""
+    lowered = name.lower()
+    return ALIASES.get(lowered, lowered)
 
 
 def check_cache_path() -> Path:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from skyhop.providers.registry import PLANNED_PROVIDERS, all_provider_names
+from skyhop.providers.registry import all_provider_names, canonical_name
 from skyhop.spec.errors import SpecError
 
 __all__ = [
@@ -131,16 +131,13 @@ def _missing_cloud(item: Mapping[str, Any]) -> str | None:
     raw = item.get("infra") or item.get("cloud")
     if not isinstance(raw, str):
         return None
-    cloud = raw.strip().split("/")[0].lower()
+    cloud = canonical_name(raw.strip().split("/")[0])
     known = cloud in all_provider_names() or cloud == "*"
-    return None if known or (cloud not in SKYPILOT_CLOUDS and cloud not in PLANNED_PROVIDERS) else cloud
+    return None if known or cloud not in SKYPILOT_CLOUDS else cloud
 
 
 def _no_provider(clouds: list[str]) -> str:
     available = ", ".join(all_provider_names())
-    planned = [PLANNED_PROVIDERS[c] for c in clouds if c in PLANNED_PROVIDERS]
-    if len(set(clouds)) == 1 and planned:
-        return f"{planned[0]} is not supported yet; available: {available}"
     names = ", ".join(dict.fromkeys(clouds))
     return f"skyhop has no provider for {names}; available: {available}"
 

@@ -19,7 +19,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from skyhop.providers.base import DiskTier, NetworkTier
-from skyhop.providers.registry import PLANNED_PROVIDERS, all_provider_names, region_is_path
+from skyhop.providers.registry import all_provider_names, canonical_name, region_is_path
 from skyhop.spec.limits import MAX_ALTERNATIVES, MAX_IMAGE_CHARS, MAX_LABEL_CHARS, MAX_LABELS
 from skyhop.spec.quantity import Quantity, parse_disk_size, parse_memory, parse_quantity
 
@@ -80,10 +80,8 @@ def parse_accelerator_choices(raw: object) -> tuple[list[dict[str, float]], bool
 
 def _split_infra(infra: str) -> list[str]:
     parts = infra.strip().split("/")
-    cloud = parts[0].lower()
+    cloud = canonical_name(parts[0])
     allowed = ", ".join(KNOWN_INFRA)
-    if cloud in PLANNED_PROVIDERS:
-        raise ValueError(f"{PLANNED_PROVIDERS[cloud]} is not supported yet; available: {allowed}")
     if cloud not in KNOWN_INFRA and cloud != "*":
         from skyhop.spec.errors import did_you_mean
 

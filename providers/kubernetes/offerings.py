@@ -9,17 +9,27 @@ One offering per distinct free shape and context (the context is the offering's 
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from skyhop.providers.accelerators import label_gpu_name
 from skyhop.providers.base import Offering
-from skyhop.providers.extras import require_extra
+from skyhop.providers.kubernetes.settings import KubernetesSettings
 
-__all__ = ["GPU_LABELS", "GPU_RESOURCE", "PROVIDER", "cluster_offerings", "free_capacity", "read_offerings"]
+if TYPE_CHECKING:
+    from skyhop.providers.kubernetes.client import ContextApi
+
+__all__ = [
+    "GPU_LABELS",
+    "GPU_RESOURCE",
+    "PROVIDER",
+    "api_offerings",
+    "cluster_offerings",
+    "free_capacity",
+    "read_offerings",
+]
 
 PROVIDER = "kubernetes"
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -94,17 +104,16 @@ def cluster_offerings(nodes: list[Obj], pods: list[Obj], context: str) -> list[O
     return sorted(found.values(), key=lambda o: o.instance_type)
 
 
-def read_offerings(context: str | None = None, kubeconfig: str | None = None) -> list[Offering]:
-    """Ask the cluster of ``context`` (the kubeconfig's current one if None): two list calls."""
-    require_extra("kubernetes", "the Kubernetes provider")
-    from kubernetes import client, config
-
-    _, current = config.list_kube_config_contexts(config_file=kubeconfig)
-    name = context or current["name"]
-    api = client.CoreV1Api(config.new_client_from_config(config_file=kubeconfig, context=name))
-    nodes = json.loads(api.list_node(_preload_content=False).data)["items"]
+def api_offerings(api: ContextApi) -> list[Offering]:
+    """Ask one context's cluster: two list calls."""
+    nodes = api.call(api.core.list_node)["items"]
     live = "status.phase!=Succeeded,status.phase!=Failed"
-    pods = json.loads(api.list_pod_for_all_namespaces(field_selector=live, _preload_content=False).data)[
-        "items"
-    ]
-    return cluster_offerings(nodes, pods, name)
+    pods = api.call(api.core.list_pod_for_all_namespaces, field_selector=live)["items"]
+    return cluster_offerings(nodes, pods, api.context)
+
+
+def read_offerings(context: str | None = None, kubeconfig: str | None = None) -> list[Offering]:
+    """Ask the cluster of ``context`` (the kubeconfig's current one if None)."""
+    from skyhop.providers.kubernetes.client import open_context
+
+    return api_offerings(open_context(KubernetesSettings(kubeconfig=kubeconfig), context))

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel, ConfigDict
 
 from skyhop.providers.runtime.errors import NodeUnreachableError
+from skyhop.providers.runtime.shell import COMMAND_TIMEOUT_S, Result
 
 if TYPE_CHECKING:
     import asyncssh
@@ -22,8 +23,6 @@ if TYPE_CHECKING:
 __all__ = ["COMMAND_TIMEOUT_S", "Endpoint", "Result", "close_connections", "connect", "run"]
 
 CONNECT_TIMEOUT_S = 10.0
-COMMAND_TIMEOUT_S = 30.0
-"""Default bound on one remote command (job control and probes take milliseconds)."""
 KEEPALIVE_S = 2.0
 KEEPALIVE_COUNT = 3
 """A connection whose keepalives go unanswered this many times in a row is dropped (~6 s)."""
@@ -45,17 +44,6 @@ class Endpoint(BaseModel):
     @property
     def label(self) -> str:
         return f"{self.user}@{self.address}:{self.port}"
-
-
-class Result(BaseModel):
-    exit_status: int
-    stdout: bytes
-    stderr: bytes
-
-    def error_text(self) -> str:
-        """The command's stderr (or stdout) as one line for an error message."""
-        text = (self.stderr or self.stdout).decode(errors="replace").strip()
-        return " ".join(text.splitlines()[-3:]) or f"exit status {self.exit_status}"
 
 
 class _Slot:

@@ -24,6 +24,7 @@ from skyhop.providers.base import (
 )
 from skyhop.providers.errors import CapacityError
 from skyhop.providers.runtime.errors import NodeUnreachableError
+from skyhop.providers.runtime.shell import home_of
 from skyhop.providers.ssh.connection import Endpoint
 from skyhop.providers.ssh.inventory import (
     Allocation,
@@ -147,7 +148,7 @@ class SSHProvider(Provider):
 
     def _runtime(self, node: NodeHandle, host: Host) -> SSHNodeRuntime:
         facts = host.facts
-        home = facts.home if facts is not None else node.runtime_dir.rsplit("/.skyhop-node/", 1)[0]
+        home = facts.home if facts is not None else home_of(node)
         return SSHNodeRuntime(node, endpoint_of(host), home, has_rsync=facts is not None and facts.rsync)
 
 

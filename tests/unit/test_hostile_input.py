@@ -96,7 +96,6 @@ _FILES: dict[str, tuple[Callable[[], bytes], str]] = {
         ),
         "any_of",
     ),
-    "kubernetes": (lambda: b"run: echo\nresources: {infra: k8s/my-context}\n", "Kubernetes"),
 }
 
 
@@ -138,7 +137,6 @@ def test_a_request_too_large_for_temporal_is_refused_before_anything_starts(
         (["-c", "abc\n"], "cluster name"),
         (["-c", ""], "cluster name"),
         (["-c", "a" * 64], "cluster name"),
-        (["--infra", "k8s/x"], "Kubernetes is not supported yet"),
         (["--num-nodes", "5000"], "num_nodes"),
     ],
 )

@@ -64,10 +64,6 @@ def test_a_full_task_loads_in_canonical_form(tmp_path: Path) -> None:
         ),
         ({"file_mounts": {"a/../../x": "."}}, "must not contain '..'"),
         ({"num_nodes": "x" * 10_000}, "got 'xxxxxxxxxxxx"),
-        (
-            {"resources": {"infra": "k8s/ctx"}},
-            "resources.infra: Kubernetes is not supported yet; available: local, sim, aws, gcp, azure, ssh",
-        ),
     ],
 )
 def test_bad_input_names_the_field_and_what_is_allowed(data: object, expected: str) -> None:

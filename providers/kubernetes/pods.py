@@ -1,0 +1,146 @@
+"""A cluster's pods: what skyhop asks the API server for, and what their status says.
+
+One pod per node, named ``<cluster>-<rank>`` (a retried create meets ``AlreadyExists`` instead of
+making a second pod) and labelled with the cluster and rank, so every later call finds them by
+label. Each asks for the offering's CPUs, memory and GPUs as requests and limits (a node is what
+the optimizer chose, not more), and a GPU pod is kept to the nodes whose GPU-type label names the
+GPU asked for (``GPU_LABELS``, the labels the offerings were read from).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from enum import StrEnum
+from typing import Any
+
+from skyhop.providers.accelerators import label_gpu_name
+from skyhop.providers.base import Offering
+from skyhop.providers.kubernetes.offerings import GPU_LABELS, GPU_RESOURCE
+from skyhop.providers.naming import fit_name
+
+__all__ = [
+    "CLUSTER_LABEL",
+    "RANK_LABEL",
+    "PodState",
+    "cluster_selector",
+    "gpu_node_terms",
+    "pod_manifest",
+    "pod_name",
+    "pod_state",
+]
+
+Obj = Mapping[str, Any]
+CLUSTER_LABEL = "skyhop.dev/cluster"
+RANK_LABEL = "skyhop.dev/rank"
+_MANAGED_BY = {"app.kubernetes.io/managed-by": "skyhop"}
+_GRACE_S = 5
+"""Seconds a deleted pod's processes get after SIGTERM: jobs are already cancelled by then."""
+_IMAGE_ERRORS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
+
+
+def pod_name(cluster_name: str, rank: int) -> str:
+    """The pod of node ``rank``: a DNS label (at most 63 characters), the same on every retry."""
+    return fit_name(cluster_name, 63, f"-{rank}")
+
+
+def cluster_selector(cluster_name: str) -> str:
+    """The label selector of every pod of the cluster."""
+    return f"{CLUSTER_LABEL}={cluster_name}"
+
+
+def gpu_node_terms(nodes: list[Obj], gpu: str) -> list[dict[str, Any]]:
+    """Node selector terms for the nodes whose GPU label names ``gpu`` (any of the labels' spellings)."""
+    values: dict[str, set[str]] = {}
+    for node in nodes:
+        labels = node["metadata"].get("labels") or {}
+        key = next((label for label in GPU_LABELS if labels.get(label)), None)
+        if key is not None and label_gpu_name(labels[key]).upper() == gpu.upper():
+            values.setdefault(key, set()).add(labels[key])
+    return [
+        {"matchExpressions": [{"key": key, "operator": "In", "values": sorted(found)}]}
+        for key, found in sorted(values.items())
+    ]
+
+
+def _quantities(offering: Offering) -> dict[str, str]:
+    amounts = {"cpu": f"{int(offering.cpus * 1000)}m", "memory": f"{int(offering.memory_gib * 1024)}Mi"}
+    gpus = sum(offering.accelerators.values())
+    if gpus:
+        amounts[GPU_RESOURCE] = str(int(gpus))
+    return amounts
+
+
+def pod_manifest(
+    cluster_name: str, rank: int, offering: Offering, image: str, gpu_terms: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The pod of node ``rank``: the offering's resources, on a node with its GPU type."""
+    amounts = _quantities(offering)
+    spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "terminationGracePeriodSeconds": _GRACE_S,
+        "containers": [
+            {
+                "name": "node",
+                "image": image,
+                "command": ["sleep", "infinity"],
+                "resources": {"requests": amounts, "limits": dict(amounts)},
+            }
+        ],
+    }
+    if gpu_terms:
+        spec["affinity"] = {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": gpu_terms}
+            }
+        }
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": pod_name(cluster_name, rank),
+            "labels": {CLUSTER_LABEL: cluster_name, RANK_LABEL: str(rank), **_MANAGED_BY},
+        },
+        "spec": spec,
+    }
+
+
+class PodState(StrEnum):
+    """Where a pod is on its way to running a node, as its status tells."""
+
+    WAITING = "waiting"
+    """Scheduled or being scheduled; its containers are not running yet."""
+    UNSCHEDULABLE = "unschedulable"
+    """The scheduler found no node for it (the FailedScheduling event's condition)."""
+    BAD_IMAGE = "bad image"
+    RUNNING = "running"
+    ENDED = "ended"
+    """It stopped (its container exited, it was evicted or OOM-killed) or is being deleted."""
+
+
+def pod_state(pod: Obj) -> tuple[PodState, str]:
+    """The pod's state, and the status's own words for it (the scheduler's or kubelet's message)."""
+    status = pod.get("status") or {}
+    if pod["metadata"].get("deletionTimestamp"):
+        return PodState.ENDED, "it is being deleted"
+    if status.get("phase") in ("Succeeded", "Failed"):
+        reason = status.get("reason") or _container_end(status) or status["phase"]
+        return PodState.ENDED, f"{reason}: {status.get('message', '')}".rstrip(": ")
+    for container in status.get("containerStatuses") or []:
+        waiting = (container.get("state") or {}).get("waiting") or {}
+        if waiting.get("reason") in _IMAGE_ERRORS:
+            return PodState.BAD_IMAGE, f"{waiting['reason']}: {waiting.get('message', '')}".rstrip(": ")
+    conditions = {c.get("type"): c for c in status.get("conditions") or []}
+    scheduled = conditions.get("PodScheduled") or {}
+    if scheduled.get("status") == "False" and scheduled.get("reason") == "Unschedulable":
+        return PodState.UNSCHEDULABLE, str(scheduled.get("message") or "no node fits")
+    if status.get("phase") == "Running" and (conditions.get("Ready") or {}).get("status") == "True":
+        return PodState.RUNNING, ""
+    return PodState.WAITING, ""
+
+
+def _container_end(status: Obj) -> str | None:
+    for container in status.get("containerStatuses") or []:
+        terminated = (container.get("state") or {}).get("terminated")
+        if terminated:
+            return str(terminated.get("reason") or f"exit code {terminated.get('exitCode')}")
+    return None

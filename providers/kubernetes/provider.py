@@ -1,0 +1,311 @@
+"""The ``kubernetes`` provider (``infra: k8s[/<context>]``): each node is a pod, reached through exec.
+
+Contexts are regions: the kubeconfig's current one, or ``allowed_contexts`` in skyhop's config, each
+a failover candidate. Offerings are read from the cluster itself (``offerings.py``). A launch
+creates the cluster's missing pods (``pods.py``: named and labelled, so a retry finds them) and
+admits them all or none: if the scheduler reports any pod unschedulable (FailedScheduling) and no
+configured autoscaler may help, every pod is deleted at once and the attempt is a capacity error,
+so failover tries the next context without a half-started gang holding its GPUs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import Any, ClassVar, TypeVar
+
+from skyhop.providers.base import (
+    CannotStopError,
+    Capabilities,
+    CheckResult,
+    ClusterHandle,
+    KubernetesAccess,
+    NodeHandle,
+    NodeStatus,
+    Offering,
+    Provider,
+    ProvisionRequest,
+)
+from skyhop.providers.errors import CapacityError, InvalidRequestError, ProviderError, TransientError
+from skyhop.providers.extras import ExtraMissingError, missing_packages
+from skyhop.providers.kubernetes import pods as k8s_pods
+from skyhop.providers.kubernetes.client import KUBE_THREADS, ContextApi, context_names, open_context
+from skyhop.providers.kubernetes.offerings import api_offerings
+from skyhop.providers.kubernetes.pods import PodState, cluster_selector, pod_manifest, pod_state
+from skyhop.providers.kubernetes.runtime import KubernetesNodeRuntime
+from skyhop.providers.kubernetes.settings import KubernetesSettings, SettingsError, load_settings
+from skyhop.providers.runtime.shell import runtime_dir
+
+__all__ = ["KubernetesProvider"]
+
+log = logging.getLogger("skyhop.kubernetes")
+T = TypeVar("T")
+Obj = Mapping[str, Any]
+
+_POLL_S = 0.2
+"""How often a launch reads its pods while they are admitted (a list call: no write)."""
+_START_TIMEOUT_S = 600.0
+"""Bound on scheduled pods getting their containers running (image pulls take minutes)."""
+_GONE_TIMEOUT_S = 120.0
+_NO_SCALE_UP = "NotTriggerScaleUp"
+
+
+async def _blocking(call: Callable[..., T], *args: Any) -> T:
+    return await asyncio.get_running_loop().run_in_executor(KUBE_THREADS, call, *args)
+
+
+def _settings() -> KubernetesSettings:
+    try:
+        return load_settings()
+    except SettingsError as exc:
+        raise InvalidRequestError(str(exc), "BadConfig", leftover=False) from None
+
+
+def _rank(pod: Obj) -> int:
+    return int(pod["metadata"]["labels"][k8s_pods.RANK_LABEL])
+
+
+class KubernetesProvider(Provider):
+    """Pods on the clusters of the kubeconfig's allowed contexts."""
+
+    name = "kubernetes"
+    capabilities: ClassVar[Capabilities] = Capabilities(multi_node=True)
+
+    # -- what there is -------------------------------------------------------------------------
+    def _contexts(self, settings: KubernetesSettings) -> list[str]:
+        names, current = context_names(settings)
+        if settings.allowed_contexts is not None:
+            return list(settings.allowed_contexts)
+        return [current] if current else names[:1]
+
+    def offerings(self) -> list[Offering]:
+        if missing_packages("kubernetes"):
+            return []
+        try:
+            settings = load_settings()
+            contexts = self._contexts(settings)
+        except (SettingsError, OSError, ValueError) as exc:
+            log.warning("no Kubernetes offerings: %s", exc)
+            return []
+        found: list[Offering] = []
+        for context in contexts:
+            try:
+                found += api_offerings(open_context(settings, context))
+            except ProviderError as exc:
+                log.warning("kubernetes context %s left out: %s", context, exc.message)
+        return found
+
+    async def check(self) -> CheckResult:
+        try:
+            settings = load_settings()
+            contexts = self._contexts(settings)
+        except (SettingsError, ExtraMissingError, OSError, ValueError) as exc:
+            return CheckResult(enabled=False, reason=str(exc), hint="pip install 'skyhop[kubernetes]'")
+        if not contexts:
+            where = settings.kubeconfig_path()
+            return CheckResult(
+                enabled=False,
+                reason=f"no kubeconfig context ({where})",
+                hint="set kubernetes.kubeconfig or kubernetes.allowed_contexts in ~/.skyhop/config.yaml",
+            )
+
+        async def probe(context: str) -> str | None:
+            try:
+                api = await _blocking(open_context, settings, context)
+                await _blocking(lambda: api.call(api.core.list_namespaced_pod, api.namespace, limit=1))
+            except ProviderError as exc:
+                return exc.message
+            return None
+
+        failures = await asyncio.gather(*(probe(c) for c in contexts))
+        usable = [c for c, why in zip(contexts, failures, strict=True) if why is None]
+        words = [
+            f"{c}: reachable" if why is None else f"{c}: {why}"
+            for c, why in zip(contexts, failures, strict=True)
+        ]
+        return CheckResult(enabled=bool(usable), reason="contexts: " + "; ".join(words))
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    async def _api(self, context: str | None) -> tuple[KubernetesSettings, ContextApi]:
+        settings = _settings()
+        return settings, await _blocking(open_context, settings, context)
+
+    async def launch(self, request: ProvisionRequest) -> ClusterHandle:
+        self.refuse_unsupported(request)
+        settings, api = await self._api(request.offering.region)
+        name, selector = request.cluster_name, cluster_selector(request.cluster_name)
+        found = {_rank(p): p for p in await _blocking(api.pods, selector)}
+        ended = [r for r, p in found.items() if pod_state(p)[0] is PodState.ENDED]
+        if ended:  # a node lost earlier (evicted, deleted): its pod is replaced, under the same name
+            await self._delete(api, selector, [found.pop(r)["metadata"]["name"] for r in ended])
+        missing = [rank for rank in range(request.num_nodes) if rank not in found]
+        if missing:
+            terms = await self._gpu_terms(api, request.offering)
+            for rank in missing:
+                manifest = pod_manifest(name, rank, request.offering, settings.image, terms)
+                await _blocking(self._create, api, manifest)
+        try:
+            running = await self._admit(api, name, request.num_nodes, settings)
+        except ProviderError:
+            await _blocking(self._delete_all, api, selector)
+            raise
+        nodes = await asyncio.gather(*(self._node(api, name, pod) for pod in running))
+        await asyncio.gather(*(KubernetesNodeRuntime(n, api).prepare() for n in nodes))
+        return ClusterHandle(cluster_name=name, offering=request.offering, nodes=list(nodes))
+
+    async def _gpu_terms(self, api: ContextApi, offering: Offering) -> list[dict[str, Any]]:
+        if not offering.accelerators:
+            return []
+        nodes = (await _blocking(api.call, api.core.list_node))["items"]
+        (gpu,) = offering.accelerators
+        terms = k8s_pods.gpu_node_terms(nodes, gpu)
+        if not terms:
+            raise CapacityError(
+                f"kubernetes context {api.context!r}: no node is labelled with {gpu}", "NoGpuNode"
+            )
+        return terms
+
+    @staticmethod
+    def _create(api: ContextApi, manifest: dict[str, Any]) -> None:
+        try:
+            api.call(api.core.create_namespaced_pod, api.namespace, manifest)
+        except InvalidRequestError as exc:
+            if exc.code != "AlreadyExists":  # a retried create: the first one made it
+                raise
+
+    async def _admit(
+        self, api: ContextApi, cluster_name: str, count: int, settings: KubernetesSettings
+    ) -> list[Obj]:
+        """The cluster's pods once all ``count`` run; a capacity or image error as soon as one cannot."""
+        started, selector = time.monotonic(), cluster_selector(cluster_name)
+        unschedulable_since: float | None = None
+        while True:
+            pods = {_rank(p): p for p in await _blocking(api.pods, selector)}
+            states = {
+                rank: pod_state(pods[rank]) if rank in pods else (PodState.ENDED, "deleted")
+                for rank in range(count)
+            }
+            for rank, (state, why) in states.items():
+                where = f"kubernetes context {api.context!r}: pod {k8s_pods.pod_name(cluster_name, rank)}"
+                if state is PodState.BAD_IMAGE:
+                    raise InvalidRequestError(
+                        f"{where}: image {settings.image!r} cannot be pulled ({why})", "ErrImagePull"
+                    )
+                if state is PodState.ENDED:
+                    raise CapacityError(f"{where} ended before it ran ({why})", "PodEnded")
+            stuck = [(rank, why) for rank, (state, why) in states.items() if state is PodState.UNSCHEDULABLE]
+            if stuck:
+                unschedulable_since = unschedulable_since or time.monotonic()
+                rank, why = stuck[0]
+                waited = time.monotonic() - unschedulable_since
+                if waited >= settings.unschedulable_wait_s or await self._no_scale_up(api, pods[rank]):
+                    raise CapacityError(
+                        f"kubernetes context {api.context!r}: {len(stuck)} of {count} pod(s) unschedulable, "
+                        f"all deleted ({why})",
+                        "FailedScheduling",
+                    )
+            if all(state is PodState.RUNNING for state, _ in states.values()):
+                return [pods[rank] for rank in range(count)]
+            if time.monotonic() - started > _START_TIMEOUT_S:
+                raise CapacityError(
+                    f"kubernetes context {api.context!r}: pods not running after {_START_TIMEOUT_S:g}s",
+                    "PodStartTimeout",
+                )
+            await asyncio.sleep(_POLL_S)
+
+    @staticmethod
+    async def _no_scale_up(api: ContextApi, pod: Obj) -> bool:
+        """Whether the cluster autoscaler said it cannot add a node for ``pod``."""
+        events = await _blocking(api.events, pod["metadata"]["name"])
+        return any(e.get("reason") == _NO_SCALE_UP for e in events)
+
+    async def _node(self, api: ContextApi, cluster_name: str, pod: Obj) -> NodeHandle:
+        name, rank = pod["metadata"]["name"], _rank(pod)
+        access = KubernetesAccess(context=api.context, namespace=api.namespace, pod=name)
+        probe = await _blocking(api.exec, name, 'printf %s "$HOME"', None, 30.0)
+        if probe.exit_status != 0 or not probe.stdout.startswith(b"/"):
+            raise CapacityError(f"pod {name}: no home folder ({probe.error_text()})", "NoHome")
+        return NodeHandle(
+            rank=rank,
+            instance_id=name,
+            ip=pod["status"].get("podIP") or "",
+            runtime_dir=runtime_dir(probe.stdout.decode(), cluster_name, rank),
+            access=access,
+        )
+
+    @staticmethod
+    def _delete_all(api: ContextApi, selector: str) -> None:
+        api.call(api.core.delete_collection_namespaced_pod, api.namespace, label_selector=selector)
+
+    async def _delete(self, api: ContextApi, selector: str, names: list[str]) -> None:
+        for name in names:
+            try:
+                await _blocking(api.call, api.core.delete_namespaced_pod, name, api.namespace)
+            except ProviderError as exc:
+                if exc.code != "NotFound":
+                    raise
+        await self._wait_gone(api, lambda: [p for p in api.pods(selector) if p["metadata"]["name"] in names])
+
+    async def _wait_gone(self, api: ContextApi, remaining: Callable[[], list[Obj]]) -> None:
+        deadline = time.monotonic() + _GONE_TIMEOUT_S
+        while await _blocking(remaining):
+            if time.monotonic() > deadline:
+                raise TransientError(
+                    f"kubernetes context {api.context!r}: pods still there after {_GONE_TIMEOUT_S:g}s"
+                )
+            await asyncio.sleep(_POLL_S)
+
+    async def terminate(self, handle: ClusterHandle) -> None:
+        _, api = await self._api(handle.offering.region)
+        selector = cluster_selector(handle.cluster_name)
+        await _blocking(self._delete_all, api, selector)
+        await self._wait_gone(api, lambda: api.pods(selector))
+
+    async def remove_untracked(self, cluster_name: str) -> list[str]:
+        settings = _settings()
+        removed: list[str] = []
+        for context in self._contexts(settings):
+            api = await _blocking(open_context, settings, context)
+            selector = cluster_selector(cluster_name)
+            removed += [p["metadata"]["name"] for p in await _blocking(api.pods, selector)]
+            await _blocking(self._delete_all, api, selector)
+            await self._wait_gone(api, lambda a=api, s=selector: a.pods(s))  # type: ignore[misc]
+        return removed
+
+    async def stop(self, handle: ClusterHandle) -> None:
+        raise CannotStopError(
+            f"Kubernetes pods cannot be stopped, only deleted: skyhop down {handle.cluster_name}"
+        )
+
+    async def node_statuses(self, handle: ClusterHandle) -> list[NodeStatus]:
+        _, api = await self._api(handle.offering.region)
+        pods = {
+            p["metadata"]["name"]: p for p in await _blocking(api.pods, cluster_selector(handle.cluster_name))
+        }
+        return [_node_status(pods.get(node.instance_id)) for node in handle.nodes]
+
+    def runtime(self, node: NodeHandle) -> KubernetesNodeRuntime:
+        access = node.access
+        if not isinstance(access, KubernetesAccess):
+            raise TypeError(f"node {node.instance_id} is not a Kubernetes pod ({access.kind})")
+        api = open_context(_settings(), access.context)
+        return KubernetesNodeRuntime(node, replace(api, namespace=access.namespace))
+
+
+_TAKEN_BACK = ("Evicted", "Preempting", "DeletionByTaintManager")
+
+
+def _node_status(pod: Obj | None) -> NodeStatus:
+    """A pod evicted or preempted was taken back (a managed job recovers); one gone otherwise ended."""
+    if pod is None:
+        return NodeStatus.TERMINATED
+    state, why = pod_state(pod)
+    if state is not PodState.ENDED:
+        return NodeStatus.UP
+    disrupted = any(
+        c.get("type") == "DisruptionTarget" for c in (pod.get("status") or {}).get("conditions") or []
+    )
+    return NodeStatus.PREEMPTED if disrupted or why.startswith(_TAKEN_BACK) else NodeStatus.TERMINATED

@@ -1,0 +1,72 @@
+"""A pod as a node: the shell runtime over the API server's exec, files as a tar stream over exec.
+
+No SSH in the pod: every node runner command is one exec (``sh -c``), and a sync sends the files the
+sync's ignore rules pick (``list_files``, the same as rsync would copy) as one tar archive on the
+exec's stdin, unpacked in place. Nothing is deleted on the far side, as rsync without ``--delete``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import os
+import posixpath
+import shlex
+import tarfile
+
+from skyhop.providers.base import KubernetesAccess, NodeHandle
+from skyhop.providers.kubernetes.client import KUBE_THREADS, ContextApi
+from skyhop.providers.runtime.shell import COMMAND_TIMEOUT_S, Result, ShellNodeRuntime, home_of
+from skyhop.providers.runtime.sync import list_files
+
+__all__ = ["KubernetesNodeRuntime", "tar_of"]
+
+_COPY_TIMEOUT_S = 600.0
+
+
+async def tar_of(local_path: str, name: str) -> bytes:
+    """A tar archive of a folder's synced files (under ``.``) or of one file (as ``name``)."""
+    if not os.path.isdir(local_path):
+        return await asyncio.to_thread(_pack, [(local_path, name)])
+    names = await list_files(local_path)
+    members = [(os.path.join(local_path, n.rstrip("/")), n.rstrip("/")) for n in names]
+    return await asyncio.to_thread(_pack, members)
+
+
+def _pack(members: list[tuple[str, str]]) -> bytes:
+    archive = io.BytesIO()
+    with tarfile.open(fileobj=archive, mode="w") as tar:
+        for path, name in members:
+            tar.add(path, arcname=name, recursive=False)
+    return archive.getvalue()
+
+
+class KubernetesNodeRuntime(ShellNodeRuntime):
+    """Runtime of one pod, reached through its context's exec."""
+
+    def __init__(self, node: NodeHandle, api: ContextApi) -> None:
+        super().__init__(node, home_of(node))
+        access = node.access
+        if not isinstance(access, KubernetesAccess):
+            raise TypeError(f"node {node.instance_id} is not a Kubernetes pod ({access.kind})")
+        self.api, self.pod = api, access.pod
+
+    @property
+    def label(self) -> str:
+        return f"pod {self.api.namespace}/{self.pod} ({self.api.context})"
+
+    async def run(
+        self, command: str, *, input: bytes | None = None, timeout: float = COMMAND_TIMEOUT_S
+    ) -> Result:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(KUBE_THREADS, self.api.exec, self.pod, command, input, timeout)
+
+    async def copy(self, local_path: str, remote: str) -> None:
+        is_dir = os.path.isdir(local_path)
+        target = remote if is_dir else posixpath.dirname(remote)
+        archive = await tar_of(local_path, posixpath.basename(remote))
+        folder = shlex.quote(target)
+        unpack = f"mkdir -p {folder} && tar -x -o -m -f - -C {folder}"
+        result = await self.run(unpack, input=archive, timeout=_COPY_TIMEOUT_S)
+        if result.exit_status != 0:
+            raise OSError(f"copying {local_path} to {self.label} failed: {result.error_text()}")

@@ -1,0 +1,107 @@
+"""The provider against the fake cluster: pods as nodes, gang admission, idempotence, teardown."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from skyhop.providers.base import ProvisionRequest
+from skyhop.providers.errors import CapacityError
+from skyhop.providers.kubernetes.offerings import read_offerings
+from skyhop.providers.kubernetes.pods import cluster_selector
+from skyhop.providers.kubernetes.provider import KubernetesProvider
+from skyhop.providers.runtime.jobs import JobSpec
+from tests.conftest import run
+from tests.fakes.kubernetes import FakeKubernetes
+from tests.helpers import wait_for
+from tests.integration.support import unique_cluster
+from tests.kubernetes.conftest import use_kubeconfig
+
+
+@pytest.fixture
+def provider(fake_kubernetes: FakeKubernetes) -> Iterator[KubernetesProvider]:
+    with use_kubeconfig(fake_kubernetes.kubeconfig()):
+        yield KubernetesProvider()
+
+
+def _ours(fake: FakeKubernetes, cluster: str) -> list[dict[str, object]]:
+    label = cluster_selector(cluster).split("=")
+    return [p for p in fake.pods() if (p["metadata"].get("labels") or {}).get(label[0]) == label[1]]
+
+
+def _request(fake: FakeKubernetes, cluster: str, shape: str, nodes: int = 1) -> ProvisionRequest:
+    offering = next(o for o in read_offerings(kubeconfig=str(fake.kubeconfig())) if o.instance_type == shape)
+    return ProvisionRequest(cluster_name=cluster, offering=offering, num_nodes=nodes)
+
+
+def test_a_gpu_node_is_a_pod_with_its_gpus_that_runs_jobs_and_a_retry_makes_no_second(
+    fake_kubernetes: FakeKubernetes, provider: KubernetesProvider
+) -> None:
+    cluster = unique_cluster("kgpu")
+    request = _request(fake_kubernetes, cluster, "4CPU--16GB--T4:1")
+    handle = run(provider.launch(request))
+    (pod,) = _ours(fake_kubernetes, cluster)
+    container = pod["spec"]["containers"][0]  # type: ignore[index]
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == "1"
+    assert container["resources"]["requests"] == {"cpu": "4000m", "memory": "16384Mi", "nvidia.com/gpu": "1"}
+    terms = pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]  # type: ignore[index]
+    assert terms["nodeSelectorTerms"] == [
+        {
+            "matchExpressions": [
+                {"key": "cloud.google.com/gke-accelerator", "operator": "In", "values": ["nvidia-tesla-t4"]}
+            ]
+        }
+    ]
+    assert pod["spec"]["nodeName"] == "gpu-t4"  # type: ignore[index]
+    assert handle.head.ip == pod["status"]["podIP"]  # type: ignore[index]
+
+    writes = len(fake_kubernetes.writes())
+    again = run(provider.launch(request))  # a retried activity: finds the pod by label
+    assert again.nodes == handle.nodes
+    assert [w for w in fake_kubernetes.writes()[writes:] if w.startswith("POST")] == []
+    assert len(_ours(fake_kubernetes, cluster)) == 1
+
+    runtime = provider.runtime(handle.head)
+    run(runtime.start_job(JobSpec(key="j1", script="nvidia-smi; echo rank-ok")))
+    wait_for(lambda: (s := run(runtime.job_state("j1"))) is not None and s.done, 20, "the job to end")
+    assert b"rank-ok" in run(runtime.read_log("j1", 0))
+    assert run(provider.node_statuses(handle))[0].value == "UP"
+
+    run(provider.terminate(handle))
+    assert _ours(fake_kubernetes, cluster) == []
+    assert run(provider.node_statuses(handle))[0].value == "TERMINATED"
+
+
+def test_a_gang_that_cannot_all_be_scheduled_is_deleted_at_once(
+    fake_kubernetes: FakeKubernetes, provider: KubernetesProvider
+) -> None:
+    cluster = unique_cluster("kgang")
+    request = _request(fake_kubernetes, cluster, "8CPU--64GB--A100-80GB:2", nodes=2)  # one such node
+    started = time.monotonic()
+    with pytest.raises(CapacityError) as refused:
+        run(provider.launch(request))
+    assert time.monotonic() - started < 3
+    assert refused.value.code == "FailedScheduling"
+    assert "1 of 2 pod(s) unschedulable" in refused.value.message
+    wait_for(lambda: not _ours(fake_kubernetes, cluster), 20, "the gang's pods to go")
+
+
+def test_an_evicted_pod_reads_as_taken_back(
+    fake_kubernetes: FakeKubernetes, provider: KubernetesProvider
+) -> None:
+    cluster = unique_cluster("kevict")
+    handle = run(provider.launch(_request(fake_kubernetes, cluster, "4CPU--16GB")))
+    fake_kubernetes.evict(handle.head.instance_id)
+    wait_for(lambda: run(provider.node_statuses(handle))[0].value == "PREEMPTED", 20, "the eviction")
+    run(provider.terminate(handle))
+    assert _ours(fake_kubernetes, cluster) == []
+
+
+def test_check_says_which_contexts_answer(fake_kubernetes: FakeKubernetes) -> None:
+    with use_kubeconfig(fake_kubernetes.kubeconfig(), allowed_contexts=["fake", "gone"]):
+        result = run(KubernetesProvider().check())
+    assert result.enabled
+    assert result.reason.startswith("contexts: fake: reachable; gone: ")
+    assert "has no context 'gone'" in result.reason
