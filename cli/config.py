@@ -15,6 +15,8 @@ Environment variables win over the config file:
   authenticates every payload (``contract/converter.py``); default ``~/.skyhop/key``, created on
   first use. The CLI and every worker must use the same key. The key itself is never read from
   ``config.yaml``, which is not meant to be a secret.
+- ``SKYHOP_STORE_URL``, ``SKYHOP_STORE_ENDPOINT_URL`` (``store.url``, ``store.endpoint_url``): the
+  content store that task files travel through (``storage.content.StoreConfig``).
 """
 
 from __future__ import annotations
@@ -29,6 +31,10 @@ __all__ = ["ConfigError", "TemporalConfig", "load_config"]
 
 DEFAULT_PORT = 17233
 DEFAULT_UI_PORT = 18233
+
+
+_SECTIONS = ("temporal", "server", "store", "r2")
+"""``store`` is read by ``storage.content.load_store_config``, ``r2`` by ``storage.s3``."""
 
 
 class ConfigError(ValueError):
@@ -73,9 +79,12 @@ def _read_file() -> dict[str, Any]:
         raise ConfigError(f"{path}: not valid YAML ({exc})") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping with 'temporal' and/or 'server' keys")
-    unknown = set(data) - {"temporal", "server"}
+    unknown = set(data) - set(_SECTIONS)
     if unknown:
-        raise ConfigError(f"{path}: unknown key {sorted(unknown)[0]!r}; allowed: temporal, server")
+        raise ConfigError(f"{path}: unknown key {sorted(unknown)[0]!r}; allowed: {', '.join(_SECTIONS)}")
+    store = data.get("store")
+    if store is not None and (not isinstance(store, dict) or set(store) - {"url", "endpoint_url"}):
+        raise ConfigError(f"{path}: store: expected a mapping with 'url' and/or 'endpoint_url'")
     return data
 
 
