@@ -24,7 +24,7 @@ import pytest
 from skyhop.providers.home import skyhop_home
 from skyhop.storage.content import content_cache
 from tests.conftest import skyhop
-from tests.helpers import SKYHOP_CLI, WorkerProcess, wait_for
+from tests.helpers import SKYHOP_CLI, WorkerProcess
 from tests.integration.support import unique_cluster
 from tests.providers.aws_support import reset
 from tests.providers.conftest import moto
