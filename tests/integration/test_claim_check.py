@@ -2,7 +2,8 @@
 
 The CLI packs the workdir and file mounts into the bucket and the folder is deleted before the
 worker syncs: the worker has only the store. The worker is killed while it fetches, the retried
-activity finishes with one copy in its cache, and a re-launch of the same tree uploads no blob.
+activity finishes with one copy in its cache, a re-launch of the same tree uploads no blob, and an
+``exec`` after one file changed uploads that one.
 """
 
 from __future__ import annotations
@@ -147,5 +148,12 @@ def test_a_worker_without_the_clis_folders_runs_the_task_from_s3_and_a_kill_mid_
         assert calls.blob_puts == 0
         assert "print('training')\nmounted a\nmounted b\n" in again.stdout
         assert "6 files, 0 new" in again.stderr
+
+        (src / "wd" / "train.py").write_text("print('changed')\n")
+        with calls.install():
+            changed = skyhop("exec", cluster, "task.yaml", env=env, cwd=tmp_path)
+        assert changed.returncode == 0, changed.stderr[-2000:]
+        assert calls.blob_puts == 1  # exec packs the workdir only, and only what changed
+        assert "print('changed')" in changed.stdout
     finally:
         skyhop("down", "-y", cluster, env=env)
