@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from skyhop.cli.output import fail, info
+from skyhop.cli.output import EXIT_USAGE, fail, info
 from skyhop.spec import Task
 from skyhop.spec.packed import ContentRef, PackedFiles
 
@@ -32,6 +32,9 @@ async def pack_task(task: Task, *, file_mounts: bool = True) -> Task:
     reports: list[PackReport] = []
     try:
         store = load_store_config().open()
+    except StorageError as exc:
+        fail(f"store.url: {exc}", EXIT_USAGE)
+    try:
 
         async def packed(path: str) -> ContentRef:
             ref, report = await pack(Path(path), store)

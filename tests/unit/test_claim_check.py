@@ -75,3 +75,24 @@ def test_a_task_yaml_cannot_claim_packed_files(tmp_path: Path) -> None:
 
     with pytest.raises(SpecError, match="packed: is written by skyhop"):
         task_from_dict({"run": "true", "packed": {"workdir": None}}, tmp_path)
+
+
+def test_a_store_url_skyhop_cannot_use_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    import subprocess
+
+    from tests.helpers import SKYHOP_CLI
+
+    env = {
+        **os.environ,
+        "SKYHOP_STORE_URL": "ftp://files.example.com/x",
+        "SKYHOP_TEMPORAL_ADDRESS": "127.0.0.1:1",
+    }
+    result = subprocess.run(
+        [SKYHOP_CLI, "launch", "-y", "-c", "t-store", "--workdir", str(tmp_path), "echo hi"],
+        env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip().splitlines() == [
+        "Error: store.url: content store 'ftp://files.example.com/x': use file:///absolute/folder or "
+        "s3://bucket[/prefix]"
+    ]
