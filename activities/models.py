@@ -11,6 +11,7 @@ from skyhop.optimizer.blocklist import Blocklist
 from skyhop.providers.base import ClusterHandle
 from skyhop.providers.runtime.jobs import JobOutcome
 from skyhop.spec import Task
+from skyhop.spec.packed import ContentRef
 from skyhop.spec.task import GitWorkdir
 from skyhop.storage.plan import MountPlan
 
@@ -49,11 +50,15 @@ class SyncWorkdirInput(BaseModel):
     workdir: str = ""
     git: GitWorkdir | None = None
     """The workdir is this repository at its ref instead of the local folder ``workdir``."""
+    packed: ContentRef | None = None
+    """The workdir as the client packed it into the content store: fetched instead of ``workdir``."""
 
 
 class FileMountsInput(BaseModel):
     handle: ClusterHandle
     file_mounts: dict[str, str]
+    packed: dict[str, ContentRef] = {}
+    """Remote path -> the packed file or folder, fetched instead of the local path."""
 
 
 class BucketsInput(BaseModel):

@@ -1,5 +1,10 @@
 """Activities that copy the user's files to nodes (long task queue).
 
+A task packed by its client (``Task.packed``) is fetched from the content store into this
+machine's per-manifest cache first (``storage.claim_check.fetch``; a retry re-uses it) and synced
+from there: the worker never needs the client's paths. A task that names paths only (a client on
+the worker's own machine that did not pack) is synced from those paths.
+
 Copies heartbeat while they run (a 200 MB workdir takes longer than a heartbeat timeout), are
 killed when the activity is cancelled, and retry a node that does not answer until it has been
 silent for ``NODE_LOST_AFTER_S``; then the sync fails, naming the node, and is not retried.
@@ -23,9 +28,14 @@ from skyhop.contract import ErrorType
 from skyhop.providers.base import ClusterHandle, NodeHandle, NodeRuntime
 from skyhop.providers.registry import get_provider
 from skyhop.providers.runtime.errors import NodeUnreachableError
+from skyhop.spec.packed import ContentRef
 from skyhop.spec.task import GitWorkdir, Task
+from skyhop.storage.claim_check import fetch
+from skyhop.storage.content import content_cache, load_store_config
+from skyhop.storage.errors import RETRY_CANNOT_FIX, StorageError
 
 __all__ = [
+    "fetched",
     "heartbeating",
     "sync_file_mounts",
     "sync_git_workdir_to",
@@ -42,10 +52,7 @@ _RETRY_S = 1.0
 @activity.defn
 async def sync_workdir(request: SyncWorkdirInput) -> None:
     """Copy the task's workdir to every node."""
-    if request.git is not None:
-        await sync_git_workdir_to(request.handle, request.git)
-    else:
-        await sync_workdir_to(request.handle, request.workdir)
+    await _sync_any_workdir(request.handle, request.workdir, request.git, request.packed)
 
 
 async def sync_workdir_to(handle: ClusterHandle, workdir: str) -> None:
@@ -54,11 +61,35 @@ async def sync_workdir_to(handle: ClusterHandle, workdir: str) -> None:
 
 
 async def sync_task_workdir(handle: ClusterHandle, task: Task) -> None:
-    """The task's workdir, a local folder or a git repository, onto every node (``exec``)."""
-    if task.workdir_git is not None:
-        await sync_git_workdir_to(handle, task.workdir_git)
-    elif task.workdir:
-        await sync_workdir_to(handle, task.workdir)
+    """The task's workdir, packed, a local folder or a git repository, onto every node (``exec``)."""
+    packed = task.packed.workdir if task.packed is not None else None
+    await _sync_any_workdir(handle, task.workdir or "", task.workdir_git, packed)
+
+
+async def _sync_any_workdir(
+    handle: ClusterHandle, workdir: str, git: GitWorkdir | None, packed: ContentRef | None
+) -> None:
+    if git is not None:
+        await sync_git_workdir_to(handle, git)
+    elif packed is not None:
+        await sync_workdir_to(handle, await fetched(packed))
+    elif workdir:
+        await sync_workdir_to(handle, workdir)
+
+
+async def fetched(ref: ContentRef) -> str:
+    """The packed tree on this machine (fetched into the cache unless it is there): its path.
+
+    What retrying cannot fix (the tree is not in the store, no credentials) fails the activity
+    for good; a store that does not answer is retried.
+    """
+    endpoint = load_store_config().endpoint_url
+    try:
+        return str(await heartbeating(asyncio.to_thread(fetch, ref, content_cache(), endpoint)))
+    except StorageError as exc:
+        if type(exc).__name__ in RETRY_CANNOT_FIX:
+            raise ApplicationError(str(exc), type=ErrorType.STORAGE_FAILED, non_retryable=True) from None
+        raise
 
 
 async def sync_git_workdir_to(handle: ClusterHandle, git: GitWorkdir) -> None:
@@ -96,7 +127,9 @@ async def _git(*args: str) -> None:
 async def sync_file_mounts(request: FileMountsInput) -> None:
     """Copy each local file mount to its remote path on every node."""
     for remote, local in request.file_mounts.items():
-        await heartbeating(_on_every_node(request.handle, _put(local, remote)))
+        packed = request.packed.get(remote)
+        source = await fetched(packed) if packed is not None else local
+        await heartbeating(_on_every_node(request.handle, _put(source, remote)))
 
 
 def _put(local: str, remote: str) -> Callable[[NodeRuntime], Awaitable[None]]:

@@ -15,6 +15,8 @@ Environment variables win over the config file:
   authenticates every payload (``contract/converter.py``); default ``~/.skyhop/key``, created on
   first use. The CLI and every worker must use the same key. The key itself is never read from
   ``config.yaml``, which is not meant to be a secret.
+- ``SKYHOP_STORE_URL``, ``SKYHOP_STORE_ENDPOINT_URL`` (``store.url``, ``store.endpoint_url``): the
+  content store that task files travel through (``storage.content.StoreConfig``).
 """
 
 from __future__ import annotations
@@ -61,8 +63,9 @@ class TemporalConfig:
         return self.address is None
 
 
-_SECTIONS = ("temporal", "server", "kubernetes")
-"""The file's top-level keys; ``kubernetes`` is the provider's (``providers/kubernetes/settings.py``)."""
+_SECTIONS = ("temporal", "server", "store", "r2", "kubernetes")
+"""The file's top-level keys: ``store`` is read by ``storage.content.load_store_config``, ``r2`` by
+``storage.s3``, ``kubernetes`` by the provider (``providers/kubernetes/settings.py``)."""
 
 
 def _read_file() -> dict[str, Any]:
@@ -80,6 +83,9 @@ def _read_file() -> dict[str, Any]:
     unknown = set(data) - set(_SECTIONS)
     if unknown:
         raise ConfigError(f"{path}: unknown key {sorted(unknown)[0]!r}; allowed: {', '.join(_SECTIONS)}")
+    store = data.get("store")
+    if store is not None and (not isinstance(store, dict) or set(store) - {"url", "endpoint_url"}):
+        raise ConfigError(f"{path}: store: expected a mapping with 'url' and/or 'endpoint_url'")
     return data
 
 

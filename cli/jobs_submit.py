@@ -63,8 +63,10 @@ def load_job(
 
 async def run_jobs_launch(request: ManagedJobRequest, *, detach: bool) -> int:
     """Take an id, start the job's workflow, and unless ``detach`` follow it to its end."""
+    from skyhop.cli.packing import pack_task
     from skyhop.cli.session import open_client
 
+    request = request.model_copy(update={"tasks": [await pack_task(task) for task in request.tasks]})
     client = await open_client()
     job_id = await submit_job(client, request)
     info(f"Managed job {job_id} ({request.name}) submitted.")

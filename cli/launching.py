@@ -71,6 +71,7 @@ async def run_launch(
     from temporalio.client import WorkflowFailureError
     from temporalio.exceptions import CancelledError
 
+    from skyhop.cli.packing import pack_task
     from skyhop.cli.session import open_client, web_ui_url
     from skyhop.contract import (
         LAUNCH_WORKFLOW,
@@ -83,6 +84,7 @@ async def run_launch(
     from skyhop.spec.limits import check_request_size
 
     user = current_user()
+    task = await pack_task(task)
     request = LaunchRequest(
         cluster_name=cluster_name,
         task=task,
@@ -284,10 +286,12 @@ async def run_exec(task: Task, cluster_name: str, *, detach: bool) -> int:
     from temporalio.client import WorkflowUpdateFailedError
     from temporalio.service import RPCError
 
+    from skyhop.cli.packing import pack_task
     from skyhop.cli.session import open_client
     from skyhop.contract import JobSubmission, cluster_workflow_id
     from skyhop.spec.limits import check_request_size
 
+    task = await pack_task(task, file_mounts=False)
     submission = JobSubmission(
         request_id=f"exec:{uuid.uuid4().hex}", task=task, user=current_user(), sync_workdir=task.has_workdir
     )

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from skyhop.providers.base import ClusterHandle, DiskTier, NetworkTier, Offering, ProvisionRequest
 from skyhop.spec import Resources, Task
+from skyhop.spec.packed import ContentRef, PackedFiles
 
 __all__ = [
     "DEFAULT_CPU_DEMAND",
@@ -52,6 +53,7 @@ __all__ = [
     "ClusterInput",
     "ClusterRecord",
     "ClusterStatus",
+    "ContentRef",
     "FailoverAttempt",
     "JOB_ENDED_SIGNAL",
     "JOB_KEY_PREFIX",
@@ -63,6 +65,7 @@ __all__ = [
     "LaunchRequest",
     "LaunchResult",
     "LaunchResume",
+    "PackedFiles",
     "ProvisionState",
     "Release",
     "StartRequest",

@@ -46,6 +46,7 @@ TASK_REFUSED: dict[str, str] = {
         "not supported; skyhop records every status change (skyhop jobs queue --json, the Temporal Web UI)"
     ),
     "file_mounts_mapping": _INTERNAL,
+    "packed": "is written by skyhop when it uploads the workdir and file mounts; leave it out",
     "volumes": _NO_VOLUMES,
     "volume_mounts": _NO_VOLUMES,
     "managed_secrets": (

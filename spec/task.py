@@ -17,6 +17,7 @@ from skyhop.spec.limits import (
     MAX_PATH_CHARS,
     MAX_SCRIPT_BYTES,
 )
+from skyhop.spec.packed import PackedFiles
 from skyhop.spec.resources import Resources
 from skyhop.spec.service import Service
 from skyhop.spec.storage import Storage, StorageMode
@@ -85,6 +86,9 @@ class Task(BaseModel):
     run: str | None = None
     service: Service | None = None
     """What ``skyhop serve up`` (not built yet) serves; ``launch`` runs the task without it."""
+    packed: PackedFiles | None = None
+    """Set by the client that uploaded the workdir and local file mounts into the content store:
+    workers fetch those instead of reading the paths above, which are on the client's machine."""
 
     @model_validator(mode="before")
     @classmethod

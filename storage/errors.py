@@ -4,8 +4,9 @@
     ├── BucketNotFoundError       the bucket does not exist (or was deleted by its owner)
     ├── BucketNameTakenError      the name is taken by a bucket this account cannot use
     ├── StoreAccessError          missing or refused credentials: retrying cannot fix it
-    └── StoreUnavailableError     the store's SDK or configuration is missing (``skyhop[aws]``,
-                                  ``r2.endpoint`` in ``~/.skyhop/config.yaml``)
+    ├── StoreUnavailableError     the store's SDK or configuration is missing (``skyhop[aws]``,
+    │                             ``r2.endpoint`` in ``~/.skyhop/config.yaml``)
+    └── ContentNotFoundError      a packed tree's manifest or blob is not in the content store
 
 Each message says what to do. ``RETRY_CANNOT_FIX`` lists the classes an activity retry policy
 should not retry (a missing bucket, a taken name, credentials, a missing SDK).
@@ -17,6 +18,7 @@ __all__ = [
     "RETRY_CANNOT_FIX",
     "BucketNameTakenError",
     "BucketNotFoundError",
+    "ContentNotFoundError",
     "StorageError",
     "StoreAccessError",
     "StoreUnavailableError",
@@ -47,7 +49,17 @@ class StoreUnavailableError(StorageError):
     pass
 
 
+class ContentNotFoundError(StorageError):
+    """The client packed into another store than the worker reads, or the object was deleted."""
+
+
 RETRY_CANNOT_FIX = [
     cls.__name__
-    for cls in (BucketNotFoundError, BucketNameTakenError, StoreAccessError, StoreUnavailableError)
+    for cls in (
+        BucketNotFoundError,
+        BucketNameTakenError,
+        StoreAccessError,
+        StoreUnavailableError,
+        ContentNotFoundError,
+    )
 ]

@@ -145,6 +145,11 @@ class WorkerProcess:
         assert self.proc is not None
         self.proc.send_signal(signal.SIGSTOP)
 
+    def thaw(self) -> None:
+        """Let a frozen worker go on (SIGCONT): it works off what the server handed it meanwhile."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGCONT)
+
     def kill9(self) -> None:
         """Kill the worker the hard way: no shutdown, in-flight activities are abandoned."""
         assert self.proc is not None

@@ -29,6 +29,7 @@ with workflow.unsafe.imports_passed_through():
     from skyhop.contract import LONG_QUEUE, LaunchStage
     from skyhop.providers.base import ClusterHandle
     from skyhop.spec import Task
+    from skyhop.spec.packed import PackedFiles
     from skyhop.storage.plan import local_file_mounts, storage_plan
     from skyhop.workflows.options import HEARTBEAT, LONG_RETRY
 
@@ -76,9 +77,12 @@ async def prepare_nodes(
     retried setup re-attaches instead of running twice. Buckets are created and filled first,
     then copied or mounted on the nodes (``attach_buckets``), then local file mounts are copied.
     """
+    packed = task.packed or PackedFiles()
     if task.has_workdir:
         enter(LaunchStage.SYNC_WORKDIR)
-        workdir = SyncWorkdirInput(handle=handle, workdir=task.workdir or "", git=task.workdir_git)
+        workdir = SyncWorkdirInput(
+            handle=handle, workdir=task.workdir or "", git=task.workdir_git, packed=packed.workdir
+        )
         await run_long(sync.sync_workdir, workdir, timeout=timeout)
     if task.file_mounts:
         enter(LaunchStage.SYNC_FILE_MOUNTS)
@@ -88,7 +92,8 @@ async def prepare_nodes(
             await attach_buckets(handle, task, timeout=timeout)
         local = local_file_mounts(task.file_mounts)
         if local:
-            mounts = FileMountsInput(handle=handle, file_mounts=local)
+            packed_mounts = {remote: ref for remote, ref in packed.file_mounts.items() if remote in local}
+            mounts = FileMountsInput(handle=handle, file_mounts=local, packed=packed_mounts)
             await run_long(sync.sync_file_mounts, mounts, timeout=timeout)
     if task.needs_setup:
         enter(LaunchStage.SETUP)
