@@ -8,10 +8,12 @@ this machine allows them, and callers fall back to loopback when it does not.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import random
 import shutil
 import subprocess
+import tempfile
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,11 +78,19 @@ class Bridge:
         return f"{self.subnet}.1"
 
     def create(self) -> None:
-        used = subprocess.run(["ip", "-4", "-o", "addr"], capture_output=True, text=True).stdout
-        free = [n for n in range(1, 255) if f"{self.prefix}.{n}." not in used]
-        self.subnet = f"{self.prefix}.{random.choice(free)}"
-        ip("link", "add", self.name, "type", "bridge")
-        ip("addr", "add", f"{self.gateway}/24", "dev", self.name)
+        """Claim a /24 nobody uses: read, pick and assign under one machine-wide lock.
+
+        Test processes running at once (pytest-xdist workers, other sessions) would otherwise read
+        the same free subnets and may pick the same one: Linux lets two bridges hold one address, so
+        nothing fails until traffic routes to the wrong bridge.
+        """
+        with open(Path(tempfile.gettempdir()) / "skyhop-test-subnets.lock", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, or the process dies
+            used = subprocess.run(["ip", "-4", "-o", "addr"], capture_output=True, text=True).stdout
+            free = [n for n in range(1, 255) if f"{self.prefix}.{n}." not in used]
+            self.subnet = f"{self.prefix}.{random.choice(free)}"
+            ip("link", "add", self.name, "type", "bridge")
+            ip("addr", "add", f"{self.gateway}/24", "dev", self.name)
         ip("link", "set", self.name, "up")
 
     def add(self, index: int, netns: str) -> Namespace:

@@ -17,11 +17,15 @@ from skyhop.spec import Task
 from tests.conftest import skyhop
 from tests.helpers import DevServer, WorkerProcess, wait_for
 from tests.integration.support import cluster_up, current_record, unique_cluster
+from tests.managed_jobs.support import gate, open_gate
 
 pytestmark = pytest.mark.integration
 
 HALF = f"{(os.cpu_count() or 1) / 2:g}"
 """A job demand such that exactly two jobs fit the local cluster at once."""
+FOREVER = "sleep 600"
+"""A job that is still running whenever the test looks, however loaded the machine: it outlives the
+test's own timeout (pytest-timeout, 300 s), so only a cancel or a stop ends it."""
 
 
 def _statuses(server: DevServer, cluster: str) -> list[str]:
@@ -46,8 +50,8 @@ def _job_pid(cluster: str, job_id: int, rank: int = 0) -> int:
 
 
 def _first_job_sleeping(server: DevServer, cli_env: dict[str, str], cluster: str) -> int:
-    """Submit job 1 (``sleep 60``) to an idle cluster and wait until it runs; its pid."""
-    assert skyhop("exec", cluster, "-d", "sleep 60", env=cli_env).returncode == 0
+    """Submit job 1 (``FOREVER``) to an idle cluster and wait until it runs; its pid."""
+    assert skyhop("exec", cluster, "-d", FOREVER, env=cli_env).returncode == 0
     wait_for(lambda: _statuses(server, cluster) == ["RUNNING"], 30)
     return _job_pid(cluster, 1)
 
@@ -64,7 +68,7 @@ def test_jobs_queue_fifo_by_demand_and_cancel_stops_processes(
     temporal_server: DevServer, cli_env: dict[str, str], cluster: str
 ) -> None:
     for _ in range(4):
-        out = skyhop("exec", cluster, "-d", "--cpus", HALF, "sleep 60", env=cli_env)
+        out = skyhop("exec", cluster, "-d", "--cpus", HALF, FOREVER, env=cli_env)
         assert out.returncode == 0, out.stderr
     wait_for(lambda: _statuses(temporal_server, cluster)[:2] == ["RUNNING"] * 2, 30, "two jobs running")
     assert _statuses(temporal_server, cluster)[2:] == ["PENDING", "PENDING"]
@@ -140,7 +144,7 @@ def test_logs_tail_status_and_after_a_worker_restart(
     assert followed.stdout.splitlines() == [f"tick{i}" for i in range(1, 9)]
     wait_for(lambda: _statuses(temporal_server, cluster) == ["SUCCEEDED", "SUCCEEDED"], 30, "job 2 recorded")
 
-    assert skyhop("exec", cluster, "-d", "sleep 30", env=cli_env).returncode == 0
+    assert skyhop("exec", cluster, "-d", FOREVER, env=cli_env).returncode == 0
     wait_for(lambda: _statuses(temporal_server, cluster)[-1] == "RUNNING", 30)
     assert skyhop("cancel", cluster, "3", env=cli_env).returncode == 0
     assert skyhop("logs", cluster, "3", "--status", env=cli_env).returncode == 103
@@ -180,12 +184,14 @@ def test_stop_keeps_the_disk_and_start_brings_the_cluster_back(
 
 
 def test_autostop_from_the_cli_stops_then_down_removes(
-    temporal_server: DevServer, cli_env: dict[str, str], cluster: str
+    temporal_server: DevServer, cli_env: dict[str, str], cluster: str, tmp_path: Path
 ) -> None:
-    assert skyhop("exec", cluster, "-d", "sleep 2", env=cli_env).returncode == 0
+    # The job ends when the test says so (a timed one could end before ``autostop`` is set).
+    assert skyhop("exec", cluster, "-d", gate(tmp_path), env=cli_env).returncode == 0
     assert skyhop("autostop", cluster, "-i", "0", env=cli_env).returncode == 0
     # Idle means no job at all: the running job holds the cluster UP until it ends.
     assert current_record(temporal_server.address, cluster).status == ClusterStatus.UP
+    open_gate(tmp_path)
     wait_for(
         lambda: current_record(temporal_server.address, cluster).status == ClusterStatus.STOPPED,
         30,

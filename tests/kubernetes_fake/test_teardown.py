@@ -14,11 +14,13 @@ from tests.helpers import wait_for
 from tests.netns import can_netns
 
 
-def _marked() -> list[int]:
+def _marked(uid: str) -> list[int]:
+    """Processes carrying pod ``uid``'s marker: only this test's pod, whatever other tests run at once."""
     found = []
+    needle = f"{MARKER}={uid}".encode()
     for environ in Path("/proc").glob("[0-9]*/environ"):
         try:
-            if any(v.startswith(f"{MARKER}=".encode()) for v in environ.read_bytes().split(b"\0")):
+            if needle in environ.read_bytes().split(b"\0"):
                 found.append(int(environ.parent.name))
         except OSError:
             continue
@@ -29,7 +31,6 @@ def _marked() -> list[int]:
 def test_stop_kills_every_pod_process_and_removes_the_network(tmp_path: Path, loopback: bool) -> None:
     if not loopback and not can_netns():
         pytest.skip("network namespaces need root")
-    before = set(_marked())
     fake = FakeKubernetes(tmp_path, [NodeSpec("n1")], loopback=loopback)
     with fake:
         api = core_api(fake)
@@ -37,9 +38,10 @@ def test_stop_kills_every_pod_process_and_removes_the_network(tmp_path: Path, lo
         api.create_namespaced_pod("default", pod_manifest("leaky", daemon))
         pod = fake.wait_pod("leaky", "Running")
         assert (pod["status"]["podIP"] == "127.0.0.1") == loopback
-        wait_for(lambda: len(set(_marked()) - before) >= 2, 10, "the pod's processes")
+        uid = pod["metadata"]["uid"]
+        wait_for(lambda: len(_marked(uid)) >= 2, 10, "the pod's processes")
         tag = fake.network.bridge.tag if fake.network and fake.network.bridge else None
-    assert set(_marked()) - before == set()
+    assert _marked(uid) == []
     if tag is not None:
         links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
         spaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout

@@ -44,6 +44,8 @@ from tests.managed_jobs.support import (
 pytestmark = pytest.mark.integration
 
 KILL_ROUNDS = 3
+HUB_HISTORY_LIMIT = 40
+"""The test hub's history limit, and how many runs that end at once it is asked to follow."""
 
 
 def _task(folder: Path, after: str = "") -> Task:
@@ -229,11 +231,13 @@ def test_the_hub_continues_as_new_and_keeps_following(
         shard_hub = watch_hub_workflow_id(watch_hub_shard(job_id))
         real = await _run_of(client, shard_hub, owner.id)
         # The run moves to a hub of the test's own with a short history, which also follows runs
-        # that end at once (no record on the node: each a follow, an end and a forget).
+        # that end at once (no record on the node: each a follow, an end and a forget). Each follow
+        # is one event at least, however the worker batches the signals into workflow tasks (one
+        # task for all of them when it is busy), so the follows alone reach the limit.
         await client.get_workflow_handle(shard_hub).signal(WatchHubSignal.FORGET.value, [real.key])
         hub: WorkflowHandle[object, None] = await client.start_workflow(
             WorkflowType.WATCH_HUB,
-            WatchHubInput(history_limit=40),
+            WatchHubInput(history_limit=HUB_HISTORY_LIMIT),
             id=f"job-watch:test-{job_id}",
             task_queue=WORKFLOW_QUEUE,
             start_signal=WatchHubSignal.FOLLOW.value,
@@ -241,7 +245,7 @@ def test_the_hub_continues_as_new_and_keeps_following(
         )
         first_run = (await hub.describe()).run_id
         dummy_log = AttemptLog(job_id=next_job_id(), task_index=0, attempt=1)
-        for number in range(15):
+        for number in range(HUB_HISTORY_LIMIT):
             dummy = FollowedRun(
                 key=f"{real.key}/dummy-{number}",
                 owner=owner.id,

@@ -11,7 +11,10 @@ from skyhop.spec import Resources, Task
 from tests.optimizer.catalogs import catalog_set
 
 
-def test_no_pool_points_to_ssh_up(tmp_path: Path) -> None:
+def test_no_pool_points_to_ssh_up(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A SKYHOP_HOME of its own: the session's may hold pool 'lab' already (``tests/ssh``'s ``lab_pool``,
+    # which ran first in this pytest-xdist worker).
+    monkeypatch.setenv("SKYHOP_HOME", str(tmp_path / "skyhop"))
     task = Task(run="x", resources=Resources(infra="ssh/lab"))
     with pytest.raises(
         NoFeasibleOfferingError, match="no SSH node pool 'lab' is up; register hosts with: skyhop ssh up"
