@@ -84,7 +84,6 @@ async def run_launch(
     from skyhop.spec.limits import check_request_size
 
     user = current_user()
-    task = await pack_task(task)
     request = LaunchRequest(
         cluster_name=cluster_name,
         task=task,
@@ -94,6 +93,8 @@ async def run_launch(
         retry_until_up=retry_until_up,
         minimize=minimize,
     )
+    check_request_size(request, "launch request")  # before any upload: a refused request leaves nothing
+    request = request.model_copy(update={"task": await pack_task(task)})
     check_request_size(request, "launch request")
     client = await open_client()
     workflow_id = f"launch:{cluster_name}:{uuid.uuid4().hex[:12]}"
@@ -291,10 +292,11 @@ async def run_exec(task: Task, cluster_name: str, *, detach: bool) -> int:
     from skyhop.contract import JobSubmission, cluster_workflow_id
     from skyhop.spec.limits import check_request_size
 
-    task = await pack_task(task, file_mounts=False)
     submission = JobSubmission(
         request_id=f"exec:{uuid.uuid4().hex}", task=task, user=current_user(), sync_workdir=task.has_workdir
     )
+    check_request_size(submission, "job submission")  # before any upload: a refused request leaves nothing
+    submission = submission.model_copy(update={"task": await pack_task(task, file_mounts=False)})
     check_request_size(submission, "job submission")
     client = await open_client()
     try:
