@@ -162,20 +162,26 @@ async def stop_load_balancer(service: str) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.kill(info.pid, signal.SIGTERM)
         deadline = time.monotonic() + _STOP_GRACE_S
-        while _live(service) is not None and time.monotonic() < deadline:
-            _reap(info.pid)
+        while _running(info.pid) and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
-        if _live(service) is not None:
+        if _running(info.pid):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(info.pid, signal.SIGKILL)
-        _reap(info.pid)
+            while _running(info.pid):
+                await asyncio.sleep(0.05)
     await asyncio.to_thread(shutil.rmtree, load_balancer_folder(service), True)
 
 
-def _reap(pid: int) -> None:
-    """Collect the exit status of a load balancer this worker started (else it stays a zombie)."""
+def _running(pid: int) -> bool:
+    """Whether ``pid`` still runs; a load balancer this worker started and that ended is reaped
+    here (else it stays a zombie), one another process started is its parent's to reap."""
     with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, os.WNOHANG)
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
 
 
 @activity.defn
