@@ -103,7 +103,8 @@ async def run_serve_up(name: str, task: Task) -> int:
         if (await handle.describe()).status != WorkflowExecutionStatus.RUNNING:
             break
         await asyncio.sleep(_POLL_S)
-    fail(f"service {name}'s load balancer did not start; see: skyhop serve status {name}")
+    reason = f": {state.message}" if state.message else ""
+    fail(f"service {name}'s load balancer did not start{reason}; see: skyhop serve status {name}")
 
 
 def _replica_rows(state: ServiceState) -> list[list[str]]:
@@ -192,7 +193,11 @@ async def run_serve_status(name: str | None, *, endpoint: bool, as_json: bool) -
 
 
 async def run_serve_update(name: str, task: Task) -> int:
+    from temporalio.client import WorkflowUpdateFailedError
+
+    from skyhop.cli.output import fail
     from skyhop.cli.session import open_client
+    from skyhop.contract.failures import innermost_message
     from skyhop.contract.serve import (
         ServiceOperation,
         ServiceVersionAccepted,
@@ -203,9 +208,14 @@ async def run_serve_update(name: str, task: Task) -> int:
     client = await open_client()
     await service_state(client, name)  # a clear line when there is no such service
     handle = client.get_workflow_handle(service_workflow_id(name))
-    accepted = await handle.execute_update(
-        ServiceOperation.UPDATE_VERSION, ServiceVersionRequest(task=task), result_type=ServiceVersionAccepted
-    )
+    try:
+        accepted = await handle.execute_update(
+            ServiceOperation.UPDATE_VERSION,
+            ServiceVersionRequest(task=task),
+            result_type=ServiceVersionAccepted,
+        )
+    except WorkflowUpdateFailedError as exc:
+        fail(f"service {name} refused the update: {innermost_message(exc)}")
     info(f"Service {name}: rolling to version {accepted.version}; old replicas go as new ones are READY.")
     return 0
 

@@ -118,7 +118,8 @@ class ServiceWorkflow:
         try:
             await self._sync_load_balancer()
             for record in self.state.replicas:  # a run that continued as new: probe them again
-                self._start(record)
+                if record.status.settled:
+                    self._start(record)
             await self._serve()
         except asyncio.CancelledError:
             await self._shut_down()
@@ -280,8 +281,8 @@ class ServiceWorkflow:
         """Continue as new once the history is long, at a moment no replica is in the middle of a step."""
         if not history_is_long(self.request.history_limit):
             return
-        if not all(record.status.settled for record in self.state.replicas):
-            return
+        if not all(r.status.settled for r in self.state.replicas if r.replica_id in self._runs):
+            return  # a replica in the middle of a step (one whose removal failed has no step left)
         resume = ServiceResume(state=self.state, tasks=self.tasks, autoscaler=self.autoscaler)
         workflow.continue_as_new(self.request.model_copy(update={"resume": resume}))
 

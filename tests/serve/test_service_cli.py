@@ -32,9 +32,40 @@ service:
 resources:
   infra: local
 run: |
+  mkdir -p site && echo {version} > site/index.html && cd site
   echo $$ > {pids}/$SKYHOP_SERVE_PORT.pid
   exec python3 -m http.server $SKYHOP_SERVE_PORT --bind 127.0.0.1
 """
+
+
+class Client:
+    """Sends GET / through the load balancer, one after another, until stopped; keeps every answer."""
+
+    def __init__(self, endpoint: str) -> None:
+        self.endpoint = endpoint
+        self.answers: list[str] = []
+        self.failures: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._send)
+
+    def _send(self) -> None:
+        while not self._stop.is_set():
+            try:
+                status, body = _get(self.endpoint)
+            except OSError as exc:
+                self.failures.append(repr(exc))
+                continue
+            if status != 200:
+                self.failures.append(f"status {status}")
+            self.answers.append(body)
+
+    def __enter__(self) -> Client:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
 
 
 def _status(env: dict[str, str], name: str) -> dict[str, object]:
@@ -51,14 +82,13 @@ def _ready(item: dict[str, object]) -> list[dict[str, object]]:
     return [r for r in replicas if r["status"] == "READY"]
 
 
-def _get(endpoint: str) -> int:
+def _get(endpoint: str) -> tuple[int, str]:
     parts = urlsplit(endpoint)
     connection = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=30)
     try:
         connection.request("GET", "/")
         response = connection.getresponse()
-        response.read()
-        return response.status
+        return response.status, response.read().decode().strip()
     finally:
         connection.close()
 
@@ -77,7 +107,7 @@ def test_serve_up_kill_a_replica_then_down(
     pids = tmp_path / "pids"
     pids.mkdir()
     spec = tmp_path / "service.yaml"
-    spec.write_text(SERVICE_YAML.format(name=name, pids=pids))
+    spec.write_text(SERVICE_YAML.format(name=name, pids=pids, version="v1"))
 
     began = time.monotonic()
     up = skyhop("serve", "up", str(spec), "-y", env=cli_env)
@@ -87,7 +117,7 @@ def test_serve_up_kill_a_replica_then_down(
 
     try:
         wait_for(lambda: len(_ready(_status(cli_env, name))) == 2, 90, "two READY replicas")
-        assert _get(endpoint) == 200
+        assert _get(endpoint) == (200, "v1")
         print(f"serve up to two READY replicas: {time.monotonic() - began:.1f} s")
         item = _status(cli_env, name)
         assert item["status"] == "READY" and item["endpoint"] == endpoint
@@ -96,24 +126,7 @@ def test_serve_up_kill_a_replica_then_down(
         victim, survivor = _ready(item)
 
         # A client sends requests throughout; the load balancer retries a refused one elsewhere.
-        failures: list[str] = []
-        answered = [0]
-        stop = threading.Event()
-
-        def client() -> None:
-            while not stop.is_set():
-                try:
-                    status = _get(endpoint)
-                except OSError as exc:
-                    failures.append(repr(exc))
-                    continue
-                if status != 200:
-                    failures.append(f"status {status}")
-                answered[0] += 1
-
-        sender = threading.Thread(target=client)
-        sender.start()
-        try:
+        with Client(endpoint) as client:
             victim_pid = int((pids / f"{victim['port']}.pid").read_text())
             killed_at = time.monotonic()
             os.kill(victim_pid, signal.SIGKILL)
@@ -124,13 +137,9 @@ def test_serve_up_kill_a_replica_then_down(
                 return len(ready) == 2 and victim["replica_id"] not in ids
 
             wait_for(replaced, 90, "the killed replica to be replaced by a READY one")
-            replaced_after = time.monotonic() - killed_at
-            print(f"replica death to replacement READY: {replaced_after:.1f} s")
-        finally:
-            stop.set()
-            sender.join()
-        assert failures == [], failures[:5]
-        assert answered[0] > 0
+            print(f"replica death to replacement READY: {time.monotonic() - killed_at:.1f} s")
+        assert client.failures == [], client.failures[:5]
+        assert client.answers and set(client.answers) == {"v1"}
         after = _status(cli_env, name)
         assert after["replaced"] == 1
         assert survivor["replica_id"] in {r["replica_id"] for r in _ready(after)}
@@ -140,6 +149,26 @@ def test_serve_up_kill_a_replica_then_down(
         assert '"GET / HTTP/1.1" 200' in logs.stdout
         lb_log = skyhop("serve", "logs", name, "--load-balancer", env=cli_env)
         assert lb_log.returncode == 0 and "replica set" in lb_log.stdout
+
+        # A rolling update with requests throughout: none fails, and v2 serves them all at the end.
+        new = tmp_path / "service-v2.yaml"
+        new.write_text(SERVICE_YAML.format(name=name, pids=pids, version="v2"))
+        with Client(endpoint) as client:
+            began = time.monotonic()
+            update = skyhop("serve", "update", name, str(new), env=cli_env)
+            assert update.returncode == 0, update.stderr
+
+            def rolled() -> bool:
+                item = _status(cli_env, name)
+                replicas = item["replicas"]
+                assert isinstance(replicas, list)
+                versions = [r["version"] for r in replicas]
+                return versions == [2, 2] and len(_ready(item)) == 2
+
+            wait_for(rolled, 90, "both replicas on version 2")
+            print(f"rolling update of 2 replicas: {time.monotonic() - began:.1f} s")
+        assert client.failures == [], client.failures[:5]
+        assert client.answers[-1] == "v2" and set(client.answers) <= {"v1", "v2"}
     finally:
         began = time.monotonic()
         down = skyhop("serve", "down", name, "-y", env=cli_env)
@@ -153,3 +182,17 @@ def test_serve_up_kill_a_replica_then_down(
     assert gone.returncode == 1 and f"service {name!r} not found" in gone.stderr
     listing = skyhop("serve", "status", "--json", env=cli_env)
     assert name not in {item["name"] for item in json.loads(listing.stdout)["items"]}
+
+
+def test_a_task_without_a_service_section_is_refused_before_anything_starts(
+    cli_env: dict[str, str], tmp_path: Path
+) -> None:
+    spec = tmp_path / "plain.yaml"
+    spec.write_text("run: echo hi\nresources:\n  infra: local\n")
+    refused = skyhop("serve", "up", str(spec), "-y", "-n", "plain", env=cli_env)
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    assert refused.stderr.strip().splitlines() == [
+        "Error: service: a service needs a 'service:' section (readiness_probe, replicas...)"
+    ]
+    missing = skyhop("serve", "status", "plain", env=cli_env)
+    assert missing.returncode == 1 and "service 'plain' not found" in missing.stderr
