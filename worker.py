@@ -32,6 +32,7 @@ from skyhop.activities import (
     sync,
     watch_hub,
 )
+from skyhop.activities import serve as serving
 from skyhop.activities.clusters import ClusterActivities
 from skyhop.contract import LONG_QUEUE, SEARCH_ATTRIBUTES, SHORT_QUEUE, WORKFLOW_QUEUE
 from skyhop.workflows.cluster import ClusterWorkflow
@@ -41,6 +42,7 @@ from skyhop.workflows.lock_lease import LockLeaseWorkflow
 from skyhop.workflows.managed_job import ManagedJobWorkflow
 from skyhop.workflows.managed_job_ids import ManagedJobIdsWorkflow
 from skyhop.workflows.runner import TaskBoundRunner
+from skyhop.workflows.service import ServiceWorkflow
 from skyhop.workflows.watch_hub import WatchHubWorkflow
 
 __all__ = ["CACHED_WORKFLOWS", "WORKFLOW_TASK_SLOTS", "build_workers", "ensure_search_attributes", "serve"]
@@ -104,6 +106,7 @@ def build_workers(
                 ManagedJobIdsWorkflow,
                 JobIndexWorkflow,
                 WatchHubWorkflow,
+                ServiceWorkflow,
             ],
             # Failover re-optimizes between attempts as a local activity: no task queue round trip.
             activities=[planning.optimize],
@@ -148,6 +151,11 @@ def build_workers(
                 cluster_ops.probe_cluster,
                 job_index.index_job_row,
                 watch_hub.follow_run,
+                serving.sync_load_balancer,
+                serving.load_balancer_stats,
+                serving.stop_load_balancer,
+                serving.choose_replica_port,
+                serving.probe_replica,
             ],
             max_concurrent_activities=short_slots,
             graceful_shutdown_timeout=timedelta(seconds=5),

@@ -29,6 +29,7 @@ from skyhop.cli.options import (
 from skyhop.cli.output import EXIT_DETACHED, EXIT_USAGE, exit_now, fail, info
 from skyhop.cli.queue_commands import register_queue_commands
 from skyhop.cli.running import run_command
+from skyhop.cli.serve_commands import serve_app
 from skyhop.cli.ssh_commands import ssh_app
 from skyhop.cli.storage_commands import storage_app
 
@@ -56,6 +57,7 @@ app.add_typer(server_app, name="server")
 app.add_typer(ssh_app, name="ssh")
 app.add_typer(jobs_app, name="jobs")
 app.add_typer(storage_app, name="storage")
+app.add_typer(serve_app, name="serve")
 register_catalog_commands(app)
 
 ClusterOpt = Annotated[str | None, typer.Option("--cluster", "-c", help="Cluster name (default: generated).")]

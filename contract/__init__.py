@@ -100,6 +100,7 @@ class WorkflowType(StrEnum):
     MANAGED_JOB_IDS = "ManagedJobIdsWorkflow"
     JOB_INDEX = "JobIndexWorkflow"
     WATCH_HUB = "WatchHubWorkflow"
+    SERVICE = "ServiceWorkflow"
 
 
 LAUNCH_WORKFLOW = WorkflowType.LAUNCH
@@ -164,6 +165,7 @@ class WorkflowKind(StrEnum):
     CLUSTER = "cluster"
     LAUNCH = "launch"
     MANAGED_JOB = "managed-job"
+    SERVICE = "service"
 
 
 CLUSTER_NAME_PATTERN = r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$"

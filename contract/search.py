@@ -6,6 +6,7 @@ from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSear
 
 from skyhop.contract import ClusterStatus, LaunchStage, SearchAttribute, WorkflowKind
 from skyhop.contract.managed_jobs import ManagedJobStatus
+from skyhop.contract.serve import ServiceStatus
 
 __all__ = [
     "CLUSTER",
@@ -17,10 +18,11 @@ __all__ = [
     "cluster_search_attributes",
     "launch_search_attributes",
     "managed_job_search_attributes",
+    "service_search_attributes",
 ]
 
 KIND = SearchAttributeKey.for_keyword(SearchAttribute.KIND)
-"""A ``WorkflowKind``: ``cluster``, ``launch`` or ``managed-job``."""
+"""A ``WorkflowKind``: ``cluster``, ``launch``, ``managed-job`` or ``service``."""
 CLUSTER = SearchAttributeKey.for_keyword(SearchAttribute.CLUSTER)
 STATUS = SearchAttributeKey.for_keyword(SearchAttribute.STATUS)
 """A cluster's status (INIT, UP, STOPPED, TERMINATED); a managed job's ``ManagedJobStatus``."""
@@ -28,7 +30,7 @@ STAGE = SearchAttributeKey.for_keyword(SearchAttribute.STAGE)
 """A launch's current stage."""
 USER = SearchAttributeKey.for_keyword(SearchAttribute.USER)
 NAME = SearchAttributeKey.for_keyword(SearchAttribute.NAME)
-"""A managed job's name."""
+"""A managed job's or a service's name."""
 
 
 def cluster_search_attributes(name: str, user: str) -> TypedSearchAttributes:
@@ -63,6 +65,18 @@ def managed_job_search_attributes(
         [
             SearchAttributePair(KIND, WorkflowKind.MANAGED_JOB.value),
             SearchAttributePair(STATUS, status.value),
+            SearchAttributePair(USER, user),
+            SearchAttributePair(NAME, name),
+        ]
+    )
+
+
+def service_search_attributes(name: str, user: str) -> TypedSearchAttributes:
+    """What a service starts with: ``serve status`` lists it at once."""
+    return TypedSearchAttributes(
+        [
+            SearchAttributePair(KIND, WorkflowKind.SERVICE.value),
+            SearchAttributePair(STATUS, ServiceStatus.STARTING.value),
             SearchAttributePair(USER, user),
             SearchAttributePair(NAME, name),
         ]

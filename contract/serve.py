@@ -8,6 +8,12 @@ file (mode 0600) as ``Content-Type: application/json``:
 - ``PUT /v1/replicas`` with a ``ReplicaSetUpdate``: the READY replicas, replacing the previous set
   (answers a ``ReplicaSetAccepted``);
 - ``GET /v1/stats``: a ``LoadBalancerStats``, the request counts the autoscaler reads.
+
+The controller is ``ServiceWorkflow`` (id ``service:<name>``, input ``ServiceRequest``): query
+``state`` (``ServiceState``: the endpoint, each replica's version and ``ReplicaStatus``), update
+``update_version`` (``ServiceVersionRequest`` -> ``ServiceVersionAccepted``), and Temporal's cancel
+for ``serve down``, which ends it once every replica and the load balancer are gone. Each replica is
+a cluster of its own (``replica_cluster_name``) whose run listens on ``SKYHOP_SERVE_PORT``.
 """
 
 from __future__ import annotations
@@ -16,15 +22,42 @@ from enum import StrEnum
 
 from pydantic import BaseModel, Field
 
+from skyhop.providers.base import ClusterHandle
+from skyhop.serve.autoscaler import AutoscalerState
+from skyhop.spec import Task
+
 __all__ = [
+    "MAX_SERVICE_NAME_CHARS",
+    "SERVE_PORT_ENV",
+    "SERVICE_NAME_PATTERN",
+    "LoadBalancerInfo",
     "LoadBalancerReady",
     "LoadBalancerStats",
     "LoadBalancingPolicy",
     "ReplicaEndpoint",
     "ReplicaLoad",
     "ReplicaSetAccepted",
+    "ReplicaRecord",
     "ReplicaSetUpdate",
+    "ReplicaStatus",
+    "ServiceOperation",
+    "ServiceQuery",
+    "ServiceRequest",
+    "ServiceResume",
+    "ServiceState",
+    "ServiceStatus",
+    "ServiceVersionAccepted",
+    "ServiceVersionRequest",
+    "replica_cluster_name",
+    "service_workflow_id",
 ]
+
+MAX_SERVICE_NAME_CHARS = 40
+"""A replica's cluster name (``<service>-replica-<id>``) must stay a valid cluster name (63)."""
+SERVICE_NAME_PATTERN = r"^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$"
+SERVE_PORT_ENV = "SKYHOP_SERVE_PORT"
+"""The port a replica's run must listen on: the service's ``ports``, unless replicas share a host
+(the ``local`` provider), where each gets a free one."""
 
 
 class LoadBalancingPolicy(StrEnum):
@@ -91,3 +124,156 @@ class LoadBalancerReady(BaseModel):
     host: str
     port: int
     control_port: int
+
+
+class ReplicaStatus(StrEnum):
+    """Where one replica stands (SkyServe's names)."""
+
+    PROVISIONING = "PROVISIONING"
+    """Its cluster is being brought up (with failover)."""
+    STARTING = "STARTING"
+    """Set up and running; not yet answering its readiness probe (within ``initial_delay_seconds``)."""
+    READY = "READY"
+    """Answers its probe: the load balancer sends it requests."""
+    NOT_READY = "NOT_READY"
+    """Was READY, now fails its probe: no new requests; replaced if it does not recover in time."""
+    FAILED = "FAILED"
+    """Its run ended, it never became ready, or it stayed NOT_READY too long: being replaced."""
+    SHUTTING_DOWN = "SHUTTING_DOWN"
+    """Its cluster is being removed (scaled down, an older version, or ``serve down``)."""
+
+    @property
+    def settled(self) -> bool:
+        """Up and probed (the replica holds nothing in flight): a safe point to continue as new."""
+        return self in (ReplicaStatus.READY, ReplicaStatus.NOT_READY)
+
+
+class ServiceStatus(StrEnum):
+    STARTING = "STARTING"
+    """No replica has been READY yet."""
+    READY = "READY"
+    """At least one replica is READY."""
+    NO_REPLICA = "NO_REPLICA"
+    """None READY now (scaled to zero, or every replica failed and is being replaced)."""
+    SHUTTING_DOWN = "SHUTTING_DOWN"
+    DOWN = "DOWN"
+    """Every replica and the load balancer are gone (the workflow's result)."""
+
+
+class LoadBalancerInfo(BaseModel):
+    """The service's load balancer process, on the worker's host that started it."""
+
+    pid: int
+    host: str
+    port: int
+    control_port: int
+    log: str
+    """Its log file (``serve logs NAME --load-balancer``)."""
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+
+class ReplicaRecord(BaseModel):
+    replica_id: int
+    version: int
+    status: ReplicaStatus
+    cluster_name: str
+    launched_at: float
+    handle: ClusterHandle | None = None
+    """Its nodes, once up."""
+    port: int | None = None
+    """Where its run listens (``SERVE_PORT_ENV``)."""
+    job_key: str | None = None
+    """Its run's node job (its log), once started."""
+    ready_at: float | None = None
+    failing_since: float | None = None
+    """When the current run of failed probes began (workflow time)."""
+    message: str | None = None
+    """Why it is FAILED or NOT_READY (the last probe's answer)."""
+
+    @property
+    def host(self) -> str | None:
+        return self.handle.nodes[0].ip if self.handle is not None and self.handle.nodes else None
+
+    def endpoint(self) -> ReplicaEndpoint | None:
+        """Its address for the load balancer, while READY."""
+        host = self.host
+        if self.status != ReplicaStatus.READY or host is None or self.port is None:
+            return None
+        return ReplicaEndpoint(replica_id=self.replica_id, host=host, port=self.port)
+
+
+class ServiceState(BaseModel):
+    """The ``state`` query's answer, and what ``serve status`` shows."""
+
+    name: str
+    user: str
+    status: ServiceStatus = ServiceStatus.STARTING
+    version: int = 1
+    """The version new replicas run (``serve update`` adds one)."""
+    target: int = 0
+    """Replicas of ``version`` the autoscaler wants now."""
+    load_balancer: LoadBalancerInfo | None = None
+    replicas: list[ReplicaRecord] = []
+    """Live replicas, oldest first (a removed one leaves the list)."""
+    next_replica_id: int = 1
+    replaced: int = 0
+    """Replicas that failed and were replaced since the service started."""
+    failed_starts: int = 0
+    """Replicas in a row that failed before they were ever READY: each waits longer to relaunch."""
+    relaunch_at: float | None = None
+    """No replica is launched before this (workflow time), after such failures."""
+    message: str | None = None
+    """The last thing that went wrong with the service itself (its load balancer)."""
+    started_at: float = 0.0
+
+    @property
+    def endpoint(self) -> str | None:
+        return self.load_balancer.endpoint if self.load_balancer is not None else None
+
+
+class ServiceResume(BaseModel):
+    """What a run that continued as new carries: the state, each live version's task, the autoscaler."""
+
+    state: ServiceState
+    tasks: dict[int, Task]
+    autoscaler: AutoscalerState
+
+
+class ServiceRequest(BaseModel):
+    """``ServiceWorkflow``'s input: the service's first version (the task has a ``service:``)."""
+
+    name: str = Field(pattern=SERVICE_NAME_PATTERN)
+    task: Task
+    user: str = "unknown"
+    history_limit: int | None = None
+    """Continue as new after this many events (None: when Temporal suggests it)."""
+    resume: ServiceResume | None = None
+
+
+class ServiceVersionRequest(BaseModel):
+    """``serve update``: roll every replica to ``task``; new replicas are READY before old ones go."""
+
+    task: Task
+
+
+class ServiceVersionAccepted(BaseModel):
+    version: int
+
+
+class ServiceQuery(StrEnum):
+    STATE = "state"
+
+
+class ServiceOperation(StrEnum):
+    UPDATE_VERSION = "update_version"
+
+
+def service_workflow_id(name: str) -> str:
+    return f"service:{name}"
+
+
+def replica_cluster_name(service: str, replica_id: int) -> str:
+    return f"{service}-replica-{replica_id}"

@@ -48,12 +48,18 @@ class LoadBalancerProcess:
         policy: LoadBalancingPolicy = LoadBalancingPolicy.LEAST_LOAD,
         port: int = 0,
         extra: list[str] | None = None,
+        detached: bool = False,
     ) -> LoadBalancerProcess:
-        """Start one and wait until it listens (``extra``: more of its command-line options)."""
+        """Start one and wait until it listens (``extra``: more of its command-line options).
+
+        ``detached``: in a session of its own, so it outlives its starter (a service's controller
+        starts it from a worker, and stops it by pid at ``serve down``)."""
         argv = [sys.executable, "-m", "skyhop.serve.load_balancer", "--token-file", str(token_file)]
         argv += ["--port", str(port), "--policy", policy.value, *(extra or [])]
         with log.open("ab") as err:
-            proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL)
+            proc = subprocess.Popen(
+                argv, stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL, start_new_session=detached
+            )
         assert proc.stdout is not None
         deadline = time.monotonic() + _READY_TIMEOUT_S
         line = b""

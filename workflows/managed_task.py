@@ -23,7 +23,7 @@ from datetime import UTC, datetime, timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
+from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from skyhop.activities import cluster_ops, jobs
@@ -55,7 +55,7 @@ with workflow.unsafe.imports_passed_through():
     from skyhop.workflows.failover import history_table
     from skyhop.workflows.provisioner import Provisioner, ProvisionSpec, remove_nodes
     from skyhop.workflows.recovery import PREEMPTED, Search, Verdict, nodes_lost, searches_for, verdict
-    from skyhop.workflows.stages import prepare_nodes, raise_if_cancelled, run_long
+    from skyhop.workflows.stages import prepare_nodes, raise_if_cancelled, raise_if_cancelled_by, run_long
     from skyhop.workflows.watch_hub import RunEnds
 
 __all__ = ["Group", "ManagedTask"]
@@ -192,7 +192,7 @@ class ManagedTask:
             try:
                 provisioned = await provisioner.provision()
             except (ActivityError, ApplicationError) as exc:
-                _raise_if_cancelled_by(exc)
+                raise_if_cancelled_by(exc)
                 end = self._no_cluster(exc, final=final, ever_up=recovering)
                 if end is None:
                     continue
@@ -263,7 +263,7 @@ class ManagedTask:
             await prepare_nodes(handle, self.task, setup_key(key), timeout=_LONG_TIMEOUT)
             raise_if_cancelled()
         except ActivityError as exc:
-            _raise_if_cancelled_by(exc)
+            raise_if_cancelled_by(exc)
             # A setup fails too when its node is taken (its record vanishes): ask the provider,
             # unless the nodes themselves reported the setup's exit code.
             if await self._preempted(handle, answered=_setup_exit_code(exc) is not None):
@@ -344,7 +344,7 @@ class ManagedTask:
             )
             raise_if_cancelled()
         except ActivityError as exc:
-            _raise_if_cancelled_by(exc)
+            raise_if_cancelled_by(exc)
             return JobOutcome(status=NodeJobStatus.FAILED, error=innermost_message(exc)), None
         self.state.running_since = workflow.now().timestamp()
         self._set(ManagedJobStatus.RUNNING)
@@ -359,7 +359,7 @@ class ManagedTask:
         try:
             ended = await self._ends.end_of(run, watch_hub_shard(self.request.job_id))
         except ActivityError as exc:
-            _raise_if_cancelled_by(exc)
+            raise_if_cancelled_by(exc)
             ended = RunEnded(
                 key=run.key, outcome=JobOutcome(status=NodeJobStatus.FAILED, error=innermost_message(exc))
             )
@@ -391,7 +391,7 @@ class ManagedTask:
                     return probe.statuses is not None and nodes_lost(probe.statuses)
                 reason = f"{provider} cannot tell whether the nodes are up"
             except ActivityError as exc:
-                _raise_if_cancelled_by(exc)
+                raise_if_cancelled_by(exc)
                 reason = f"could not ask {provider} whether the nodes are up ({innermost_message(exc)})"
             failures += 1
             delay = min(_PROBE_FIRST * 2 ** (failures - 1), _PROBE_MAX)
@@ -484,13 +484,6 @@ def _setup_exit_code(exc: ActivityError) -> int | None:
         return None
     outcome = JobOutcome.model_validate(cause.details[0])
     return outcome.exit_code if outcome.lost_rank is None else None
-
-
-def _raise_if_cancelled_by(exc: ActivityError | ApplicationError) -> None:
-    """An activity that failed because this task was cancelled (the job's cancel, or a parallel
-    sibling's failure) arrives as an ``ActivityError``: go on as the cancellation it is."""
-    if isinstance(exc.cause, CancelledError) or workflow.cancellation_reason() is not None:
-        raise asyncio.CancelledError("the task was cancelled") from exc
 
 
 def _when(timestamp: float | None) -> str:

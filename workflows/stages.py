@@ -15,6 +15,7 @@ from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
@@ -39,6 +40,7 @@ __all__ = [
     "history_is_long",
     "prepare_nodes",
     "raise_if_cancelled",
+    "raise_if_cancelled_by",
     "release_buckets",
     "run_long",
 ]
@@ -125,6 +127,14 @@ def raise_if_cancelled() -> None:
     """Re-raise a cancellation an activity's completion consumed (see the module docstring)."""
     if workflow.cancellation_reason() is not None:
         raise asyncio.CancelledError("the workflow was cancelled")
+
+
+def raise_if_cancelled_by(exc: ActivityError | ApplicationError) -> None:
+    """An activity that failed because its caller was cancelled (a workflow's cancel, or a task of
+    it cancelled: a managed job's parallel sibling failed, a service's replica scaled down) arrives
+    as an ``ActivityError``: go on as the cancellation it is."""
+    if isinstance(exc.cause, CancelledError) or workflow.cancellation_reason() is not None:
+        raise asyncio.CancelledError("the task was cancelled") from exc
 
 
 def history_is_long(limit: int | None) -> bool:

@@ -27,6 +27,8 @@ PATHS = list(_command_paths(typer.main.get_command(app)))
 def test_the_tree_has_every_command_and_subcommand() -> None:
     assert {("launch",), ("exec",), ("server", "status"), ("ssh", "up"), ("catalog", "update")} <= set(PATHS)
     assert {("jobs", "launch"), ("jobs", "queue"), ("jobs", "logs"), ("jobs", "cancel")} <= set(PATHS)
+    serve = {("serve", name) for name in ("up", "status", "update", "logs", "down")}
+    assert serve <= set(PATHS)
 
 
 def test_the_tree_is_every_registered_command() -> None:

@@ -1,0 +1,149 @@
+"""``skyhop serve``: services, each one endpoint in front of replicas that come and go.
+
+Each service is one durable ``ServiceWorkflow`` (id ``service:<name>``): it launches every replica
+as a cluster of its own, probes them, replaces those that fail, scales on the load balancer's
+request counts, and keeps the service's load balancer (a process next to the worker) pointed at
+the READY ones. Commands import what they need when they run, so ``--help`` stays fast.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from skyhop.cli.options import Envs, JsonOpt, Secrets, Yes, task_overrides
+from skyhop.cli.output import EXIT_USAGE, fail
+from skyhop.cli.running import run_command
+
+__all__ = ["serve_app"]
+
+serve_app = typer.Typer(
+    help="Services: replicas behind one endpoint, probed, replaced when they fail, autoscaled on QPS.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
+
+ServiceYaml = Annotated[str, typer.Argument(help="A task YAML with a service: section.", show_default=False)]
+ServiceName = Annotated[str, typer.Argument(help="The service's name (see: skyhop serve status).")]
+
+
+def _load(path: str, env: list[str] | None, secret: list[str] | None) -> object:
+    from skyhop.cli.planning import placeable
+    from skyhop.serve.service_spec import check_service
+    from skyhop.spec import SpecError, load_task
+
+    overrides = task_overrides(
+        name=None, workdir=None, num_nodes=None, cpus=None, memory=None, gpus=None, env=env, secret=secret
+    )
+    try:
+        task = placeable(
+            overrides.apply(load_task(path, overrides.values(), overrides.secret_values().values()))
+        )
+        check_service(task)
+    except SpecError as exc:
+        fail(str(exc), EXIT_USAGE)
+    return task
+
+
+@serve_app.command("up")
+def up(
+    task_yaml: ServiceYaml,
+    name: Annotated[
+        str | None, typer.Option("--name", "-n", help="The service's name (default: the task's).")
+    ] = None,
+    yes: Yes = False,
+    env: Envs = None,
+    secret: Secrets = None,
+) -> None:
+    """Start a service: its load balancer, then its replicas; prints the endpoint.
+
+    The replicas' run must listen on $SKYHOP_SERVE_PORT (the service's ports; on this machine each
+    replica gets a free port of its own). Follow it with: skyhop serve status NAME.
+    """
+    import re
+    import uuid
+
+    from skyhop.contract.serve import MAX_SERVICE_NAME_CHARS, SERVICE_NAME_PATTERN
+    from skyhop.spec import Task
+
+    task = _load(task_yaml, env, secret)
+    assert isinstance(task, Task)
+    service = name or task.name or f"service-{uuid.uuid4().hex[:4]}"
+    if not re.fullmatch(SERVICE_NAME_PATTERN, service):
+        fail(
+            f"service name {service!r}: lowercase letters, digits and '-', starting with a letter, "
+            f"at most {MAX_SERVICE_NAME_CHARS} characters",
+            EXIT_USAGE,
+        )
+    if not yes:
+        typer.confirm(f"Start service {service!r}?", default=True, abort=True, err=True)
+    from skyhop.cli.serving import run_serve_up
+
+    run_command(run_serve_up(service, task))
+
+
+@serve_app.command("status")
+def status(
+    name: Annotated[str | None, typer.Argument(help="Only this service.", show_default=False)] = None,
+    endpoint: Annotated[bool, typer.Option("--endpoint", help="Print only the endpoint.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Services and their replicas: status, endpoint, each replica's version, infra and state."""
+    from skyhop.cli.serving import run_serve_status
+
+    run_command(run_serve_status(name, endpoint=endpoint, as_json=as_json))
+
+
+@serve_app.command("update")
+def update(
+    name: ServiceName,
+    task_yaml: ServiceYaml,
+    env: Envs = None,
+    secret: Secrets = None,
+) -> None:
+    """Roll a service to a new version: new replicas are READY before old ones go (rolling)."""
+    from skyhop.cli.serving import run_serve_update
+    from skyhop.spec import Task
+
+    task = _load(task_yaml, env, secret)
+    assert isinstance(task, Task)
+    run_command(run_serve_update(name, task))
+
+
+@serve_app.command("logs")
+def logs(
+    name: ServiceName,
+    replica: Annotated[
+        int | None, typer.Option("--replica", help="This replica's run (default: the first).", min=1)
+    ] = None,
+    load_balancer: Annotated[bool, typer.Option("--load-balancer", help="The load balancer's log.")] = False,
+    follow: Annotated[
+        bool, typer.Option("--follow/--no-follow", help="Keep streaming (Ctrl-C stops).")
+    ] = False,
+) -> None:
+    """Print a replica's output (its run's log), or the load balancer's log."""
+    if replica is not None and load_balancer:
+        fail("give --replica or --load-balancer, not both", EXIT_USAGE)
+    from skyhop.cli.serving import run_serve_logs
+
+    run_command(run_serve_logs(name, replica, load_balancer=load_balancer, follow=follow))
+
+
+@serve_app.command("down")
+def down(
+    names: Annotated[
+        list[str] | None, typer.Argument(help="Services to take down.", show_default=False)
+    ] = None,
+    all_services: Annotated[bool, typer.Option("--all", "-a", help="Every service.")] = False,
+    yes: Yes = False,
+) -> None:
+    """Take services down: every replica's cluster and the load balancer removed, nothing left."""
+    if bool(names) == all_services:
+        fail("name the services to take down, or give --all", EXIT_USAGE)
+    if not yes:
+        what = "every service" if all_services else ", ".join(names or [])
+        typer.confirm(f"Take down {what}?", default=True, abort=True, err=True)
+    from skyhop.cli.serving import run_serve_down
+
+    run_command(run_serve_down(names or [], all_services=all_services))

@@ -1,0 +1,122 @@
+"""The service controller's parts: the replica plan (pure), the relaunch backoff, the service
+section's checks, and the load balancer activity's one-per-service start."""
+
+from __future__ import annotations
+
+import os
+import signal
+import uuid
+from pathlib import Path
+
+import pytest
+
+from skyhop.activities.serve import (
+    LoadBalancerSync,
+    load_balancer_folder,
+    load_balancer_stats,
+    stop_load_balancer,
+    sync_load_balancer,
+)
+from skyhop.contract.serve import LoadBalancingPolicy, ReplicaRecord, ReplicaStatus
+from skyhop.serve.service_spec import autoscaler_policy, check_service, replica_port
+from skyhop.spec import SpecError, Task
+from skyhop.workflows.service import relaunch_delay
+from skyhop.workflows.service_plan import plan_replicas
+from tests.conftest import run
+from tests.serve.conftest import Replica, get
+
+READY, STARTING, FAILED = ReplicaStatus.READY, ReplicaStatus.STARTING, ReplicaStatus.FAILED
+
+
+def _replicas(*specs: tuple[int, int, ReplicaStatus]) -> list[ReplicaRecord]:
+    return [
+        ReplicaRecord(
+            replica_id=rid, version=version, status=status, cluster_name=f"s-replica-{rid}", launched_at=0
+        )
+        for rid, version, status in specs
+    ]
+
+
+def test_a_failed_replica_is_replaced_and_a_scale_down_keeps_the_oldest_ready() -> None:
+    plan = plan_replicas(_replicas((1, 1, READY), (2, 1, FAILED)), version=1, target=2)
+    assert (plan.launch, plan.remove) == (1, [])
+    plan = plan_replicas(_replicas((1, 1, READY), (2, 1, STARTING), (3, 1, READY)), version=1, target=1)
+    assert (plan.launch, sorted(plan.remove)) == (0, [2, 3])
+
+
+def test_a_rolling_update_keeps_the_ready_count_and_surges_by_one() -> None:
+    old = [(1, 1, READY), (2, 1, READY)]
+    assert plan_replicas(_replicas(*old), version=2, target=2).model_dump() == {"launch": 1, "remove": []}
+    # The new one is starting: nothing more, nothing less.
+    starting = _replicas(*old, (3, 2, STARTING))
+    assert plan_replicas(starting, version=2, target=2).model_dump() == {"launch": 0, "remove": []}
+    # Once it is READY the oldest goes, and the next new one may start.
+    one_ready = _replicas(*old, (3, 2, READY))
+    assert plan_replicas(one_ready, version=2, target=2).model_dump() == {"launch": 1, "remove": [1]}
+    done = _replicas((2, 1, READY), (3, 2, READY), (4, 2, READY))
+    assert plan_replicas(done, version=2, target=2).model_dump() == {"launch": 0, "remove": [2]}
+    # An old replica that serves nothing goes at once (and takes no room from the surge).
+    broken = _replicas((1, 1, ReplicaStatus.NOT_READY), (2, 1, READY))
+    assert plan_replicas(broken, version=2, target=2).model_dump() == {"launch": 2, "remove": [1]}
+
+
+def test_relaunches_after_failed_starts_back_off_up_to_five_minutes() -> None:
+    assert [relaunch_delay(n) for n in (1, 2, 3)] == [5.0, 10.0, 20.0]
+    assert relaunch_delay(20) == 300.0
+
+
+def _service_task(**fields: object) -> Task:
+    document: dict[str, object] = {"run": "serve", "service": {"readiness_probe": "/", "replicas": 2}}
+    return Task.model_validate({**document, **fields})
+
+
+def test_the_service_section_gives_the_policy_and_port() -> None:
+    task = _service_task(resources={"ports": [8000]})
+    check_service(task)
+    assert replica_port(task) == 8000
+    policy = autoscaler_policy(check_service(task))
+    assert (policy.min_replicas, policy.ceiling, policy.target_qps_per_replica) == (2, 2, None)
+
+
+@pytest.mark.parametrize(
+    ("fields", "field"),
+    [({"run": None}, "run"), ({"num_nodes": 2}, "num_nodes"), ({"service": None}, "service")],
+)
+def test_what_the_controller_cannot_run_is_refused_naming_the_field(
+    fields: dict[str, object], field: str
+) -> None:
+    with pytest.raises(SpecError) as refused:
+        check_service(_service_task(**fields))
+    assert refused.value.field == field
+
+
+def test_one_load_balancer_per_service_restarted_on_its_port_and_stopped(start_replica: object) -> None:
+    service = f"lb-{uuid.uuid4().hex[:8]}"
+    replica = start_replica(1)  # type: ignore[operator]
+    assert isinstance(replica, Replica)
+
+    async def scenario() -> None:
+        request = LoadBalancerSync(service=service, policy=LoadBalancingPolicy.LEAST_LOAD, replicas=[])
+        first = await sync_load_balancer(request)
+        try:
+            pushed = request.model_copy(update={"replicas": [replica.endpoint]})
+            again = await sync_load_balancer(pushed)
+            assert again == first  # the same process: a repeated call starts no second one
+            assert get(first.port, "/id") == (200, b"replica 1")
+            stats = await load_balancer_stats(service)
+            assert stats is not None and stats.window_requests == 1
+            # It died: the next sync starts another on the same port (the endpoint stays put).
+            os.kill(first.pid, signal.SIGKILL)
+            os.waitpid(first.pid, 0)
+            assert await load_balancer_stats(service) is None
+            last = await sync_load_balancer(pushed.model_copy(update={"port": first.port}))
+            assert last.pid != first.pid and last.port == first.port
+            assert get(last.port, "/id") == (200, b"replica 1")
+        finally:
+            await stop_load_balancer(service)
+        assert not Path(f"/proc/{last.pid}").exists()
+        assert not load_balancer_folder(service).exists()
+        assert await load_balancer_stats(service) is None
+        await stop_load_balancer(service)  # nothing left: nothing to do
+
+    run(scenario())

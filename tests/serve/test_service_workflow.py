@@ -1,0 +1,268 @@
+"""``ServiceWorkflow`` on the time-skipping server, its activities replaced by a fake fleet: the
+autoscaler's delays, a rolling update, a failed replica's replacement, continue-as-new and down.
+
+One service goes through all of it (each step's timers are skipped: hours of service time take
+seconds). The fake fleet's replicas are records; which of them answer their probe is the test's say.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from temporalio import activity
+from temporalio.client import Client, WorkflowHandle
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
+
+from skyhop.activities import planning
+from skyhop.activities.models import RunJobInput
+from skyhop.activities.provisioning import AttemptOutcome
+from skyhop.activities.serve import LoadBalancerSync, ProbeAnswer, ReplicaPortInput, ReplicaProbe
+from skyhop.contract import LONG_QUEUE, SHORT_QUEUE, WORKFLOW_QUEUE, WorkflowType
+from skyhop.contract.serve import (
+    LoadBalancerInfo,
+    LoadBalancerStats,
+    ReplicaStatus,
+    ServiceOperation,
+    ServiceQuery,
+    ServiceRequest,
+    ServiceState,
+    ServiceStatus,
+    ServiceVersionAccepted,
+    ServiceVersionRequest,
+    service_workflow_id,
+)
+from skyhop.providers.base import ClusterHandle, LocalAccess, NodeHandle, ProvisionRequest
+from skyhop.spec import Task
+from skyhop.workflows.runner import SKYHOP_RESTRICTIONS
+from skyhop.workflows.service import ServiceWorkflow
+from tests.cluster.fakes import register_search_attributes
+from tests.conftest import run
+
+TEST_SERVER = str(Path(sys.executable).parent / "temporal-test-server")
+
+
+def _task(run_command: str, **policy: object) -> Task:
+    service = {
+        "readiness_probe": {
+            "path": "/health",
+            "initial_delay_seconds": 600,
+            "endpoint_probe_interval_seconds": 60,
+        },
+        "replica_policy": {
+            "min_replicas": 1,
+            "max_replicas": 3,
+            "target_qps_per_replica": 1,
+            "upscale_delay_seconds": 300,
+            "downscale_delay_seconds": 600,
+            **policy,
+        },
+    }
+    return Task.model_validate({"run": run_command, "resources": {"infra": "local"}, "service": service})
+
+
+class FakeFleet:
+    """The clusters, the load balancer and the load, as the activities report them."""
+
+    def __init__(self) -> None:
+        self.up: set[str] = set()
+        self.not_answering: set[str] = set()
+        self.run_ended: set[str] = set()
+        self.pushes: list[list[int]] = []
+        self.window_requests = 0
+        self.load_balancer_running = False
+
+    def activities(self) -> tuple[list[Callable[..., Any]], list[Callable[..., Any]]]:
+        @activity.defn(name="provision_attempt")
+        async def provision_attempt(request: ProvisionRequest) -> AttemptOutcome:
+            self.up.add(request.cluster_name)
+            node = NodeHandle(
+                rank=0,
+                instance_id=request.cluster_name,
+                ip="10.0.0.1",
+                runtime_dir="/none",
+                access=LocalAccess(),
+            )
+            handle = ClusterHandle(cluster_name=request.cluster_name, offering=request.offering, nodes=[node])
+            return AttemptOutcome(handle=handle)
+
+        @activity.defn(name="terminate")
+        async def terminate(handle: ClusterHandle) -> None:
+            self.up.discard(handle.cluster_name)
+
+        @activity.defn(name="start_job")
+        async def start_job(request: RunJobInput) -> None:
+            assert request.task.envs["SKYHOP_SERVE_PORT"] == "8080"
+
+        @activity.defn(name="sync_load_balancer")
+        async def sync_load_balancer(request: LoadBalancerSync) -> LoadBalancerInfo:
+            self.load_balancer_running = True
+            self.pushes.append(sorted(r.replica_id for r in request.replicas))
+            return LoadBalancerInfo(pid=1, host="127.0.0.1", port=30000, control_port=30001, log="/dev/null")
+
+        @activity.defn(name="load_balancer_stats")
+        async def load_balancer_stats(service: str) -> LoadBalancerStats | None:
+            return LoadBalancerStats(
+                window_seconds=60, window_requests=self.window_requests, held=0, replicas=[], generation=1
+            )
+
+        @activity.defn(name="stop_load_balancer")
+        async def stop_load_balancer(service: str) -> None:
+            self.load_balancer_running = False
+
+        @activity.defn(name="choose_replica_port")
+        async def choose_replica_port(request: ReplicaPortInput) -> int:
+            return request.wanted
+
+        @activity.defn(name="probe_replica")
+        async def probe_replica(request: ReplicaProbe) -> ProbeAnswer:
+            name = request.handle.cluster_name
+            if name in self.run_ended:
+                return ProbeAnswer(ready=False, ended=True, message="its run ended FAILED with exit code 1")
+            if name in self.not_answering:
+                return ProbeAnswer(ready=False, message="/health: connection refused")
+            return ProbeAnswer(ready=True, message="200 from /health")
+
+        long: list[Callable[..., Any]] = [provision_attempt, terminate, start_job]
+        short: list[Callable[..., Any]] = [
+            sync_load_balancer,
+            load_balancer_stats,
+            stop_load_balancer,
+            choose_replica_port,
+            probe_replica,
+        ]
+        return long, short
+
+
+@asynccontextmanager
+async def service_env(fleet: FakeFleet) -> AsyncIterator[tuple[WorkflowEnvironment, Client]]:
+    async with await WorkflowEnvironment.start_time_skipping(
+        data_converter=pydantic_data_converter, test_server_existing_path=TEST_SERVER
+    ) as env:
+        await register_search_attributes(env.client)
+        long, short = fleet.activities()
+        workers = [
+            Worker(
+                env.client,
+                task_queue=WORKFLOW_QUEUE,
+                workflows=[ServiceWorkflow],
+                activities=[planning.optimize],
+                workflow_runner=SandboxedWorkflowRunner(restrictions=SKYHOP_RESTRICTIONS),
+            ),
+            Worker(env.client, task_queue=LONG_QUEUE, activities=long),
+            Worker(env.client, task_queue=SHORT_QUEUE, activities=short),
+        ]
+        for worker in workers:
+            await worker.__aenter__()
+        try:
+            yield env, env.client
+        finally:
+            for worker in workers:
+                await worker.__aexit__(None, None, None)
+
+
+async def _state(handle: WorkflowHandle[object, ServiceState]) -> ServiceState:
+    state: ServiceState = await handle.query(ServiceQuery.STATE, result_type=ServiceState)
+    return state
+
+
+async def _until(
+    handle: WorkflowHandle[object, ServiceState], test: Callable[[ServiceState], bool], what: str
+) -> ServiceState:
+    for _ in range(600):
+        state = await _state(handle)
+        if test(state):
+            return state
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}: {state}")
+
+
+def _ready(state: ServiceState) -> list[int]:
+    return [r.replica_id for r in state.replicas if r.status == ReplicaStatus.READY]
+
+
+def test_autoscaling_update_replacement_and_down() -> None:
+    fleet = FakeFleet()
+
+    async def scenario() -> None:
+        async with service_env(fleet) as (env, client):
+            request = ServiceRequest(name="svc", task=_task("serve v1"), user="tester", history_limit=150)
+            handle: WorkflowHandle[object, ServiceState] = await client.start_workflow(
+                WorkflowType.SERVICE,
+                request,
+                id=service_workflow_id("svc"),
+                task_queue=WORKFLOW_QUEUE,
+                result_type=ServiceState,
+            )
+            first_run = (await handle.describe()).run_id
+            state = await _until(handle, lambda s: _ready(s) == [1], "replica 1 READY")
+            assert state.status == ServiceStatus.READY and state.endpoint == "http://127.0.0.1:30000"
+            assert fleet.pushes[0] == [] and fleet.pushes[-1] == [1]
+
+            # 3 QPS for a replica that takes 1: up to 3 (max_replicas), only after the upscale delay.
+            fleet.window_requests = 180
+            await env.sleep(timedelta(seconds=200))
+            assert (await _state(handle)).target == 1
+            await env.sleep(timedelta(seconds=160))
+            state = await _until(handle, lambda s: _ready(s) == [1, 2, 3], "three READY replicas")
+            assert state.target == 3
+
+            # 1 QPS: back to 1 once the downscale delay passed, the first replica kept.
+            fleet.window_requests = 60
+            await env.sleep(timedelta(seconds=400))
+            assert (await _state(handle)).target == 3
+            await env.sleep(timedelta(seconds=300))
+            state = await _until(handle, lambda s: [r.replica_id for r in s.replicas] == [1], "scaled to 1")
+            assert fleet.up == {"svc-replica-1"}
+
+            # A rolling update: the old replica serves until the new one is READY.
+            fleet.not_answering.add("svc-replica-4")
+            accepted = await handle.execute_update(
+                ServiceOperation.UPDATE_VERSION,
+                ServiceVersionRequest(task=_task("serve v2")),
+                result_type=ServiceVersionAccepted,
+            )
+            assert accepted.version == 2
+            state = await _until(
+                handle,
+                lambda s: [r.status for r in s.replicas][-1:] == [ReplicaStatus.STARTING],
+                "v2 starting",
+            )
+            await env.sleep(timedelta(seconds=130))
+            state = await _state(handle)
+            assert _ready(state) == [1] and [r.version for r in state.replicas] == [1, 2]
+            fleet.not_answering.clear()
+            await env.sleep(timedelta(seconds=70))
+            state = await _until(handle, lambda s: [r.replica_id for r in s.replicas] == [4], "v1 gone")
+            assert _ready(state) == [4] and state.replicas[0].version == 2
+            updating = fleet.pushes[fleet.pushes.index([1]) :]
+            assert all(updating), f"a push left no replica: {updating}"
+
+            # Its run ends: replaced by a new replica.
+            fleet.run_ended.add("svc-replica-4")
+            await env.sleep(timedelta(seconds=70))
+            state = await _until(handle, lambda s: _ready(s) == [5], "replica 5 replacing 4")
+            assert state.replaced == 1 and "svc-replica-4" not in fleet.up
+
+            # Probes later, the history has continued as new, carrying the service.
+            began = (await handle.describe()).run_id
+            await env.sleep(timedelta(minutes=10))
+            assert (await handle.describe()).run_id != began
+            assert (await handle.describe()).run_id != first_run
+            state = await _until(handle, lambda s: _ready(s) == [5], "the carried replica READY")
+            assert state.version == 2 and state.replaced == 1
+
+            await handle.cancel()
+            final = await handle.result()
+            assert final.status == ServiceStatus.DOWN and final.replicas == [] and final.load_balancer is None
+            assert fleet.up == set() and not fleet.load_balancer_running
+
+    run(scenario())

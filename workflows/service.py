@@ -1,0 +1,310 @@
+"""``ServiceWorkflow``: a service's controller, one per service (id ``service:<name>``).
+
+It keeps ``target`` replicas of the current version running, each a ``ServiceReplica`` on a
+cluster of its own (``workflows.service_replica``), and what to launch or remove is
+``workflows.service_plan.plan_replicas``: a FAILED replica is replaced, a scale-down removes the
+replicas that serve nothing first, and ``update_version`` rolls to a new version whose replicas
+are READY before the old ones go. Whenever the READY set changes it is pushed to the service's load
+balancer (``sync_load_balancer``, which also starts the load balancer, once, on this worker's host);
+every ``AUTOSCALE_EVERY`` the load balancer's request counts go through the autoscaler's pure
+``decide``, whose state the workflow keeps.
+
+Nothing is written to the history while the replicas are READY but their probes (an activity and
+a timer per replica per probe interval) and the autoscaler's tick; once the history is long, at a
+moment every replica is settled (READY or NOT_READY), the service continues as new carrying its
+replicas, which are probed again from there. Cancelled (``serve down``), it removes every
+replica's cluster and stops the load balancer, then completes with its final state (DOWN).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError, ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from skyhop.activities import serve
+    from skyhop.activities.serve import LoadBalancerSync
+    from skyhop.contract import SHORT_QUEUE, WorkflowType
+    from skyhop.contract.failures import innermost_message
+    from skyhop.contract.search import STATUS
+    from skyhop.contract.serve import (
+        LoadBalancerStats,
+        LoadBalancingPolicy,
+        ReplicaEndpoint,
+        ReplicaRecord,
+        ReplicaStatus,
+        ServiceOperation,
+        ServiceQuery,
+        ServiceRequest,
+        ServiceResume,
+        ServiceState,
+        ServiceStatus,
+        ServiceVersionAccepted,
+        ServiceVersionRequest,
+        replica_cluster_name,
+    )
+    from skyhop.serve.autoscaler import AutoscalerInput, AutoscalerPolicy, AutoscalerState, decide
+    from skyhop.serve.service_spec import autoscaler_policy, service_of
+    from skyhop.workflows.options import SHORT_RETRY
+    from skyhop.workflows.service_plan import plan_replicas
+    from skyhop.workflows.service_replica import ServiceReplica
+    from skyhop.workflows.stages import history_is_long
+
+__all__ = ["AUTOSCALE_EVERY", "ServiceWorkflow", "relaunch_delay"]
+
+AUTOSCALE_EVERY = timedelta(seconds=20)
+"""How often the autoscaler reads the load balancer's counts (SkyServe's controller: 20 s)."""
+_RELAUNCH_FIRST_S = 5.0
+_RELAUNCH_MAX_S = 300.0
+_CALL = timedelta(seconds=60)
+
+
+def relaunch_delay(failed_starts: int) -> float:
+    """How long to wait before launching again after ``failed_starts`` replicas in a row failed
+    before they were ever READY (a broken run would otherwise be relaunched in a tight loop)."""
+    return min(_RELAUNCH_FIRST_S * 2.0 ** max(0, failed_starts - 1), _RELAUNCH_MAX_S)
+
+
+@workflow.defn(name=WorkflowType.SERVICE)
+class ServiceWorkflow:
+    @workflow.init
+    def __init__(self, request: ServiceRequest) -> None:
+        self.request = request
+        resume = request.resume
+        if resume is not None:
+            self.state, self.tasks, self.autoscaler = resume.state, dict(resume.tasks), resume.autoscaler
+        else:
+            self.state = ServiceState(name=request.name, user=request.user, started_at=workflow.time())
+            self.tasks = {1: request.task}
+            self.autoscaler = AutoscalerState.initial(self._policy())
+            self.state.target = self.autoscaler.target
+        self._runs: dict[int, asyncio.Task[None]] = {}
+        self._changed = True
+        self._pushed: list[ReplicaEndpoint] | None = None
+        self._published: ServiceStatus | None = None
+        self._stopping = False
+
+    @workflow.query(name=ServiceQuery.STATE)
+    def query_state(self) -> ServiceState:
+        return self.state
+
+    @workflow.update(name=ServiceOperation.UPDATE_VERSION)
+    def update_version(self, request: ServiceVersionRequest) -> ServiceVersionAccepted:
+        """A new version: its replicas are launched now, the old ones go as the new become READY."""
+        state = self.state
+        state.version += 1
+        self.tasks[state.version] = request.task
+        policy = self._policy()
+        target = max(policy.min_replicas, min(policy.ceiling, self.autoscaler.target))
+        self.autoscaler = AutoscalerState(target=target)
+        state.target = target
+        state.failed_starts, state.relaunch_at = 0, None
+        self._changed = True
+        return ServiceVersionAccepted(version=state.version)
+
+    @update_version.validator
+    def _check_version(self, request: ServiceVersionRequest) -> None:
+        if self._stopping:
+            raise ApplicationError(f"service {self.state.name} is shutting down", non_retryable=True)
+        if request.task.service is None:
+            raise ApplicationError("the new version's task has no service: section", non_retryable=True)
+
+    @workflow.run
+    async def run(self, request: ServiceRequest) -> ServiceState:
+        try:
+            await self._sync_load_balancer()
+            for record in self.state.replicas:  # a run that continued as new: probe them again
+                if record.status.settled:
+                    self._start(record)
+            await self._serve()
+        except asyncio.CancelledError:
+            await self._shut_down()
+        return self.state
+
+    async def _serve(self) -> None:
+        next_tick = workflow.time() + AUTOSCALE_EVERY.total_seconds()
+        while True:
+            self._changed = False
+            self._reconcile()
+            await self._sync_load_balancer()
+            self._publish()
+            self._continue_if_long()
+            wake = next_tick
+            if self.state.relaunch_at is not None:
+                wake = min(wake, self.state.relaunch_at)
+            left = wake - workflow.time()
+            if left > 0 and not self._changed:
+                with contextlib.suppress(TimeoutError):
+                    await workflow.wait_condition(lambda: self._changed, timeout=timedelta(seconds=left))
+            if workflow.time() >= next_tick:
+                await self._autoscale()
+                next_tick = workflow.time() + AUTOSCALE_EVERY.total_seconds()
+
+    # -- replicas --------------------------------------------------------------------------------
+
+    def _reconcile(self) -> None:
+        state, now = self.state, workflow.time()
+        plan = plan_replicas(state.replicas, state.version, state.target)
+        for record in state.replicas:
+            if record.replica_id in plan.remove:
+                record.status = ReplicaStatus.SHUTTING_DOWN  # out of the READY set at once
+                self._runs[record.replica_id].cancel()
+        if state.relaunch_at is not None and now < state.relaunch_at:
+            return
+        state.relaunch_at = None
+        for _ in range(plan.launch):
+            record = ReplicaRecord(
+                replica_id=state.next_replica_id,
+                version=state.version,
+                status=ReplicaStatus.PROVISIONING,
+                cluster_name=replica_cluster_name(state.name, state.next_replica_id),
+                launched_at=now,
+            )
+            state.next_replica_id += 1
+            state.replicas.append(record)
+            self._start(record)
+
+    def _start(self, record: ReplicaRecord) -> None:
+        replica = ServiceReplica(self.state.name, record, self.tasks[record.version], self._touch)
+        self._runs[record.replica_id] = asyncio.create_task(self._life(replica))
+
+    async def _life(self, replica: ServiceReplica) -> None:
+        """A replica from launch to removal; a FAILED one is then replaced by ``_reconcile``."""
+        record, state = replica.record, self.state
+        try:
+            await replica.run()
+        except asyncio.CancelledError:
+            pass  # scaled down, replaced by a newer version, or the service is going down
+        except (ActivityError, ApplicationError) as exc:
+            # Its cluster could not be removed: it stays listed, FAILED, saying where to look.
+            record.status, record.message = ReplicaStatus.FAILED, innermost_message(exc)
+            self._runs.pop(record.replica_id, None)
+            self._touch()
+            return
+        if record.status == ReplicaStatus.FAILED:
+            state.replaced += 1
+            if record.ready_at is None:
+                state.failed_starts += 1
+                state.relaunch_at = workflow.time() + relaunch_delay(state.failed_starts)
+            else:
+                state.failed_starts = 0
+        self._runs.pop(record.replica_id, None)
+        state.replicas.remove(record)
+        in_use = {r.version for r in state.replicas} | {state.version}
+        self.tasks = {version: task for version, task in self.tasks.items() if version in in_use}
+        self._touch()
+
+    def _touch(self) -> None:
+        self._changed = True
+
+    # -- load balancer and autoscaler ------------------------------------------------------------
+
+    async def _sync_load_balancer(self) -> None:
+        """Push the READY set when it changed (starting the load balancer if it is not running)."""
+        ready = [endpoint for r in self.state.replicas if (endpoint := r.endpoint()) is not None]
+        if ready == self._pushed:
+            return
+        previous = self.state.load_balancer
+        request = LoadBalancerSync(
+            service=self.state.name,
+            policy=self._balancing(),
+            replicas=ready,
+            port=previous.port if previous is not None else 0,
+        )
+        try:
+            self.state.load_balancer = await workflow.execute_activity(
+                serve.sync_load_balancer,
+                request,
+                task_queue=SHORT_QUEUE,
+                start_to_close_timeout=_CALL,
+                retry_policy=SHORT_RETRY,
+            )
+        except ActivityError as exc:
+            self.state.message = f"load balancer: {innermost_message(exc)}"
+            self._pushed = None  # tried again at the next change or tick
+            return
+        self.state.message = None
+        self._pushed = ready
+
+    async def _autoscale(self) -> None:
+        try:
+            stats: LoadBalancerStats | None = await workflow.execute_activity(
+                serve.load_balancer_stats,
+                self.state.name,
+                task_queue=SHORT_QUEUE,
+                start_to_close_timeout=_CALL,
+                retry_policy=SHORT_RETRY,
+            )
+        except ActivityError:
+            return  # no counts this tick: nothing changes
+        if stats is None:
+            self._pushed = None  # the load balancer is gone: the next sync starts it again
+            self._touch()
+            return
+        facts = AutoscalerInput(
+            now=workflow.time(), window_requests=stats.window_requests, window_seconds=stats.window_seconds
+        )
+        decision = decide(self._policy(), self.autoscaler, facts)
+        self.autoscaler = decision.state
+        if decision.replicas.total != self.state.target:
+            self.state.target = decision.replicas.total
+            self._touch()
+
+    def _policy(self) -> AutoscalerPolicy:
+        return autoscaler_policy(service_of(self.tasks[self.state.version]))
+
+    def _balancing(self) -> LoadBalancingPolicy:
+        chosen = service_of(self.tasks[self.state.version]).load_balancing_policy.value
+        known = {policy.value for policy in LoadBalancingPolicy}
+        return LoadBalancingPolicy(chosen) if chosen in known else LoadBalancingPolicy.LEAST_LOAD
+
+    # -- the service's life ----------------------------------------------------------------------
+
+    def _publish(self) -> None:
+        state = self.state
+        if not self._stopping:
+            if any(r.status == ReplicaStatus.READY for r in state.replicas):
+                state.status = ServiceStatus.READY
+            elif state.status != ServiceStatus.STARTING:
+                state.status = ServiceStatus.NO_REPLICA
+        if state.status == self._published:
+            return
+        self._published = state.status
+        workflow.upsert_search_attributes([STATUS.value_set(state.status.value)])
+        workflow.set_current_details(f"status: {state.status}")
+
+    def _continue_if_long(self) -> None:
+        """Continue as new once the history is long, at a moment no replica is in the middle of a step."""
+        if not history_is_long(self.request.history_limit):
+            return
+        if not all(r.status.settled for r in self.state.replicas if r.replica_id in self._runs):
+            return  # a replica in the middle of a step (one whose removal failed has no step left)
+        resume = ServiceResume(state=self.state, tasks=self.tasks, autoscaler=self.autoscaler)
+        workflow.continue_as_new(self.request.model_copy(update={"resume": resume}))
+
+    async def _shut_down(self) -> None:
+        """``serve down``: every replica's cluster removed, then the load balancer stopped."""
+        self._stopping = True
+        self.state.status = ServiceStatus.SHUTTING_DOWN
+        self._publish()
+        for record in self.state.replicas:
+            if record.status != ReplicaStatus.FAILED:
+                record.status = ReplicaStatus.SHUTTING_DOWN
+        runs = list(self._runs.values())
+        for run in runs:
+            run.cancel()
+        await asyncio.gather(*runs, return_exceptions=True)
+        await workflow.execute_activity(
+            serve.stop_load_balancer,
+            self.state.name,
+            task_queue=SHORT_QUEUE,
+            start_to_close_timeout=_CALL,
+            retry_policy=SHORT_RETRY,
+        )
+        self.state.load_balancer = None
+        self.state.status = ServiceStatus.DOWN
+        self._publish()

@@ -1,0 +1,56 @@
+"""Which replicas a service launches and removes next: a pure function of its replicas and target.
+
+- The current version runs ``target`` replicas: a FAILED one is replaced (it is no longer live), and
+  on a scale-down the replicas that serve nothing go first, then the newest.
+- A rolling update never lets the READY count fall below the target: an older version's replica
+  goes only once the READY replicas without it still reach the target (one that is not READY goes
+  at once: it serves nothing), and new replicas are launched at most ``surge`` beyond the target
+  while older ones remain.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+from skyhop.contract.serve import ReplicaRecord, ReplicaStatus
+
+__all__ = ["ReplicaPlan", "plan_replicas"]
+
+
+class ReplicaPlan(BaseModel):
+    launch: int
+    """New replicas of the current version to launch."""
+    remove: list[int]
+    """Replica ids to shut down."""
+
+
+def _live(record: ReplicaRecord) -> bool:
+    return record.status not in (ReplicaStatus.FAILED, ReplicaStatus.SHUTTING_DOWN)
+
+
+def _ready(record: ReplicaRecord) -> bool:
+    return record.status == ReplicaStatus.READY
+
+
+def plan_replicas(replicas: list[ReplicaRecord], version: int, target: int, surge: int = 1) -> ReplicaPlan:
+    live = [r for r in replicas if _live(r)]
+    current = [r for r in live if r.version == version]
+    old = [r for r in live if r.version != version]
+    remove: list[int] = []
+    extra = len(current) - target
+    if extra > 0:
+        # Not READY first, then the newest: the longest-serving replicas stay.
+        going = sorted(current, key=lambda r: (_ready(r), -r.replica_id))[:extra]
+        remove += [r.replica_id for r in going]
+        current = [r for r in current if r not in going]
+    ready_current = sum(_ready(r) for r in current)
+    old_ready = [r for r in old if _ready(r)]
+    remove += [r.replica_id for r in old if not _ready(r)]
+    needed = max(0, target - ready_current)
+    if len(old_ready) > needed:
+        remove += [r.replica_id for r in old_ready[: len(old_ready) - needed]]  # the oldest first
+        old_ready = old_ready[len(old_ready) - needed :]
+    launch = max(0, target - len(current))
+    if old_ready:
+        launch = min(launch, max(0, target + surge - len(current) - len(old_ready)))
+    return ReplicaPlan(launch=launch, remove=remove)

@@ -1,0 +1,181 @@
+"""One replica of a service, inside its ``ServiceWorkflow``: cluster up, run, probe, go.
+
+``ServiceReplica.run`` brings the replica's own cluster up with the same ``Provisioner`` (with
+failover, waiting for capacity) and ``prepare_nodes`` a launch and a managed job use, starts its run
+(``start_job``, with ``SKYHOP_SERVE_PORT`` set to the port ``choose_replica_port`` gave it), then
+probes it on a workflow timer (``probe_replica``: has the run ended, does it answer the readiness
+probe). Its ``ReplicaRecord`` says where it stands; ``changed`` tells the service, which pushes the
+READY set to the load balancer. The run returns once the replica has FAILED (its run ended, it was
+not ready within ``initial_delay_seconds``, or it stayed NOT_READY for
+``consecutive_failure_threshold_timeout``), and its cluster is removed whatever ends it: that, or a
+cancellation (scaled down, replaced by a newer version, ``serve down``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from skyhop.activities import jobs, serve
+    from skyhop.activities.models import RunJobInput
+    from skyhop.activities.serve import ProbeAnswer, ReplicaPortInput, ReplicaProbe
+    from skyhop.contract import SHORT_QUEUE, JobRecord, JobStatus, setup_key
+    from skyhop.contract.failures import innermost_message
+    from skyhop.contract.serve import SERVE_PORT_ENV, ReplicaRecord, ReplicaStatus
+    from skyhop.serve.service_spec import replica_port, service_of
+    from skyhop.spec import Task
+    from skyhop.workflows.options import SHORT_RETRY
+    from skyhop.workflows.provisioner import Provisioner, ProvisionSpec, remove_nodes
+    from skyhop.workflows.stages import prepare_nodes, raise_if_cancelled_by, run_long
+
+__all__ = ["DEFAULT_FAILURE_TIMEOUT_S", "DEFAULT_PROBE_INTERVAL_S", "ServiceReplica"]
+
+DEFAULT_PROBE_INTERVAL_S = 10.0
+"""Between two probes of a replica (``endpoint_probe_interval_seconds``), SkyServe's default."""
+DEFAULT_FAILURE_TIMEOUT_S = 180.0
+"""How long a READY replica may fail its probes before it is replaced
+(``consecutive_failure_threshold_timeout``), SkyServe's default."""
+_LONG_TIMEOUT = timedelta(hours=24)
+_PROBE_RETRY = RetryPolicy(maximum_attempts=1)
+"""A probe that could not be made counts as failed; the next one is on the workflow's timer."""
+
+
+class _Failed(Exception):
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class ServiceReplica:
+    """Replica ``record`` of ``service``, running ``task``; ``changed`` hears each status change."""
+
+    def __init__(self, service: str, record: ReplicaRecord, task: Task, changed: Callable[[], None]) -> None:
+        self.service = service
+        self.record = record
+        self.task = task
+        self.probe = service_of(task).readiness_probe
+        self._changed = changed
+
+    async def run(self) -> None:
+        """Until the replica FAILED; its cluster is gone by the time this returns or raises."""
+        record = self.record
+        try:
+            if record.job_key is None:
+                await self._bring_up()
+            await self._probe_until_failed()
+        except _Failed as failed:
+            self._set(ReplicaStatus.FAILED, failed.message)
+        except BaseException:
+            if record.status != ReplicaStatus.FAILED:
+                self._set(ReplicaStatus.SHUTTING_DOWN, record.message)
+            await self._remove()
+            raise
+        await self._remove()
+
+    async def _bring_up(self) -> None:
+        record, task = self.record, self.task
+        workflow_id = workflow.info().workflow_id
+        self._set(ReplicaStatus.PROVISIONING)
+        spec = ProvisionSpec(
+            cluster_name=record.cluster_name,
+            task=task,
+            retry_until_up=True,
+            attempt_scope=f"{workflow_id}/replica-{record.replica_id}",
+        )
+        try:
+            provisioned = await Provisioner(spec).provision()
+            record.handle = handle = provisioned.handle
+            port: int = await workflow.execute_activity(
+                serve.choose_replica_port,
+                ReplicaPortInput(handle=handle, wanted=replica_port(task)),
+                task_queue=SHORT_QUEUE,
+                start_to_close_timeout=timedelta(seconds=30),
+                retry_policy=SHORT_RETRY,
+            )
+            record.port = port
+            self._set(ReplicaStatus.STARTING)
+            key = f"{workflow_id}-replica-{record.replica_id}"
+            await prepare_nodes(handle, task, setup_key(key), timeout=_LONG_TIMEOUT)
+            job = JobRecord(
+                job_id=1,
+                name=task.name,
+                request_id=key,
+                submitted_at=workflow.now().timestamp(),
+                status=JobStatus.SETTING_UP,
+                task_id=key,
+            )
+            served = task.model_copy(update={"envs": {**task.envs, SERVE_PORT_ENV: str(port)}})
+            await run_long(
+                jobs.start_job, RunJobInput(handle=handle, job=job, task=served), timeout=_LONG_TIMEOUT
+            )
+        except (ActivityError, ApplicationError) as exc:
+            raise_if_cancelled_by(exc)
+            raise _Failed(f"could not start: {innermost_message(exc)}") from exc
+        record.job_key = job.key
+        record.launched_at = workflow.time()  # the initial delay counts from the run's start
+
+    async def _probe_until_failed(self) -> None:
+        record, probe = self.record, self.probe
+        interval = timedelta(seconds=probe.endpoint_probe_interval_seconds or DEFAULT_PROBE_INTERVAL_S)
+        failure_timeout = probe.consecutive_failure_threshold_timeout
+        failure_timeout = DEFAULT_FAILURE_TIMEOUT_S if failure_timeout is None else failure_timeout
+        while True:
+            answer = await self._probe_once()
+            now = workflow.time()
+            if answer.ended:
+                raise _Failed(answer.message)
+            if answer.ready:
+                record.failing_since = None
+                if record.status != ReplicaStatus.READY:
+                    record.ready_at = now
+                    self._set(ReplicaStatus.READY)
+            elif record.status == ReplicaStatus.STARTING:
+                if now - record.launched_at >= probe.initial_delay_seconds:
+                    raise _Failed(
+                        f"not ready within initial_delay_seconds ({probe.initial_delay_seconds:g}): "
+                        f"{answer.message}"
+                    )
+            else:
+                if record.failing_since is None:
+                    record.failing_since = now
+                if record.status == ReplicaStatus.READY:
+                    self._set(ReplicaStatus.NOT_READY, answer.message)
+                elif now - record.failing_since >= failure_timeout:
+                    raise _Failed(
+                        f"not ready for {failure_timeout:g} s (consecutive_failure_threshold_timeout): "
+                        f"{answer.message}"
+                    )
+            await workflow.sleep(interval)
+
+    async def _probe_once(self) -> ProbeAnswer:
+        record = self.record
+        assert record.handle is not None and record.job_key is not None and record.port is not None
+        request = ReplicaProbe(
+            handle=record.handle, job_key=record.job_key, port=record.port, probe=self.probe
+        )
+        try:
+            answer: ProbeAnswer = await workflow.execute_activity(
+                serve.probe_replica,
+                request,
+                task_queue=SHORT_QUEUE,
+                start_to_close_timeout=timedelta(seconds=self.probe.timeout_seconds + 15),
+                retry_policy=_PROBE_RETRY,
+            )
+            return answer
+        except ActivityError as exc:
+            raise_if_cancelled_by(exc)
+            return ProbeAnswer(ready=False, message=f"could not probe: {innermost_message(exc)}")
+
+    async def _remove(self) -> None:
+        handle, self.record.handle = self.record.handle, None
+        if handle is not None:  # else a cancelled search removed what its attempt created
+            await remove_nodes(handle, f"remove replica {self.record.replica_id}")
+
+    def _set(self, status: ReplicaStatus, message: str | None = None) -> None:
+        self.record.status, self.record.message = status, message
+        self._changed()
