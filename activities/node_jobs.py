@@ -80,9 +80,10 @@ def job_env(handle: ClusterHandle, task: Task, rank: int, task_id: str) -> dict[
 
 
 def job_container(handle: ClusterHandle, task: Task, stage: ContainerStage) -> ContainerSpec | None:
-    """The container a task's setup or run executes in (``image_id: docker:IMAGE``), or None."""
+    """The container a task's setup or run executes in (``image_id: docker:IMAGE``), or None: also
+    where the provider's nodes already are that container (a Kubernetes pod runs the image itself)."""
     image = task.resources.docker_image
-    if image is None:
+    if image is None or get_provider(handle.offering.provider).capabilities.container_nodes:
         return None
     binds = [target for target in task.file_mounts if target.startswith("/")]
     return ContainerSpec(image=image, stage=stage, binds=binds, gpus=bool(handle.offering.accelerators))

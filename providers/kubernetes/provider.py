@@ -72,7 +72,7 @@ class KubernetesProvider(Provider):
     """Pods on the clusters of the kubeconfig's allowed contexts."""
 
     name = "kubernetes"
-    capabilities: ClassVar[Capabilities] = Capabilities(multi_node=True)
+    capabilities: ClassVar[Capabilities] = Capabilities(multi_node=True, container_nodes=True)
 
     # -- what there is -------------------------------------------------------------------------
     def _contexts(self, settings: KubernetesSettings) -> list[str]:
@@ -142,13 +142,14 @@ class KubernetesProvider(Provider):
         if ended:  # a node lost earlier (evicted, deleted): its pod is replaced, under the same name
             await self._delete(api, selector, [found.pop(r)["metadata"]["name"] for r in ended])
         missing = [rank for rank in range(request.num_nodes) if rank not in found]
+        image = request.container_image or settings.image
         if missing:
             terms = await self._gpu_terms(api, request.offering)
             for rank in missing:
-                manifest = pod_manifest(name, rank, request.offering, settings.image, terms)
+                manifest = pod_manifest(name, rank, request.offering, request.node_request, image, terms)
                 await _blocking(self._create, api, manifest)
         try:
-            running = await self._admit(api, name, request.num_nodes, settings)
+            running = await self._admit(api, name, request.num_nodes, image, settings)
         except ProviderError:
             await _blocking(self._delete_all, api, selector)
             raise
@@ -177,7 +178,7 @@ class KubernetesProvider(Provider):
                 raise
 
     async def _admit(
-        self, api: ContextApi, cluster_name: str, count: int, settings: KubernetesSettings
+        self, api: ContextApi, cluster_name: str, count: int, image: str, settings: KubernetesSettings
     ) -> list[Obj]:
         """The cluster's pods once all ``count`` run; a capacity or image error as soon as one cannot."""
         started, selector = time.monotonic(), cluster_selector(cluster_name)
@@ -192,7 +193,7 @@ class KubernetesProvider(Provider):
                 where = f"kubernetes context {api.context!r}: pod {k8s_pods.pod_name(cluster_name, rank)}"
                 if state is PodState.BAD_IMAGE:
                     raise InvalidRequestError(
-                        f"{where}: image {settings.image!r} cannot be pulled ({why})", "ErrImagePull"
+                        f"{where}: image {image!r} cannot be pulled ({why})", "ErrImagePull"
                     )
                 if state is PodState.ENDED:
                     raise CapacityError(f"{where} ended before it ran ({why})", "PodEnded")

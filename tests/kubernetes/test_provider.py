@@ -7,8 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from skyhop.providers.base import ProvisionRequest
-from skyhop.providers.errors import CapacityError
+from skyhop.providers.base import NodeRequest, ProvisionRequest
+from skyhop.providers.errors import CapacityError, InvalidRequestError
 from skyhop.providers.kubernetes.offerings import read_offerings
 from skyhop.providers.kubernetes.pods import cluster_selector
 from skyhop.providers.kubernetes.provider import KubernetesProvider
@@ -31,9 +31,11 @@ def _ours(fake: FakeKubernetes, cluster: str) -> list[dict[str, object]]:
     return [p for p in fake.pods() if (p["metadata"].get("labels") or {}).get(label[0]) == label[1]]
 
 
-def _request(fake: FakeKubernetes, cluster: str, shape: str, nodes: int = 1) -> ProvisionRequest:
+def _request(
+    fake: FakeKubernetes, cluster: str, shape: str, nodes: int = 1, **extra: object
+) -> ProvisionRequest:
     offering = next(o for o in read_offerings(kubeconfig=str(fake.kubeconfig())) if o.instance_type == shape)
-    return ProvisionRequest(cluster_name=cluster, offering=offering, num_nodes=nodes)
+    return ProvisionRequest(cluster_name=cluster, offering=offering, num_nodes=nodes, **extra)
 
 
 def test_a_gpu_node_is_a_pod_with_its_gpus_that_runs_jobs_and_a_retry_makes_no_second(
@@ -72,6 +74,45 @@ def test_a_gpu_node_is_a_pod_with_its_gpus_that_runs_jobs_and_a_retry_makes_no_s
     run(provider.terminate(handle))
     assert _ours(fake_kubernetes, cluster) == []
     assert run(provider.node_statuses(handle))[0].value == "TERMINATED"
+
+
+def test_two_one_gpu_tasks_share_a_two_gpu_node_with_the_defaults_beside_a_gpu(
+    fake_kubernetes: FakeKubernetes, provider: KubernetesProvider
+) -> None:
+    one_gpu = NodeRequest(accelerators={"A100-80GB": 1})  # cpus and memory left open
+    clusters = [unique_cluster("kshare") for _ in range(2)]
+    requests = [
+        _request(fake_kubernetes, c, "8CPU--64GB--A100-80GB:2", node_request=one_gpu) for c in clusters
+    ]
+    handles = [run(provider.launch(r)) for r in requests]
+    pods = [pod for c in clusters for pod in _ours(fake_kubernetes, c)]
+    assert [p["spec"]["nodeName"] for p in pods] == ["gpu-a100", "gpu-a100"]  # type: ignore[index]
+    for pod in pods:
+        resources = pod["spec"]["containers"][0]["resources"]  # type: ignore[index]
+        assert resources["requests"] == {"cpu": "4000m", "memory": "16384Mi", "nvidia.com/gpu": "1"}
+    for handle in handles:
+        run(provider.terminate(handle))
+
+
+def test_the_tasks_docker_image_is_the_pods_and_an_unpullable_one_is_named(
+    fake_kubernetes: FakeKubernetes, provider: KubernetesProvider
+) -> None:
+    cluster = unique_cluster("kimage")
+    handle = run(
+        provider.launch(_request(fake_kubernetes, cluster, "4CPU--16GB", container_image="ubuntu:24.04"))
+    )
+    (pod,) = _ours(fake_kubernetes, cluster)
+    assert pod["spec"]["containers"][0]["image"] == "ubuntu:24.04"  # type: ignore[index]
+    run(provider.terminate(handle))
+
+    fake_kubernetes.fail_image_pull("skyhop-test/missing:1")
+    missing = _request(
+        fake_kubernetes, unique_cluster("kpull"), "4CPU--16GB", container_image="skyhop-test/missing:1"
+    )
+    with pytest.raises(InvalidRequestError) as refused:
+        run(provider.launch(missing))
+    assert "image 'skyhop-test/missing:1' cannot be pulled" in refused.value.message
+    wait_for(lambda: not _ours(fake_kubernetes, missing.cluster_name), 20, "the pod to go")
 
 
 def test_a_gang_that_cannot_all_be_scheduled_is_deleted_at_once(
