@@ -12,6 +12,7 @@ from skyhop.providers.errors import CapacityError, InvalidRequestError
 from skyhop.providers.kubernetes.offerings import read_offerings
 from skyhop.providers.kubernetes.pods import cluster_selector
 from skyhop.providers.kubernetes.provider import KubernetesProvider
+from skyhop.providers.runtime.errors import NodeGoneError
 from skyhop.providers.runtime.jobs import JobSpec
 from tests.conftest import run
 from tests.fakes.kubernetes import FakeKubernetes
@@ -138,6 +139,31 @@ def test_an_evicted_pod_reads_as_taken_back(
     wait_for(lambda: run(provider.node_statuses(handle))[0].value == "PREEMPTED", 20, "the eviction")
     run(provider.terminate(handle))
     assert _ours(fake_kubernetes, cluster) == []
+
+
+@pytest.mark.parametrize(("end", "reason"), [("evict", "Evicted"), ("oom_kill", "OOMKilled")])
+def test_a_pod_that_ends_under_its_job_is_gone_with_the_pods_reason(
+    fake_kubernetes: FakeKubernetes, provider: KubernetesProvider, end: str, reason: str
+) -> None:
+    cluster = unique_cluster("kend")
+    handle = run(provider.launch(_request(fake_kubernetes, cluster, "4CPU--16GB")))
+    runtime = provider.runtime(handle.head)
+    run(runtime.start_job(JobSpec(key="j1", script="sleep 600")))
+    getattr(fake_kubernetes, end)(handle.head.instance_id)
+
+    def answered() -> bool:
+        try:
+            run(runtime.job_state("j1"))
+        except NodeGoneError:
+            raise
+        except OSError:
+            pass  # an exec killed with the container, before the pod's status says it ended
+        return False
+
+    with pytest.raises(NodeGoneError) as gone:
+        wait_for(answered, 20, "the pod to end")
+    assert f"ended: {reason}" in str(gone.value)
+    run(provider.terminate(handle))
 
 
 def test_check_says_which_contexts_answer(fake_kubernetes: FakeKubernetes) -> None:
