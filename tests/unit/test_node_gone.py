@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from skyhop.activities.node_jobs import JobTracker
-from skyhop.providers.base import ClusterHandle, NodeHandle, Offering
+from skyhop.providers.base import ClusterHandle, LocalAccess, NodeHandle, Offering
 from skyhop.providers.runtime.errors import NodeGoneError, NodeUnreachableError
 
 
 def _handle() -> ClusterHandle:
     offering = Offering(provider="kubernetes", instance_type="n", cpus=4, memory_gib=16, price=0)
-    node = NodeHandle(rank=0, instance_id="p-0", ip="10.244.0.5", runtime_dir="/r")
+    node = NodeHandle(rank=0, instance_id="p-0", ip="10.244.0.5", runtime_dir="/r", access=LocalAccess())
     return ClusterHandle(cluster_name="c", offering=offering, nodes=[node])
 
 
