@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Iterator
 
 import pytest
 
+from skyhop.contract import JobStatus
 from skyhop.providers.base import NodeRequest, ProvisionRequest
 from skyhop.providers.errors import CapacityError, InvalidRequestError
 from skyhop.providers.kubernetes.offerings import read_offerings
@@ -14,10 +16,11 @@ from skyhop.providers.kubernetes.pods import cluster_selector
 from skyhop.providers.kubernetes.provider import KubernetesProvider
 from skyhop.providers.runtime.errors import NodeGoneError
 from skyhop.providers.runtime.jobs import JobSpec
+from skyhop.spec import Resources, Task
 from tests.conftest import run
 from tests.fakes.kubernetes import FakeKubernetes
-from tests.helpers import wait_for
-from tests.integration.support import unique_cluster
+from tests.helpers import DevServer, WorkerProcess, wait_for
+from tests.integration.support import client_for, launched, record, unique_cluster, until_job_done
 from tests.kubernetes.conftest import use_kubeconfig
 
 
@@ -164,6 +167,33 @@ def test_a_pod_that_ends_under_its_job_is_gone_with_the_pods_reason(
         wait_for(answered, 20, "the pod to end")
     assert f"ended: {reason}" in str(gone.value)
     run(provider.terminate(handle))
+
+
+def test_an_eviction_mid_job_fails_the_docker_image_job_saying_evicted(
+    fake_kubernetes: FakeKubernetes, temporal_server: DevServer, live_worker: WorkerProcess
+) -> None:
+    cluster = unique_cluster("kjob")
+    resources = Resources(infra="k8s", docker_image="ubuntu:24.04")
+    task = Task(run="echo up; sleep 300", resources=resources)
+
+    async def scenario() -> None:
+        client = await client_for(temporal_server.address)
+        async with launched(client, cluster, task) as result:
+            (pod,) = _ours(fake_kubernetes, cluster)  # the task's image, and no docker run inside it
+            assert pod["spec"]["containers"][0]["image"] == "ubuntu:24.04"  # type: ignore[index]
+            runtime = KubernetesProvider().runtime(result.handle.head)
+            await asyncio.to_thread(
+                wait_for, lambda: run(runtime.read_log("job-1", 0)) == b"up\n", 30, "the job"
+            )
+            fake_kubernetes.evict(result.handle.head.instance_id)
+            await until_job_done(temporal_server.address, cluster, 60, "the job to fail")
+            job = (await record(client, cluster)).jobs[0]
+            assert job.status == JobStatus.FAILED
+            assert job.error is not None and "is gone" in job.error and "ended: Evicted" in job.error
+
+    with use_kubeconfig(fake_kubernetes.kubeconfig()):
+        run(scenario())
+    assert _ours(fake_kubernetes, cluster) == []
 
 
 def test_check_says_which_contexts_answer(fake_kubernetes: FakeKubernetes) -> None:
