@@ -22,6 +22,7 @@ from skyhop.providers.naming import fit_name
 
 __all__ = [
     "CLUSTER_LABEL",
+    "MANAGED_BY",
     "RANK_LABEL",
     "PodState",
     "cluster_selector",
@@ -34,7 +35,7 @@ __all__ = [
 Obj = Mapping[str, Any]
 CLUSTER_LABEL = "skyhop.dev/cluster"
 RANK_LABEL = "skyhop.dev/rank"
-_MANAGED_BY = {"app.kubernetes.io/managed-by": "skyhop"}
+MANAGED_BY = {"app.kubernetes.io/managed-by": "skyhop"}
 _GRACE_S = 5
 """Seconds a deleted pod's processes get after SIGTERM: jobs are already cancelled by then."""
 _IMAGE_ERRORS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
@@ -116,7 +117,7 @@ def pod_manifest(
         "kind": "Pod",
         "metadata": {
             "name": pod_name(cluster_name, rank),
-            "labels": {CLUSTER_LABEL: cluster_name, RANK_LABEL: str(rank), **_MANAGED_BY},
+            "labels": {CLUSTER_LABEL: cluster_name, RANK_LABEL: str(rank), **MANAGED_BY},
         },
         "spec": spec,
     }

@@ -19,6 +19,7 @@ from skyhop.providers.runtime.jobs import JobSpec
 from skyhop.spec import Resources, Task
 from tests.conftest import run
 from tests.fakes.kubernetes import FakeKubernetes
+from tests.fakes.kubernetes.fixture import core_api
 from tests.helpers import DevServer, WorkerProcess, wait_for
 from tests.integration.support import client_for, launched, record, unique_cluster, until_job_done
 from tests.kubernetes.conftest import use_kubeconfig
@@ -194,6 +195,25 @@ def test_an_eviction_mid_job_fails_the_docker_image_job_saying_evicted(
     with use_kubeconfig(fake_kubernetes.kubeconfig()):
         run(scenario())
     assert _ours(fake_kubernetes, cluster) == []
+
+
+def test_ports_are_a_service_in_front_of_the_head_pod_and_down_deletes_it(
+    fake_kubernetes: FakeKubernetes, provider: KubernetesProvider
+) -> None:
+    cluster = unique_cluster("kport")
+    request = _request(fake_kubernetes, cluster, "4CPU--16GB", ports=["8080", "9000-9001"])
+    handle = run(provider.launch(request))
+    run(provider.launch(request))  # a retried activity: the Service is there already
+    api = core_api(fake_kubernetes)
+    selector = cluster_selector(cluster)
+    (service,) = api.list_namespaced_service("default", label_selector=selector).items
+    assert service.spec.selector == {"skyhop.dev/cluster": cluster, "skyhop.dev/rank": "0"}
+    assert [p.port for p in service.spec.ports] == [8080, 9000, 9001]
+    run(provider.open_ports(handle, ["7000"]))
+    (service,) = api.list_namespaced_service("default", label_selector=selector).items
+    assert [p.port for p in service.spec.ports] == [7000, 8080, 9000, 9001]
+    run(provider.terminate(handle))
+    assert api.list_namespaced_service("default", label_selector=selector).items == []
 
 
 def test_check_says_which_contexts_answer(fake_kubernetes: FakeKubernetes) -> None:
