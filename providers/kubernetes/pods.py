@@ -4,7 +4,7 @@ One pod per node, named ``<cluster>-<rank>`` (a retried create meets ``AlreadyEx
 making a second pod) and labelled with the cluster and rank, so every later call finds them by
 label. Each asks for the task's own CPUs, memory and GPUs (``NodeRequest``) as requests and limits,
 so two 1-GPU tasks share a 2-GPU machine; what the task leaves open gets SkyPilot's Kubernetes
-defaults (2 CPUs and 1 GiB each; 4 CPUs and 4 GiB each beside a GPU), never more than the offering
+defaults (2 CPUs, 1 GiB per CPU; 4 CPUs, 4 GiB per CPU beside a GPU), never more than the offering
 (the machine's free shape the optimizer chose). A GPU pod is kept to the nodes whose GPU-type label names the
 GPU asked for (``GPU_LABELS``, the labels the offerings were read from).
 """
