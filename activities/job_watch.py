@@ -33,7 +33,7 @@ from skyhop.activities.node_jobs import (
 from skyhop.contract import JOB_KEY_PREFIX
 from skyhop.providers.base import ClusterHandle
 from skyhop.providers.registry import get_provider
-from skyhop.providers.runtime.errors import NodeUnreachableError
+from skyhop.providers.runtime.errors import NodeGoneError, NodeUnreachableError
 from skyhop.providers.runtime.jobs import JobOutcome, JobsQuery, JobsReport
 
 __all__ = ["ClusterWatch", "watch_jobs"]
@@ -135,6 +135,8 @@ class ClusterWatch:
         if isinstance(report, JobsReport):
             self.answered[node] = now
             return not report.present and node not in self.request.gone
+        if isinstance(report, NodeGoneError):
+            return node not in self.request.gone
         if isinstance(report, NodeUnreachableError | TimeoutError):
             return node in self.answered and now - self.answered[node] >= NODE_LOST_AFTER_S
         raise report

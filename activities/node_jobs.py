@@ -12,7 +12,7 @@ from temporalio.exceptions import ApplicationError
 from skyhop.contract import ErrorType
 from skyhop.providers.base import ClusterHandle, NodeRuntime
 from skyhop.providers.registry import get_provider
-from skyhop.providers.runtime.errors import NodeUnreachableError
+from skyhop.providers.runtime.errors import NodeGoneError, NodeUnreachableError
 from skyhop.providers.runtime.jobs import (
     ContainerSpec,
     ContainerStage,
@@ -32,6 +32,7 @@ __all__ = [
     "WORKDIR",
     "JobTracker",
     "job_container",
+    "is_lost",
     "job_env",
     "node_lost",
     "run_on_nodes",
@@ -80,9 +81,10 @@ def job_env(handle: ClusterHandle, task: Task, rank: int, task_id: str) -> dict[
 
 
 def job_container(handle: ClusterHandle, task: Task, stage: ContainerStage) -> ContainerSpec | None:
-    """The container a task's setup or run executes in (``image_id: docker:IMAGE``), or None."""
+    """The container a task's setup or run executes in (``image_id: docker:IMAGE``), or None: also
+    where the provider's nodes already are that container (a Kubernetes pod runs the image itself)."""
     image = task.resources.docker_image
-    if image is None:
+    if image is None or get_provider(handle.offering.provider).capabilities.container_nodes:
         return None
     binds = [target for target in task.file_mounts if target.startswith("/")]
     return ContainerSpec(image=image, stage=stage, binds=binds, gpus=bool(handle.offering.accelerators))
@@ -119,22 +121,23 @@ async def stop_if_cancelled(handle: ClusterHandle, key: str, num_nodes: int) -> 
 async def start_on_nodes(handle: ClusterHandle, specs: list[JobSpec]) -> None:
     """Start ``specs[rank]`` on node ``rank`` (a node that has the job already keeps it).
 
-    A node that does not answer is asked again until it has been silent for ``NODE_LOST_AFTER_S``;
-    then the job is stopped on the others and the start fails (``NodeLost``, not retried).
+    A node that does not answer is asked again until it has been silent for ``NODE_LOST_AFTER_S``
+    (or at once when it is gone for good: ``NodeGoneError``); then the job is stopped on the
+    others and the start fails (``NodeLost``, not retried).
     """
     provider = get_provider(handle.offering.provider)
     runtimes = [provider.runtime(handle.nodes[rank]) for rank in range(len(specs))]
     lost = await asyncio.gather(*(_start(rt, spec) for rt, spec in zip(runtimes, specs, strict=True)))
-    for rank, reason in enumerate(lost):
-        if reason is not None:
-            outcome = _lost(handle, rank, reason)
+    for rank, cause in enumerate(lost):
+        if cause is not None:
+            outcome = _lost(handle, rank, cause)
             await _cancel(runtimes, specs[0].key, skip=rank)
             raise ApplicationError(
                 outcome.error or "", outcome.model_dump(), type=ErrorType.NODE_LOST, non_retryable=True
             )
 
 
-async def _start(runtime: NodeRuntime, spec: JobSpec) -> str | None:
+async def _start(runtime: NodeRuntime, spec: JobSpec) -> NodeUnreachableError | TimeoutError | None:
     """Start the job on one node; None once started, else why the node is lost."""
     silent_since = time.monotonic()
     while True:
@@ -142,8 +145,8 @@ async def _start(runtime: NodeRuntime, spec: JobSpec) -> str | None:
             await asyncio.wait_for(runtime.start_job(spec), CALL_TIMEOUT_S)
             return None
         except (NodeUnreachableError, TimeoutError) as exc:
-            if time.monotonic() - silent_since >= NODE_LOST_AFTER_S:
-                return _reason(exc)
+            if is_lost(exc, silent_since):
+                return exc
         activity.heartbeat()
         await asyncio.sleep(POLL_MAX_S)
 
@@ -180,8 +183,8 @@ class JobTracker:
         An unexpected error is raised: the caller's activity fails and is retried.
         """
         if isinstance(answer, NodeUnreachableError | TimeoutError):
-            if time.monotonic() - self._answered[rank] >= NODE_LOST_AFTER_S:
-                return _lost(self.handle, rank, _reason(answer))
+            if is_lost(answer, self._answered[rank]):
+                return _lost(self.handle, rank, answer)
             return None
         if isinstance(answer, BaseException):
             raise answer
@@ -261,23 +264,27 @@ async def _cancel(runtimes: list[NodeRuntime], key: str, skip: int | None = None
     )
 
 
-def _lost(handle: ClusterHandle, rank: int, reason: str) -> JobOutcome:
+def is_lost(cause: NodeUnreachableError | TimeoutError, silent_since: float) -> bool:
+    """Whether a node that gave no answer (``cause``) is lost: gone for good, or silent too long."""
+    return isinstance(cause, NodeGoneError) or time.monotonic() - silent_since >= NODE_LOST_AFTER_S
+
+
+def _lost(handle: ClusterHandle, rank: int, cause: NodeUnreachableError | TimeoutError) -> JobOutcome:
     node = handle.nodes[rank]
+    if isinstance(cause, NodeGoneError):
+        how = f"is gone: {cause}"
+    elif isinstance(cause, NodeUnreachableError):
+        how = f"stopped answering for {NODE_LOST_AFTER_S:g}s: {cause}"
+    else:
+        how = f"stopped answering for {NODE_LOST_AFTER_S:g}s: no answer within {CALL_TIMEOUT_S:g}s"
     return JobOutcome(
-        status=NodeJobStatus.FAILED,
-        failed_rank=rank,
-        lost_rank=rank,
-        error=f"node {rank} ({node.ip}) stopped answering for {NODE_LOST_AFTER_S:g}s: {reason}",
+        status=NodeJobStatus.FAILED, failed_rank=rank, lost_rank=rank, error=f"node {rank} ({node.ip}) {how}"
     )
 
 
-def node_lost(handle: ClusterHandle, rank: int, reason: str) -> ApplicationError:
-    """The non-retryable error of work that cannot go on because node ``rank`` stopped answering."""
-    outcome = _lost(handle, rank, reason)
+def node_lost(handle: ClusterHandle, rank: int, cause: NodeUnreachableError) -> ApplicationError:
+    """The non-retryable error of work that cannot go on: node ``rank`` stopped answering or is gone."""
+    outcome = _lost(handle, rank, cause)
     return ApplicationError(
         outcome.error or "", outcome.model_dump(), type=ErrorType.NODE_LOST, non_retryable=True
     )
-
-
-def _reason(exc: BaseException) -> str:
-    return str(exc) if isinstance(exc, NodeUnreachableError) else f"no answer within {CALL_TIMEOUT_S:g}s"

@@ -23,7 +23,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from skyhop.activities.models import FileMountsInput, SyncWorkdirInput
-from skyhop.activities.node_jobs import NODE_LOST_AFTER_S, WORKDIR, node_lost
+from skyhop.activities.node_jobs import WORKDIR, is_lost, node_lost
 from skyhop.contract import ErrorType
 from skyhop.providers.base import ClusterHandle, NodeHandle, NodeRuntime
 from skyhop.providers.registry import get_provider
@@ -167,6 +167,6 @@ async def _copy_to(
             await copy(runtime)
             return
         except NodeUnreachableError as exc:
-            if time.monotonic() - silent_since >= NODE_LOST_AFTER_S:
-                raise node_lost(handle, node.rank, str(exc)) from None
+            if is_lost(exc, silent_since):
+                raise node_lost(handle, node.rank, exc) from None
         await asyncio.sleep(_RETRY_S)

@@ -19,7 +19,7 @@ from skyhop.optimizer.egress import egress
 from skyhop.optimizer.errors import NoFeasibleOfferingError
 from skyhop.optimizer.explain import why_infeasible
 from skyhop.optimizer.launchables import catalog_launchables, offering_filter
-from skyhop.providers.base import DiskTier, NetworkTier, Offering, ProvisionRequest
+from skyhop.providers.base import DiskTier, NetworkTier, NodeRequest, Offering, ProvisionRequest
 from skyhop.providers.catalog import CLOUDS, CatalogSet, load_catalogs, policy_for
 from skyhop.spec import DagTask, Resources, Task
 
@@ -57,6 +57,10 @@ class Candidate(BaseModel):
     """Index of the request alternative (``any_of``/``ordered`` item) it satisfies."""
     input_cost: float = 0.0
     """$ to read the task's ``inputs`` from another cloud's bucket here."""
+    node_request: NodeRequest | None = None
+    """What the alternative asks of each node, for a provider that sizes a node to the task."""
+    docker_image: str | None = None
+    """The alternative's ``image_id: docker:IMAGE``, the image of a provider whose nodes are containers."""
 
     @property
     def cost(self) -> float:
@@ -84,6 +88,8 @@ class Candidate(BaseModel):
             network_tier=self.network_tier,
             labels=self.labels,
             attempt_id=attempt_id,
+            node_request=self.node_request,
+            container_image=self.docker_image,
         )
 
 
@@ -161,7 +167,8 @@ def task_candidates(
             if alternative.allows_region(o.region)
             and (cap is None or ((o.spot_price if alternative.use_spot else o.price) or 0.0) <= cap)
         ]
-        pools.append([_priced(node, alternative, o, index) for o in offerings])
+        size = _node_request(alternative)
+        pools.append([_priced(node, alternative, o, index, size) for o in offerings])
     if resources.ordered:
         pools = [next((pool for pool in pools if pool), [])]
     found = sorted((c for pool in pools for c in pool), key=lambda c: c.sort_key(minimize))
@@ -170,7 +177,9 @@ def task_candidates(
     return found
 
 
-def _priced(node: DagTask, resources: Resources, offering: Offering, alternative: int) -> Candidate:
+def _priced(
+    node: DagTask, resources: Resources, offering: Offering, alternative: int, size: NodeRequest
+) -> Candidate:
     price = offering.spot_price if resources.use_spot else offering.price
     # Every field is already a validated value: thousands of candidates skip validating them again.
     return Candidate.model_construct(
@@ -186,6 +195,20 @@ def _priced(node: DagTask, resources: Resources, offering: Offering, alternative
         hours=node.hours_on(offering.accelerators),
         alternative=alternative,
         input_cost=_input_cost(node, offering),
+        node_request=size,
+        docker_image=resources.docker_image,
+    )
+
+
+def _node_request(resources: Resources) -> NodeRequest:
+    """The alternative's per-node ask: a ``4+`` is 4 (the least it takes), open fields stay None."""
+    cpus, memory = resources.cpu_quantity, resources.memory_quantity
+    per_cpu = memory is not None and memory.per_cpu
+    return NodeRequest(
+        cpus=None if cpus is None else cpus.value,
+        memory_gib=None if memory is None or per_cpu else memory.value,
+        memory_per_cpu=memory.value if memory is not None and per_cpu else None,
+        accelerators=resources.node_accelerators or {},
     )
 
 

@@ -32,6 +32,7 @@ __all__ = [
     "LocalAccess",
     "Needs",
     "NetworkTier",
+    "NodeRequest",
     "NodeAccess",
     "NodeHandle",
     "NodeRuntime",
@@ -268,6 +269,9 @@ class Capabilities(BaseModel):
     """Whether its nodes carry the task's ``resources.labels`` (as tags or labels)."""
     max_nodes: int | None = None
     """Most nodes one cluster may have here; None: only the absolute bound (``spec.limits``)."""
+    container_nodes: bool = False
+    """Whether each node already is the task's container (a pod runs ``image_id: docker:IMAGE``
+    itself), so the node runner starts no docker/podman container inside it."""
     absolute_paths: bool = True
     """Whether file mounts may target absolute paths. False where a node is a folder on this
     machine: its jobs see this machine's files, so ``/etc/x`` would be this machine's."""
@@ -310,6 +314,24 @@ class Capabilities(BaseModel):
         return bool(self.disk_tiers) if tier == DiskTier.BEST else tier in self.disk_tiers
 
 
+class NodeRequest(BaseModel):
+    """What the task asks of each node (its ``resources``), beside the offering it fits in.
+
+    A provider whose node is a slice of a machine (a Kubernetes pod) asks for this, not for the
+    whole offering, so two 1-GPU tasks share a 2-GPU machine; a VM provider launches the offering.
+    None stands for what the task left open (the provider's default).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    cpus: float | None = None
+    memory_gib: float | None = None
+    memory_per_cpu: float | None = None
+    """GiB per vCPU (``memory: x4``), when memory is asked that way."""
+    accelerators: dict[str, float] = {}
+    """Whole accelerators per node (a fraction is the GPUs holding it)."""
+
+
 class ProvisionRequest(BaseModel):
     """One provision attempt: ``num_nodes`` nodes of ``offering`` in its region/zone."""
 
@@ -331,6 +353,11 @@ class ProvisionRequest(BaseModel):
     """The task's ``resources.labels``, put on every node beside skyhop's own tags."""
     attempt_id: str = ""
     """Same for every retry of one attempt, different across attempts: a cloud idempotency token."""
+    node_request: NodeRequest | None = None
+    """The task's own per-node ask; None when unknown (the whole offering is the node)."""
+    container_image: str | None = None
+    """The task's ``image_id: docker:IMAGE``: a provider with ``container_nodes`` boots its nodes
+    from it; others ignore it (the node runner starts the container on the node)."""
 
     @property
     def needs(self) -> Needs:

@@ -2,8 +2,10 @@
 
 One pod per node, named ``<cluster>-<rank>`` (a retried create meets ``AlreadyExists`` instead of
 making a second pod) and labelled with the cluster and rank, so every later call finds them by
-label. Each asks for the offering's CPUs, memory and GPUs as requests and limits (a node is what
-the optimizer chose, not more), and a GPU pod is kept to the nodes whose GPU-type label names the
+label. Each asks for the task's own CPUs, memory and GPUs (``NodeRequest``) as requests and limits,
+so two 1-GPU tasks share a 2-GPU machine; what the task leaves open gets SkyPilot's Kubernetes
+defaults (2 CPUs, 1 GiB per CPU; 4 CPUs, 4 GiB per CPU beside a GPU), never more than the offering
+(the machine's free shape the optimizer chose). A GPU pod is kept to the nodes whose GPU-type label names the
 GPU asked for (``GPU_LABELS``, the labels the offerings were read from).
 """
 
@@ -14,12 +16,13 @@ from enum import StrEnum
 from typing import Any
 
 from skyhop.providers.accelerators import label_gpu_name
-from skyhop.providers.base import Offering
+from skyhop.providers.base import NodeRequest, Offering
 from skyhop.providers.kubernetes.offerings import GPU_LABELS, GPU_RESOURCE
 from skyhop.providers.naming import fit_name
 
 __all__ = [
     "CLUSTER_LABEL",
+    "MANAGED_BY",
     "RANK_LABEL",
     "PodState",
     "cluster_selector",
@@ -32,7 +35,7 @@ __all__ = [
 Obj = Mapping[str, Any]
 CLUSTER_LABEL = "skyhop.dev/cluster"
 RANK_LABEL = "skyhop.dev/rank"
-_MANAGED_BY = {"app.kubernetes.io/managed-by": "skyhop"}
+MANAGED_BY = {"app.kubernetes.io/managed-by": "skyhop"}
 _GRACE_S = 5
 """Seconds a deleted pod's processes get after SIGTERM: jobs are already cancelled by then."""
 _IMAGE_ERRORS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
@@ -62,19 +65,35 @@ def gpu_node_terms(nodes: list[Obj], gpu: str) -> list[dict[str, Any]]:
     ]
 
 
-def _quantities(offering: Offering) -> dict[str, str]:
-    amounts = {"cpu": f"{int(offering.cpus * 1000)}m", "memory": f"{int(offering.memory_gib * 1024)}Mi"}
-    gpus = sum(offering.accelerators.values())
+_DEFAULT_CPUS = {False: 2.0, True: 4.0}
+"""vCPUs of a pod whose task leaves ``cpus`` open, without and with GPUs (SkyPilot's defaults)."""
+_DEFAULT_GIB_PER_CPU = {False: 1.0, True: 4.0}
+
+
+def _quantities(offering: Offering, ask: NodeRequest | None) -> dict[str, str]:
+    if ask is None:  # nothing known of the task: the node is the whole offering
+        cpus, memory, gpus = offering.cpus, offering.memory_gib, sum(offering.accelerators.values())
+    else:
+        gpus = sum(ask.accelerators.values())
+        cpus = min(ask.cpus or _DEFAULT_CPUS[gpus > 0], offering.cpus)
+        per_cpu = ask.memory_per_cpu or _DEFAULT_GIB_PER_CPU[gpus > 0]
+        memory = min(ask.memory_gib or per_cpu * cpus, offering.memory_gib)
+    amounts = {"cpu": f"{int(cpus * 1000)}m", "memory": f"{int(memory * 1024)}Mi"}
     if gpus:
         amounts[GPU_RESOURCE] = str(int(gpus))
     return amounts
 
 
 def pod_manifest(
-    cluster_name: str, rank: int, offering: Offering, image: str, gpu_terms: list[dict[str, Any]]
+    cluster_name: str,
+    rank: int,
+    offering: Offering,
+    ask: NodeRequest | None,
+    image: str,
+    gpu_terms: list[dict[str, Any]],
 ) -> dict[str, Any]:
-    """The pod of node ``rank``: the offering's resources, on a node with its GPU type."""
-    amounts = _quantities(offering)
+    """The pod of node ``rank``: the task's resources, on a node with the offering's GPU type."""
+    amounts = _quantities(offering, ask)
     spec: dict[str, Any] = {
         "restartPolicy": "Never",
         "terminationGracePeriodSeconds": _GRACE_S,
@@ -98,7 +117,7 @@ def pod_manifest(
         "kind": "Pod",
         "metadata": {
             "name": pod_name(cluster_name, rank),
-            "labels": {CLUSTER_LABEL: cluster_name, RANK_LABEL: str(rank), **_MANAGED_BY},
+            "labels": {CLUSTER_LABEL: cluster_name, RANK_LABEL: str(rank), **MANAGED_BY},
         },
         "spec": spec,
     }

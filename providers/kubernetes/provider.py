@@ -36,6 +36,7 @@ from skyhop.providers.kubernetes.client import KUBE_THREADS, ContextApi, context
 from skyhop.providers.kubernetes.offerings import api_offerings
 from skyhop.providers.kubernetes.pods import PodState, cluster_selector, pod_manifest, pod_state
 from skyhop.providers.kubernetes.runtime import KubernetesNodeRuntime
+from skyhop.providers.kubernetes.services import service_manifest, service_name
 from skyhop.providers.kubernetes.settings import KubernetesSettings, SettingsError, load_settings
 from skyhop.providers.runtime.shell import runtime_dir
 
@@ -72,7 +73,9 @@ class KubernetesProvider(Provider):
     """Pods on the clusters of the kubeconfig's allowed contexts."""
 
     name = "kubernetes"
-    capabilities: ClassVar[Capabilities] = Capabilities(multi_node=True)
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        multi_node=True, container_nodes=True, open_ports=True
+    )
 
     # -- what there is -------------------------------------------------------------------------
     def _contexts(self, settings: KubernetesSettings) -> list[str]:
@@ -142,16 +145,19 @@ class KubernetesProvider(Provider):
         if ended:  # a node lost earlier (evicted, deleted): its pod is replaced, under the same name
             await self._delete(api, selector, [found.pop(r)["metadata"]["name"] for r in ended])
         missing = [rank for rank in range(request.num_nodes) if rank not in found]
+        image = request.container_image or settings.image
         if missing:
             terms = await self._gpu_terms(api, request.offering)
             for rank in missing:
-                manifest = pod_manifest(name, rank, request.offering, settings.image, terms)
+                manifest = pod_manifest(name, rank, request.offering, request.node_request, image, terms)
                 await _blocking(self._create, api, manifest)
         try:
-            running = await self._admit(api, name, request.num_nodes, settings)
+            running = await self._admit(api, name, request.num_nodes, image, settings)
         except ProviderError:
             await _blocking(self._delete_all, api, selector)
             raise
+        if request.ports:
+            await _blocking(self._expose, api, name, request.ports)
         nodes = await asyncio.gather(*(self._node(api, name, pod) for pod in running))
         await asyncio.gather(*(KubernetesNodeRuntime(n, api).prepare() for n in nodes))
         return ClusterHandle(cluster_name=name, offering=request.offering, nodes=list(nodes))
@@ -177,7 +183,7 @@ class KubernetesProvider(Provider):
                 raise
 
     async def _admit(
-        self, api: ContextApi, cluster_name: str, count: int, settings: KubernetesSettings
+        self, api: ContextApi, cluster_name: str, count: int, image: str, settings: KubernetesSettings
     ) -> list[Obj]:
         """The cluster's pods once all ``count`` run; a capacity or image error as soon as one cannot."""
         started, selector = time.monotonic(), cluster_selector(cluster_name)
@@ -192,7 +198,7 @@ class KubernetesProvider(Provider):
                 where = f"kubernetes context {api.context!r}: pod {k8s_pods.pod_name(cluster_name, rank)}"
                 if state is PodState.BAD_IMAGE:
                     raise InvalidRequestError(
-                        f"{where}: image {settings.image!r} cannot be pulled ({why})", "ErrImagePull"
+                        f"{where}: image {image!r} cannot be pulled ({why})", "ErrImagePull"
                     )
                 if state is PodState.ENDED:
                     raise CapacityError(f"{where} ended before it ran ({why})", "PodEnded")
@@ -237,7 +243,28 @@ class KubernetesProvider(Provider):
         )
 
     @staticmethod
+    def _expose(api: ContextApi, cluster_name: str, ports: list[str]) -> None:
+        """The cluster's Service with ``ports`` as well as those it has (ports only ever open)."""
+        try:
+            api.call(api.core.create_namespaced_service, api.namespace, service_manifest(cluster_name, ports))
+        except InvalidRequestError as exc:
+            if exc.code != "AlreadyExists":
+                raise
+            name = service_name(cluster_name)
+            there = api.call(api.core.read_namespaced_service, name, api.namespace)["spec"]["ports"]
+            wanted = service_manifest(cluster_name, [*ports, *(str(p["port"]) for p in there)])
+            if len(wanted["spec"]["ports"]) > len(there):
+                patch = {"spec": {"ports": wanted["spec"]["ports"]}}
+                api.call(api.core.patch_namespaced_service, name, api.namespace, patch)
+
+    async def open_ports(self, handle: ClusterHandle, ports: list[str]) -> None:
+        _, api = await self._api(handle.offering.region)
+        await _blocking(self._expose, api, handle.cluster_name, ports)
+
+    @staticmethod
     def _delete_all(api: ContextApi, selector: str) -> None:
+        """Every object of the cluster: its pods and the Service of its ports."""
+        api.call(api.core.delete_collection_namespaced_service, api.namespace, label_selector=selector)
         api.call(api.core.delete_collection_namespaced_pod, api.namespace, label_selector=selector)
 
     async def _delete(self, api: ContextApi, selector: str, names: list[str]) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["NodeUnreachableError"]
+__all__ = ["NodeGoneError", "NodeUnreachableError"]
 
 
 class NodeUnreachableError(ConnectionError):
@@ -11,3 +11,8 @@ class NodeUnreachableError(ConnectionError):
     Unlike a command that ran and failed, this says nothing about the job: the node may come back,
     so callers retry until their own deadline before they call the node lost.
     """
+
+
+class NodeGoneError(NodeUnreachableError):
+    """The node is known to be gone for good (its pod was evicted, OOM-killed or deleted): its
+    jobs failed with it, so callers call it lost at once, with the provider's reason."""

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from skyhop.optimizer import Blocked, Blocklist, NoFeasibleOfferingError, optimize
+from skyhop.providers.base import NodeRequest
 from skyhop.spec import Task, task_from_dict
 from tests.optimizer.catalogs import AWS, GCP, catalog_set
 
@@ -159,3 +160,12 @@ def test_plan_keeps_a_few_candidates_per_provider_best_first(tmp_path: Path) -> 
 
 def test_image_id_per_region_keeps_the_task_in_those_regions(tmp_path: Path) -> None:
     assert _where(tmp_path, {"infra": "aws", "cpus": 4, "image_id": {"eu-west-1": "ami-1"}})[1] == "eu-west-1"
+
+
+def test_the_request_carries_the_tasks_own_node_ask_and_container_image(tmp_path: Path) -> None:
+    task = _task(
+        {"cpus": "2+", "memory": "x4", "accelerators": "V100:0.5", "image_id": "docker:ubuntu:24.04"}
+    )
+    request = optimize(task, catalog_set(tmp_path)).choice.request("c", 1, "a1")
+    assert request.node_request == NodeRequest(cpus=2, memory_per_cpu=4, accelerators={"V100": 1})
+    assert (request.container_image, request.image_id) == ("ubuntu:24.04", None)
