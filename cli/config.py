@@ -29,6 +29,7 @@ __all__ = ["ConfigError", "TemporalConfig", "load_config"]
 
 DEFAULT_PORT = 17233
 DEFAULT_UI_PORT = 18233
+DEFAULT_CODEC_PORT = 18234
 
 
 class ConfigError(ValueError):
