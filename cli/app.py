@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from skyhop.cli.catalog_commands import check_minimize, register_catalog_commands
+from skyhop.cli.config import DEFAULT_CODEC_PORT
 from skyhop.cli.jobs_commands import jobs_app
 from skyhop.cli.options import (
     Cpus,
@@ -313,6 +314,23 @@ def server_stop() -> None:
     from skyhop.cli.server import run_server_stop
 
     raise typer.Exit(run_server_stop())
+
+
+@server_app.command("codec")
+def server_codec(
+    port: Annotated[int, typer.Option(help="Loopback port to listen on.")] = DEFAULT_CODEC_PORT,
+    origin: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Another Web UI origin it answers (the embedded UI's is always), e.g. https://ui.example.com."
+        ),
+    ] = None,
+) -> None:
+    """Serve Temporal's codec protocol on 127.0.0.1, so the Web UI and `temporal --codec-endpoint`
+    show skyhop's encrypted payloads (the embedded server's worker serves one too)."""
+    from skyhop.cli.server import run_server_codec
+
+    run_command(run_server_codec(port, origin or []))
 
 
 @server_app.command("start")

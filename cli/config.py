@@ -11,9 +11,10 @@ Environment variables win over the config file:
 - ``SKYHOP_TEMPORAL_API_KEY`` (``temporal.api_key``): API key, e.g. for Temporal Cloud.
 - ``SKYHOP_SERVER_PORT``, ``SKYHOP_UI_PORT`` (``server.port``, ``server.ui_port``): the embedded
   server's gRPC and Web UI ports, default 17233 and 18233.
-- ``SKYHOP_KEY`` (base64 of 32 bytes) or ``SKYHOP_KEY_FILE`` (``temporal.key_file``): the key that
-  authenticates every payload (``contract/converter.py``); default ``~/.skyhop/key``, created on
-  first use. The CLI and every worker must use the same key. The key itself is never read from
+- ``SKYHOP_KEY`` (base64 of 32 bytes; several, comma-separated, newest first, during a rotation) or
+  ``SKYHOP_KEY_FILE`` (``temporal.key_file``; one key per line): the keyring that encrypts every
+  payload (``contract/codec.py``); default ``~/.skyhop/key``, created on first use. The CLI and
+  every worker must use the same keys. The key itself is never read from
   ``config.yaml``, which is not meant to be a secret.
 - ``SKYHOP_STORE_URL``, ``SKYHOP_STORE_ENDPOINT_URL`` (``store.url``, ``store.endpoint_url``): the
   content store that task files travel through (``storage.content.StoreConfig``).
@@ -31,6 +32,7 @@ __all__ = ["ConfigError", "TemporalConfig", "load_config"]
 
 DEFAULT_PORT = 17233
 DEFAULT_UI_PORT = 18233
+DEFAULT_CODEC_PORT = 18234
 
 
 class ConfigError(ValueError):

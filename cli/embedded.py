@@ -69,7 +69,10 @@ class EmbeddedServer:
     metrics_port: int = 0
     """The dev server's ``/metrics`` port."""
     worker_key_id: str = ""
-    """Id of the payload key the worker verifies with ("" for a worker from before payload keys)."""
+    """Ids of the payload keyring the worker reads with, comma-separated ("" for a worker from before
+    payload keys)."""
+    codec_port: int = 0
+    """The worker's codec server port (``cli/codec_server.py``); 0 in states written before it."""
 
 
 def state_dir() -> Path:
@@ -128,13 +131,12 @@ def ensure_running(
 
     ``on_start`` hears one line for each part started, so the user learns where the Web UI is.
     ``with_worker=False`` starts only the server (``skyhop worker`` brings its own worker). A
-    worker started with another payload key (the key file was replaced, or skyhop was upgraded
-    from before keys) is replaced too.
+    worker started with another payload keyring (a key was added or rotated, or skyhop was
+    upgraded from before keys) is replaced too.
     """
-    from skyhop.cli.payload_key import load_payload_key
-    from skyhop.contract.converter import key_id
+    from skyhop.cli.payload_key import load_keyring
 
-    key = key_id(load_payload_key(config)) if with_worker else None
+    key = ",".join(load_keyring(config).ids) if with_worker else None
     state = read_state()
     if _usable(state, key):
         assert state is not None
@@ -296,12 +298,14 @@ def _start_server(config: TemporalConfig, folder: Path) -> EmbeddedServer:
         db_file=str(db_file),
         http_port=http_port,
         metrics_port=metrics_port,
+        codec_port=free_port(),
     )
 
 
-def worker_argv(address: str, ready_file: Path) -> list[str]:
-    """The command line of a worker process on ``address`` that writes ``ready_file`` once it polls."""
-    return [
+def worker_argv(address: str, ready_file: Path, codec_port: int = 0, ui_url: str = "") -> list[str]:
+    """The command line of a worker process on ``address`` that writes ``ready_file`` once it polls,
+    serving the codec server for the Web UI at ``ui_url`` on ``codec_port`` (0: none)."""
+    argv = [
         sys.executable,
         "-m",
         "skyhop.cli.worker_process",
@@ -310,6 +314,10 @@ def worker_argv(address: str, ready_file: Path) -> list[str]:
         "--ready-file",
         str(ready_file),
     ]
+    if codec_port:
+        argv += ["--codec-port", str(codec_port), "--codec-origin", ui_url]
+        argv += ["--codec-origin", ui_url.replace("//127.0.0.1:", "//localhost:")]
+    return argv
 
 
 def _start_worker(state: EmbeddedServer, folder: Path, key_id: str) -> EmbeddedServer:
@@ -317,7 +325,7 @@ def _start_worker(state: EmbeddedServer, folder: Path, key_id: str) -> EmbeddedS
     ready = _ready_file()
     ready.unlink(missing_ok=True)
     log = folder / "worker.log"
-    proc = spawn_private(worker_argv(state.address, ready), log)
+    proc = spawn_private(worker_argv(state.address, ready, state.codec_port, state.ui_url), log)
     state = EmbeddedServer(**{**asdict(state), "worker_pid": proc.pid, "worker_key_id": key_id})
     _save(state)
     deadline = time.monotonic() + _READY_TIMEOUT_S

@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
+    from temporalio.api.failure.v1 import Failure
     from temporalio.client import WorkflowHandle
     from temporalio.service import RPCError
 
@@ -44,14 +45,17 @@ async def stuck_reason(handle: WorkflowHandle[Any, Any]) -> str | None:
     description = await handle.describe()
     if description.raw_description.pending_workflow_task.attempt < 2:
         return None
-    reason: str | None = None
+    failure: Failure | None = None
     async for event in handle.fetch_history_events():
         if event.HasField("workflow_task_failed_event_attributes"):
             failure = event.workflow_task_failed_event_attributes.failure
-            reason = failure.message.splitlines()[0] if failure.message else "its workflow task fails"
         elif event.HasField("workflow_task_completed_event_attributes"):
-            reason = None
-    return reason
+            failure = None
+    if failure is None:
+        return None
+    # The worker encrypts a failure's message (the codec); the data converter reads it back.
+    message = str(await description.data_converter.decode_failure(failure))
+    return message.splitlines()[0] if message else "its workflow task fails"
 
 
 _BUSY_RETRY_S = 120.0

@@ -1,9 +1,11 @@
-"""The payload key: 32 random bytes that only this user (or the deployment) holds.
+"""The payload keyring: 32-byte keys that only this user (or the deployment) holds, newest first.
 
-Every payload skyhop's CLI and workers exchange is authenticated with it (``contract/converter.py``),
-so a workflow started by anyone else runs nothing. Sources, first found wins: ``SKYHOP_KEY``
-(base64), ``SKYHOP_KEY_FILE`` / ``temporal.key_file``, else ``~/.skyhop/key``, created on first use.
-A key file holds the key as one line of base64 (so it can be copied into ``SKYHOP_KEY``).
+Every payload skyhop's CLI and workers exchange is encrypted and authenticated with the newest key
+(``contract/codec.py``), so a workflow started by anyone else runs nothing and history holds no
+value in clear; the older keys only decrypt, which is what a key rotation needs. Sources, first
+found wins: ``SKYHOP_KEY`` (base64 keys separated by commas or whitespace),
+``SKYHOP_KEY_FILE`` / ``temporal.key_file``, else ``~/.skyhop/key``, created on first use with one
+key. A key file holds one key per line as base64 (so a line can be copied into ``SKYHOP_KEY``).
 """
 
 from __future__ import annotations
@@ -15,11 +17,12 @@ import secrets
 from pathlib import Path
 
 from skyhop.cli.config import ConfigError, TemporalConfig
+from skyhop.contract.codec import KEY_BYTES, Keyring
 from skyhop.providers.home import private_dir, skyhop_home
 
-__all__ = ["PayloadKeyError", "default_key_file", "load_payload_key"]
+__all__ = ["PayloadKeyError", "default_key_file", "load_keyring", "load_payload_key"]
 
-_KEY_BYTES = 32
+_KEY_BYTES = KEY_BYTES
 
 
 class PayloadKeyError(ConfigError):
@@ -31,8 +34,8 @@ def default_key_file() -> Path:
     return skyhop_home() / "key"
 
 
-def load_payload_key(config: TemporalConfig) -> bytes:
-    """The key this CLI or worker signs and verifies payloads with."""
+def load_keyring(config: TemporalConfig) -> Keyring:
+    """The keys this CLI or worker encrypts with (the first) and decrypts with (all)."""
     if config.key:
         return _parse(config.key, "SKYHOP_KEY")
     if config.key_file:
@@ -43,20 +46,30 @@ def load_payload_key(config: TemporalConfig) -> bytes:
     return _read(path)
 
 
-def _parse(text: str, where: str) -> bytes:
-    try:
-        key = base64.b64decode(text.strip(), validate=True)
-    except binascii.Error:
-        key = b""
-    if len(key) != _KEY_BYTES:
-        raise PayloadKeyError(
-            f"{where}: not a skyhop payload key (expected base64 of {_KEY_BYTES} bytes, "
-            "e.g. the output of: head -c 32 /dev/urandom | base64)"
-        )
-    return key
+def load_payload_key(config: TemporalConfig) -> bytes:
+    """The key this CLI or worker encrypts payloads with: the keyring's newest."""
+    return load_keyring(config).current
 
 
-def _read(path: Path) -> bytes:
+def _parse(text: str, where: str) -> Keyring:
+    keys = []
+    for number, item in enumerate(text.replace(",", " ").split(), start=1):
+        try:
+            key = base64.b64decode(item, validate=True)
+        except binascii.Error:
+            key = b""
+        if len(key) != _KEY_BYTES:
+            raise PayloadKeyError(
+                f"{where}: not a skyhop payload key (key {number}: expected base64 of {_KEY_BYTES} bytes, "
+                "e.g. the output of: head -c 32 /dev/urandom | base64)"
+            )
+        keys.append(key)
+    if not keys:
+        raise PayloadKeyError(f"{where}: holds no key (expected one base64 line per key, newest first)")
+    return Keyring(tuple(keys))
+
+
+def _read(path: Path) -> Keyring:
     try:
         text = path.read_text(encoding="ascii")
     except (OSError, UnicodeDecodeError) as exc:

@@ -1,4 +1,4 @@
-"""``skyhop server status|start|stop``."""
+"""``skyhop server status|start|stop|codec``."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 from skyhop.cli.config import load_config
 from skyhop.cli.output import info
 
-__all__ = ["run_server_start", "run_server_status", "run_server_stop"]
+__all__ = ["run_server_codec", "run_server_start", "run_server_status", "run_server_stop"]
 
 
 def run_server_status() -> int:
@@ -40,6 +40,10 @@ def run_server_status() -> int:
         "database": state.db_file,
         "logs": str(state_dir()),
     }
+    if state.codec_port:
+        from skyhop.cli.codec_server import codec_token, endpoint
+
+        report["codec_endpoint"] = endpoint(state.codec_port, codec_token())
     width = max(len(k) for k in report)
     for key, value in report.items():
         print(f"{key.ljust(width)}  {value}")
@@ -80,4 +84,17 @@ def run_server_stop() -> int:
         if state
         else "The embedded server was not running."
     )
+    return 0
+
+
+async def run_server_codec(port: int, origins: list[str]) -> int:
+    """Serve the codec server in the foreground until interrupted."""
+    from skyhop.cli.codec_server import start_codec
+
+    config = load_config()
+    ui = [f"http://127.0.0.1:{config.ui_port}", f"http://localhost:{config.ui_port}"]
+    server, url = await start_codec(config, port, [*ui, *origins])
+    info(f"Codec server for {', '.join([*ui, *origins])}; endpoint (keep it private): {url}")
+    async with server:
+        await server.serve_forever()
     return 0

@@ -1,9 +1,11 @@
 """The worker process: ``skyhop worker``, and what the embedded server and the tests spawn.
 
-``python -m cli.worker_process [--address HOST:PORT] [--ready-file PATH]``. It finds Temporal
-(the configured address, or the embedded server, started if needed), connects with the user's
-payload key, and hands the client to ``worker.serve``; configuration problems are one line and
-exit code 2, a server that cannot start one line and exit code 1.
+``python -m cli.worker_process [--address HOST:PORT] [--ready-file PATH] [--codec-port PORT
+[--codec-origin URL]...]``. It finds Temporal (the configured address, or the embedded server,
+started if needed), connects with the user's payload keyring, and hands the client to
+``worker.serve``; configuration problems are one line and exit code 2, a server that cannot start
+one line and exit code 1. With ``--codec-port`` it also serves the codec server
+(``cli/codec_server.py``) for the Web UI at those origins: the embedded server's worker does.
 
 ``SKYHOP_WORKER_CACHED_WORKFLOWS`` sizes the worker's sticky cache (``worker.CACHED_WORKFLOWS`` by
 default): the memory of idle workflows against the replay an evicted one costs on its next event.
@@ -43,11 +45,18 @@ def cached_workflows() -> int:
     return int(raw)
 
 
-async def _run(address: str | None, ready_file: str | None) -> None:
+async def _run(
+    address: str | None, ready_file: str | None, codec_port: int | None, origins: list[str]
+) -> None:
     from skyhop import worker
 
     cache = cached_workflows()
     config = load_config()
+    if codec_port is not None:
+        from skyhop.cli.codec_server import start_codec
+
+        await start_codec(config, codec_port, origins)
+        log.info("codec server on 127.0.0.1:%d for %s", codec_port, ", ".join(origins) or "no web origin")
     target = address or config.address
     if target is None:
         target = ensure_running(config, log.info, with_worker=False).address
@@ -60,10 +69,12 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="skyhop worker", description=__doc__)
     parser.add_argument("--address", help="Temporal frontend host:port (default: from skyhop's config)")
     parser.add_argument("--ready-file", help="write the worker's pid here once it polls")
+    parser.add_argument("--codec-port", type=int, help="also serve the codec server on this loopback port")
+    parser.add_argument("--codec-origin", action="append", default=[], help="a web origin it answers")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        asyncio.run(_run(args.address, args.ready_file))
+        asyncio.run(_run(args.address, args.ready_file, args.codec_port, args.codec_origin))
     except ConfigError as exc:  # includes a missing or malformed payload key
         print(f"Error: {exc}", file=sys.stderr)
         exit_now(EXIT_USAGE)

@@ -1,41 +1,27 @@
-"""skyhop's data converter: readable pydantic JSON payloads, each authenticated with the deployment key.
+"""skyhop's data converter: pydantic JSON payloads, encrypted and authenticated by ``codec.py``.
 
 Anyone who can reach the Temporal frontend can start a workflow or schedule an activity on
-skyhop's task queues; without this, that is anyone who can run a command as the worker's user.
-So every payload carries an HMAC-SHA256 made with a 32-byte key that only the user (or the
-deployment) holds, and the worker acts only on payloads whose MAC verifies.
+skyhop's task queues, and anyone who can read history reads its payloads. So every payload (and
+every failure's message and stack trace, which the failure converter moves into a payload) goes
+through ``EncryptingCodec`` with a key only the user (or the deployment) holds: the worker acts only
+on payloads that authenticate under its keyring, and history holds no task's env or secret in clear.
 
-The format (what a client in another language implements; README "The workflow contract"):
-
-- ``data`` and the ``encoding`` metadata stay as the pydantic converter wrote them (``json/plain``
-  and the JSON bytes), so the Web UI and ``temporal workflow show`` still read them.
-- metadata ``skyhop-mac``: lowercase hex of HMAC-SHA256(key, canonical), where canonical is
-  ``b"skyhop-payload-v1" + len(encoding).to_bytes(4, "big") + encoding + data``;
-  the length prefix keeps encoding and data from being re-split.
-- metadata ``skyhop-key-id``: the first 16 hex digits of SHA-256(key), so a key rotation can tell
-  keys apart (and a mismatch names both keys' ids instead of just "bad MAC").
-
-A payload that fails the check is not an error in the codec: the SDK runs codecs outside the
-workflow, where an exception fails the workflow *task*, which Temporal retries forever. The codec
-instead rewrites it to the ``binary/skyhop-unauthenticated`` encoding (its data is the reason;
-nothing the sender wrote survives), and the payload converter for that encoding raises a
-non-retryable ``ApplicationError`` of type ``UnauthenticatedPayload`` while arguments are
-converted: a workflow then ends FAILED (temporalio lets a ``FailureError`` raised converting
-arguments fail the workflow, not the task), an update or query is rejected, a signal is dropped,
-and an activity fails before its body runs.
+A payload the codec refused reaches the payload converter as the ``binary/skyhop-unauthenticated``
+encoding, which raises a non-retryable ``ApplicationError`` of type ``UnauthenticatedPayload`` while
+arguments are converted: a workflow then ends FAILED (temporalio lets a ``FailureError`` raised
+converting arguments fail the workflow, not the task), an update or query is rejected, a signal is
+dropped, and an activity fails before its body runs.
 
 One payload field is the server's own: it cancels an activity no worker has started yet by
-itself, writing the details ``"ACTIVITY_ID_NOT_STARTED"``, unsigned, and an activity awaited with
+itself, writing the details ``"ACTIVITY_ID_NOT_STARTED"``, unencrypted, and an activity awaited with
 WAIT_CANCELLATION_COMPLETED resolves with them. Cancellation details make no worker act (skyhop
-never reads them), so the failure converter reads unsigned ones as absent instead of failing the
-cancelled workflow; every other field of a failure (an ``ApplicationError``'s details, which
+never reads them), so the failure converter reads unauthenticated ones as absent instead of failing
+the cancelled workflow; every other field of a failure (an ``ApplicationError``'s details, which
 skyhop does read) stays checked.
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 from collections.abc import Sequence
 from typing import Any
 
@@ -46,90 +32,25 @@ from temporalio.converter import (
     DataConverter,
     DefaultFailureConverter,
     EncodingPayloadConverter,
-    PayloadCodec,
     PayloadConverter,
 )
 from temporalio.exceptions import ApplicationError
 
+from skyhop.contract.codec import UNAUTHENTICATED_ENCODING, EncryptingCodec, Keyring
+
 __all__ = [
-    "KEY_BYTES",
-    "MAC_METADATA",
-    "KEY_ID_METADATA",
-    "UNAUTHENTICATED_ENCODING",
     "UNAUTHENTICATED_PAYLOAD",
-    "AuthenticatingCodec",
     "SkyhopFailureConverter",
     "SkyhopPayloadConverter",
-    "canonical_bytes",
-    "key_id",
     "skyhop_data_converter",
 ]
 
-KEY_BYTES = 32
-MAC_METADATA = "skyhop-mac"
-KEY_ID_METADATA = "skyhop-key-id"
-UNAUTHENTICATED_ENCODING = "binary/skyhop-unauthenticated"
 UNAUTHENTICATED_PAYLOAD = "UnauthenticatedPayload"
 """The ``ApplicationError`` type of a rejected payload (its failure type in history)."""
-_DOMAIN = b"skyhop-payload-v1"
 _HOW_TO = (
-    "start skyhop workflows with the skyhop CLI, or sign payloads as README 'The workflow contract' "
-    "says; the CLI and every worker must share one key (~/.skyhop/key, SKYHOP_KEY_FILE or SKYHOP_KEY)"
+    "start skyhop workflows with the skyhop CLI, or encrypt payloads as README 'Payload encryption' "
+    "says; the CLI and every worker must share one keyring (~/.skyhop/key, SKYHOP_KEY_FILE or SKYHOP_KEY)"
 )
-
-
-def key_id(key: bytes) -> str:
-    """The public name of a key: the first 16 hex digits of its SHA-256."""
-    return hashlib.sha256(key).hexdigest()[:16]
-
-
-def canonical_bytes(encoding: bytes, data: bytes) -> bytes:
-    """The bytes the MAC covers (documented in the module docstring and the README)."""
-    return _DOMAIN + len(encoding).to_bytes(4, "big") + encoding + data
-
-
-class AuthenticatingCodec(PayloadCodec):
-    """Adds a MAC to every outgoing payload; turns an incoming payload whose MAC fails into a marker."""
-
-    def __init__(self, key: bytes) -> None:
-        if len(key) != KEY_BYTES:
-            raise ValueError(f"a skyhop payload key is {KEY_BYTES} bytes, not {len(key)}")
-        self._key = key
-        self._key_id = key_id(key)
-
-    def _mac(self, encoding: bytes, data: bytes) -> str:
-        return hmac.new(self._key, canonical_bytes(encoding, data), hashlib.sha256).hexdigest()
-
-    async def encode(self, payloads: Sequence[Payload]) -> list[Payload]:
-        signed = []
-        for payload in payloads:
-            out = Payload()
-            out.CopyFrom(payload)
-            encoding = payload.metadata.get("encoding", b"")
-            out.metadata[MAC_METADATA] = self._mac(encoding, payload.data).encode()
-            out.metadata[KEY_ID_METADATA] = self._key_id.encode()
-            signed.append(out)
-        return signed
-
-    async def decode(self, payloads: Sequence[Payload]) -> list[Payload]:
-        return [self._verified(payload) for payload in payloads]
-
-    def _verified(self, payload: Payload) -> Payload:
-        """The payload with only what the MAC covers (encoding, data), or a marker saying why not."""
-        encoding = payload.metadata.get("encoding", b"")
-        mac = payload.metadata.get(MAC_METADATA)
-        if mac is None:
-            return _marker(f"a payload ({encoding.decode(errors='replace')}) carries no skyhop-mac")
-        if not hmac.compare_digest(mac, self._mac(encoding, payload.data).encode()):
-            sender = payload.metadata.get(KEY_ID_METADATA, b"").decode(errors="replace")
-            if sender and sender != self._key_id:
-                return _marker(f"a payload is signed with key {sender[:16]!r}, not this key {self._key_id!r}")
-            return _marker("a payload's skyhop-mac does not match its data")
-        return Payload(metadata={"encoding": encoding}, data=payload.data)
-
-
-def _marker(reason: str) -> Payload:
-    return Payload(metadata={"encoding": UNAUTHENTICATED_ENCODING.encode()}, data=reason.encode())
 
 
 class _UnauthenticatedConverter(EncodingPayloadConverter):
@@ -163,7 +84,23 @@ class SkyhopPayloadConverter(PydanticPayloadConverter):
 
 
 class SkyhopFailureConverter(DefaultFailureConverter):
-    """temporalio's failure converter, reading unsigned cancellation details (the server's) as none."""
+    """temporalio's failure converter with messages and stack traces encrypted (they may quote a
+    task), reading unauthenticated cancellation details (the server's) as none.
+
+    A rejected payload's error stays in clear: it quotes nothing the sender wrote, and the sender,
+    who lacks the key, is the one who must read how to fix it.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(encode_common_attributes=True)
+
+    def to_failure(
+        self, exception: BaseException, payload_converter: PayloadConverter, failure: Failure
+    ) -> None:
+        if isinstance(exception, ApplicationError) and exception.type == UNAUTHENTICATED_PAYLOAD:
+            DefaultFailureConverter().to_failure(exception, payload_converter, failure)
+        else:
+            super().to_failure(exception, payload_converter, failure)
 
     def from_failure(self, failure: Failure, payload_converter: PayloadConverter) -> BaseException:
         if failure.HasField("canceled_failure_info") and _has_marker(
@@ -187,10 +124,10 @@ def _without_unsigned_cancel_details(failure: Failure) -> Failure:
     return copy
 
 
-def skyhop_data_converter(key: bytes) -> DataConverter:
-    """The data converter of every skyhop client and worker."""
+def skyhop_data_converter(key: bytes, *older: bytes) -> DataConverter:
+    """The data converter of every skyhop client and worker: encrypts with ``key``, also reads ``older``."""
     return DataConverter(
         payload_converter_class=SkyhopPayloadConverter,
         failure_converter_class=SkyhopFailureConverter,
-        payload_codec=AuthenticatingCodec(key),
+        payload_codec=EncryptingCodec(Keyring((key, *older))),
     )

@@ -58,6 +58,17 @@ def test_launch_exec_status_logs_down(user_env: dict[str, str]) -> None:
     assert f"127.0.0.1:{user_env['SKYHOP_SERVER_PORT']}" in server
     assert f"http://127.0.0.1:{user_env['SKYHOP_UI_PORT']}" in server
     assert "worker_pid" in server and "worker_running  True" in server
+    # The worker serves the codec server for this UI: temporal --codec-endpoint shows the launch's input.
+    endpoint = next(line.split()[1] for line in server.splitlines() if line.startswith("codec_endpoint"))
+    show = subprocess.run(
+        [str(Path(SKYHOP_CLI).parent / "temporal"), "workflow", "show", "--address",
+         f"127.0.0.1:{user_env['SKYHOP_SERVER_PORT']}", "-w", "cluster:dev", "--detailed",
+         "--codec-endpoint", endpoint],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert any(
+        line.startswith("input[0].") and line.endswith(": dev") for line in show.stdout.splitlines()
+    ), show
 
     assert "terminated" in _ok(skyhop("down", "dev", "-y", env=user_env)).stderr
     assert "dev " not in _ok(skyhop("status", env=user_env)).stdout

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import hmac
+import json
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 from temporalio.client import Client
 
@@ -30,6 +33,7 @@ __all__ = [
     "client_for",
     "cluster_up",
     "current_record",
+    "decrypted",
     "down",
     "launch",
     "launched",
@@ -38,6 +42,20 @@ __all__ = [
     "unique_cluster",
     "until_job_done",
 ]
+
+
+def decrypted(printed: dict[str, Any]) -> Any:
+    """The JSON of a payload as ``temporal -o json`` prints it (base64 fields), decrypted with the key."""
+    from temporalio.api.common.v1 import Payload
+
+    from skyhop.cli.payload_key import load_keyring
+    from skyhop.contract.codec import EncryptingCodec
+
+    payload = Payload(
+        metadata={k: base64.b64decode(v) for k, v in printed["metadata"].items()},
+        data=base64.b64decode(printed["data"]),
+    )
+    return json.loads(EncryptingCodec(load_keyring(TemporalConfig())).decrypt(payload).data)
 
 
 def payload_mac(data: str) -> str:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
 import subprocess
 import uuid
@@ -19,6 +18,7 @@ from tests.conftest import run
 from tests.helpers import DevServer, WorkerProcess, wait_for
 from tests.integration.support import (
     client_for,
+    decrypted,
     down,
     launch,
     payload_mac,
@@ -149,9 +149,8 @@ def test_temporal_cli_starts_a_launch_with_signed_json_input(
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
-    # The result carries skyhop's MAC metadata, so the CLI prints the payload as is (data in base64).
-    result = json.loads(out.stdout)["result"]
-    assert json.loads(base64.b64decode(result["data"]))["job_id"] == 1
+    # The result is encrypted, so the CLI prints the payload as is (data in base64).
+    assert decrypted(json.loads(out.stdout)["result"])["job_id"] == 1
 
     async def scenario() -> None:
         client = await client_for(temporal_server.address)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import json
 import subprocess
 from pathlib import Path
@@ -23,7 +22,7 @@ from skyhop.contract.search import KIND, NAME, STATUS, USER
 from skyhop.spec import Resources, Task
 from tests.conftest import run
 from tests.helpers import DevServer, WorkerProcess
-from tests.integration.support import client_for, payload_mac
+from tests.integration.support import client_for, decrypted, payload_mac
 from tests.managed_jobs.support import (
     alive,
     assert_replays,
@@ -232,7 +231,7 @@ def test_the_temporal_cli_starts_a_managed_job_with_signed_json(
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
-    result = json.loads(base64.b64decode(json.loads(out.stdout)["result"]["data"]))
+    result = decrypted(json.loads(out.stdout)["result"])
     assert (result["status"], result["end"]["reason"]) == ("SUCCEEDED", "succeeded")
     assert job_log(job_id, 0, 1) == "json\n"
 

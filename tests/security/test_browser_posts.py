@@ -6,14 +6,16 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import subprocess
 import uuid
 from pathlib import Path
 
 import pytest
 from temporalio.service import RPCError, RPCStatusCode
 
+from skyhop.providers.home import skyhop_home
 from tests.conftest import run
-from tests.helpers import DevServer, wait_for
+from tests.helpers import SKYHOP_CLI, DevServer, free_port, wait_for
 from tests.integration.support import client_for
 
 pytestmark = pytest.mark.integration
@@ -23,7 +25,10 @@ def listening_ports(pid: int) -> dict[int, str]:
     """TCP ports the process listens on, with the address each is bound to (from /proc/net/tcp*)."""
     inodes = set()
     for fd in Path(f"/proc/{pid}/fd").iterdir():
-        target = os.readlink(fd)
+        try:
+            target = os.readlink(fd)
+        except FileNotFoundError:  # closed while we looked (a starting process)
+            continue
         if target.startswith("socket:["):
             inodes.add(target[8:-1])
     ports = {}
@@ -91,3 +96,30 @@ def test_a_text_plain_post_to_any_dev_server_port_starts_nothing(temporal_server
         return found
 
     assert run(started()) == [], answers
+
+
+def test_a_text_plain_post_to_the_codec_server_encodes_or_decodes_nothing(cli_env: dict[str, str]) -> None:
+    """``skyhop server codec`` (the code the embedded worker serves too) is one more port skyhop opens."""
+    port = free_port()
+    codec = subprocess.Popen(
+        [SKYHOP_CLI, "server", "codec", "--port", str(port)],
+        env=cli_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        wait_for(lambda: port in listening_ports(codec.pid), 60, "the codec server to listen")
+        assert listening_ports(codec.pid) == {port: "0100007F"}
+        token = (skyhop_home() / "codec-token").read_text().strip()
+        for operation in ("encode", "decode"):
+            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+            connection.request(
+                "POST",
+                f"/{token}/{operation}",
+                body=json.dumps({"payloads": [{"metadata": {}, "data": "e30="}]}),
+                headers={"Content-Type": "text/plain;charset=UTF-8"},
+            )
+            response = connection.getresponse()
+            assert (response.status, b"payloads" in response.read()) == (415, False)
+            connection.close()
+    finally:
+        codec.terminate()
+        codec.wait(10)

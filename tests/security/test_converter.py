@@ -1,48 +1,52 @@
-"""The authenticating codec: a payload acts only if its MAC, made with this key, covers its bytes."""
+"""The encrypting codec: a payload acts only if it decrypts and authenticates under a key of the keyring."""
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import os
 
 import pytest
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from temporalio.api.common.v1 import Payload
 from temporalio.api.failure.v1 import Failure
 from temporalio.exceptions import ApplicationError, CancelledError
 
 from skyhop.contract import LaunchRequest
-from skyhop.contract.converter import (
+from skyhop.contract.codec import (
+    ENCRYPTED_ENCODING,
+    INNER_ENCODING_METADATA,
     KEY_ID_METADATA,
-    MAC_METADATA,
     UNAUTHENTICATED_ENCODING,
-    UNAUTHENTICATED_PAYLOAD,
-    AuthenticatingCodec,
-    canonical_bytes,
+    EncryptingCodec,
+    Keyring,
     key_id,
-    skyhop_data_converter,
 )
+from skyhop.contract.converter import UNAUTHENTICATED_PAYLOAD, skyhop_data_converter
 from skyhop.spec import Task
 from tests.conftest import run
 
 KEY = bytes(range(32))
 OTHER_KEY = bytes(range(1, 33))
-REQUEST = LaunchRequest(cluster_name="dev", task=Task(run="echo hi"))
+NEW_KEY = bytes(range(2, 34))
+SECRET = "hf_codec_unit_value"
+REQUEST = LaunchRequest(cluster_name="dev", task=Task(run="echo hi", secrets={"HF_TOKEN": SECRET}))
 
 
-def signed(request: LaunchRequest = REQUEST, key: bytes = KEY) -> Payload:
-    [payload] = run(skyhop_data_converter(key).encode([request]))
+def encrypted(request: LaunchRequest = REQUEST, key: bytes = KEY, *older: bytes) -> Payload:
+    [payload] = run(skyhop_data_converter(key, *older).encode([request]))
     return payload
 
 
-def decode(payload: Payload, key: bytes = KEY) -> LaunchRequest:
-    [value] = run(skyhop_data_converter(key).decode([payload], [LaunchRequest]))
+def decode(payload: Payload, key: bytes = KEY, *older: bytes) -> LaunchRequest:
+    [value] = run(skyhop_data_converter(key, *older).decode([payload], [LaunchRequest]))
     assert isinstance(value, LaunchRequest)
     return value
 
 
-def rejected(payload: Payload, key: bytes = KEY) -> ApplicationError:
+def rejected(payload: Payload, key: bytes = KEY, *older: bytes) -> ApplicationError:
     with pytest.raises(ApplicationError) as caught:
-        decode(payload, key)
+        decode(payload, key, *older)
     error = caught.value
     assert error.type == UNAUTHENTICATED_PAYLOAD
     assert error.non_retryable
@@ -50,72 +54,140 @@ def rejected(payload: Payload, key: bytes = KEY) -> ApplicationError:
     return error
 
 
-def test_a_signed_payload_round_trips_and_stays_readable_json() -> None:
-    payload = signed()
-    assert payload.metadata["encoding"] == b"json/plain"
-    assert b'"cluster_name":"dev"' in payload.data  # the Web UI still shows the JSON
+def test_a_payload_round_trips_and_holds_nothing_in_clear() -> None:
+    payload = encrypted()
+    assert payload.metadata["encoding"] == ENCRYPTED_ENCODING.encode()
+    assert payload.metadata[INNER_ENCODING_METADATA] == b"json/plain"
     assert payload.metadata[KEY_ID_METADATA] == key_id(KEY).encode()
+    assert SECRET.encode() not in payload.SerializeToString() and b"echo hi" not in payload.data
     assert decode(payload) == REQUEST
+    assert encrypted().data != payload.data  # a fresh nonce each time
 
 
-def test_the_mac_is_the_documented_hmac_of_the_canonical_bytes() -> None:
-    payload = signed()
-    canonical = b"skyhop-payload-v1" + (10).to_bytes(4, "big") + b"json/plain" + payload.data
-    assert canonical_bytes(b"json/plain", payload.data) == canonical
-    assert payload.metadata[MAC_METADATA] == hmac.new(KEY, canonical, hashlib.sha256).hexdigest().encode()
+def test_the_data_is_the_documented_aes_gcm_of_the_json() -> None:
+    """Raw ``cryptography`` calls, as the README describes the format: what another client writes."""
+    payload = encrypted()
+    version, nonce, sealed = payload.data[:1], payload.data[1:13], payload.data[13:]
+    kid, encoding = key_id(KEY).encode(), b"json/plain"
+    aad = (
+        b"skyhop-payload"
+        + b"\x01"
+        + len(kid).to_bytes(4, "big")
+        + kid
+        + len(encoding).to_bytes(4, "big")
+        + encoding
+    )
+    assert version == b"\x01" and len(sealed) > 16
+    assert AESGCM(KEY).decrypt(nonce, sealed, aad) == REQUEST.model_dump_json().encode()
+    # ...and the other way: a payload made by hand from the description decodes.
+    nonce = os.urandom(12)
+    by_hand = Payload(
+        metadata={"encoding": ENCRYPTED_ENCODING.encode(), "skyhop-encoding": encoding, "skyhop-key-id": kid},
+        data=b"\x01" + nonce + AESGCM(KEY).encrypt(nonce, REQUEST.model_dump_json().encode(), aad),
+    )
+    assert decode(by_hand) == REQUEST
     assert key_id(KEY) == hashlib.sha256(KEY).hexdigest()[:16]
 
 
-def test_tampered_data_is_rejected() -> None:
-    payload = signed()
-    payload.data = payload.data.replace(b"echo hi", b"id >/tmp/x")
-    assert "does not match" in rejected(payload).message
+def test_tampered_ciphertext_is_rejected() -> None:
+    payload = encrypted()
+    payload.data = payload.data[:20] + bytes([payload.data[20] ^ 1]) + payload.data[21:]
+    assert "altered" in rejected(payload).message
 
 
-def test_tampered_encoding_is_rejected() -> None:
-    payload = signed()
-    payload.metadata["encoding"] = b"json/protobuf"
-    rejected(payload)
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [(INNER_ENCODING_METADATA, b"json/protobuf"), (KEY_ID_METADATA, key_id(OTHER_KEY).encode())],
+)
+def test_tampered_metadata_is_rejected(field: str, value: bytes) -> None:
+    """The inner encoding and the key id are associated data: changing either fails the tag."""
+    payload = encrypted(REQUEST, KEY, OTHER_KEY)
+    payload.metadata[field] = value
+    assert "altered" in rejected(payload, KEY, OTHER_KEY).message
 
 
-def test_a_payload_without_mac_is_rejected() -> None:
-    payload = signed()
-    del payload.metadata[MAC_METADATA]
-    assert "no skyhop-mac" in rejected(payload).message
+def test_a_changed_version_byte_is_refused_by_name() -> None:
+    payload = encrypted()
+    payload.data = b"\x02" + payload.data[1:]
+    assert "format version 02" in rejected(payload).message
 
 
-def test_a_payload_signed_with_another_key_names_both_keys() -> None:
-    message = rejected(signed(key=OTHER_KEY)).message
+def test_a_plain_payload_is_rejected() -> None:
+    plain = Payload(metadata={"encoding": b"json/plain"}, data=REQUEST.model_dump_json().encode())
+    assert "not encrypted with a skyhop key" in rejected(plain).message
+
+
+def test_a_payload_of_another_key_names_both_keys() -> None:
+    message = rejected(encrypted(key=OTHER_KEY)).message
     assert key_id(OTHER_KEY) in message and key_id(KEY) in message
 
 
+def test_rotation_reads_old_payloads_and_writes_with_the_new_key() -> None:
+    old = encrypted(key=KEY)
+    assert decode(old, NEW_KEY, KEY) == REQUEST
+    new = encrypted(REQUEST, NEW_KEY, KEY)
+    assert new.metadata[KEY_ID_METADATA] == key_id(NEW_KEY).encode()
+    assert decode(new, NEW_KEY, KEY) == REQUEST
+    rejected(new, KEY)  # a worker not yet given the new key refuses it, naming it
+
+
+def test_a_clear_text_signed_payload_of_before_is_still_read() -> None:
+    """Histories written before encryption (and openssl-signed inputs) carry ``skyhop-mac``."""
+    data, encoding = REQUEST.model_dump_json().encode(), b"json/plain"
+    canonical = b"skyhop-payload-v1" + len(encoding).to_bytes(4, "big") + encoding + data
+    mac = hmac.new(OTHER_KEY, canonical, hashlib.sha256).hexdigest().encode()
+    signed = Payload(metadata={"encoding": encoding, "skyhop-mac": mac}, data=data)
+    assert decode(signed, KEY, OTHER_KEY) == REQUEST
+    signed.data = data.replace(b"echo hi", b"id >/tmp/x")
+    assert "does not match" in rejected(signed, KEY, OTHER_KEY).message
+
+
 def test_a_forged_marker_or_extra_metadata_does_not_survive_decoding() -> None:
+    codec = EncryptingCodec(Keyring((KEY,)))
     forged = Payload(
         metadata={"encoding": UNAUTHENTICATED_ENCODING.encode(), "x-evil": b"1"}, data=b"attacker text"
     )
-    [marker] = run(AuthenticatingCodec(KEY).decode([forged]))
+    [marker] = run(codec.decode([forged]))
     assert dict(marker.metadata) == {"encoding": UNAUTHENTICATED_ENCODING.encode()}
     assert b"attacker text" not in marker.data
-    payload = signed()
+    payload = encrypted()
     payload.metadata["x-evil"] = b"1"
-    [clean] = run(AuthenticatingCodec(KEY).decode([payload]))
+    [clean] = run(codec.decode([payload]))
     assert dict(clean.metadata) == {"encoding": b"json/plain"}
 
 
+def test_failure_messages_are_encrypted_too() -> None:
+    """A failure's message may quote a task; it travels in the encrypted ``encoded_attributes``."""
+    converter = skyhop_data_converter(KEY)
+    failure = Failure()
+    run(converter.encode_failure(ApplicationError(f"setup printed {SECRET}", type="SetupFailed"), failure))
+    assert SECRET.encode() not in failure.SerializeToString()
+    error = run(converter.decode_failure(failure))
+    assert isinstance(error, ApplicationError) and SECRET in error.message
+
+
+def test_a_rejected_payloads_error_stays_readable_without_the_key() -> None:
+    """Whoever sent it lacks the key: the error saying how to fix that must not be encrypted."""
+    failure = Failure()
+    refusal = ApplicationError("rejected an unauthenticated payload: README", type=UNAUTHENTICATED_PAYLOAD)
+    run(skyhop_data_converter(KEY).encode_failure(refusal, failure))
+    assert failure.message == refusal.message and not failure.HasField("encoded_attributes")
+
+
 def server_written() -> Payload:
-    """The details the server writes when it cancels an activity no worker started (unsigned)."""
+    """The details the server writes when it cancels an activity no worker started (in clear)."""
     return Payload(metadata={"encoding": b"json/plain"}, data=b'"ACTIVITY_ID_NOT_STARTED"')
 
 
-def test_unsigned_cancellation_details_read_as_none_and_signed_ones_survive() -> None:
+def test_unencrypted_cancellation_details_read_as_none_and_encrypted_ones_survive() -> None:
     failure = Failure(message="cancelled")
-    failure.canceled_failure_info.details.payloads.extend([server_written(), signed()])
+    failure.canceled_failure_info.details.payloads.extend([server_written(), encrypted()])
     error = run(skyhop_data_converter(KEY).decode_failure(failure))
     assert isinstance(error, CancelledError)
     assert error.details == (REQUEST.model_dump(mode="json"),)
 
 
-def test_unsigned_details_of_any_other_failure_are_still_rejected() -> None:
+def test_unencrypted_details_of_any_other_failure_are_still_rejected() -> None:
     failure = Failure(message="setup failed")
     failure.application_failure_info.type = "SetupFailed"
     failure.application_failure_info.details.payloads.append(server_written())
@@ -126,4 +198,4 @@ def test_unsigned_details_of_any_other_failure_are_still_rejected() -> None:
 
 def test_a_key_must_be_32_bytes() -> None:
     with pytest.raises(ValueError, match="32 bytes"):
-        AuthenticatingCodec(b"short")
+        Keyring((KEY, b"short"))

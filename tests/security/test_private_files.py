@@ -3,6 +3,7 @@ readable by the user only, and a key that cannot be used is one clear line, not 
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import os
 import stat
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from skyhop.cli.config import TemporalConfig
-from skyhop.cli.payload_key import PayloadKeyError, load_payload_key
+from skyhop.cli.payload_key import PayloadKeyError, load_keyring, load_payload_key
 from tests.conftest import skyhop
 from tests.helpers import embedded_skyhop
 from tests.unit.test_node_runner import _run_cli
@@ -51,6 +52,18 @@ def test_key_sources_and_their_errors(tmp_path: Path) -> None:
         load_payload_key(TemporalConfig(key="c2hvcnQ="))
     with pytest.raises(PayloadKeyError, match="cannot read the skyhop payload key"):
         load_payload_key(TemporalConfig(key_file=str(tmp_path / "missing")))
+
+
+def test_a_keyring_lists_keys_newest_first_in_a_file_or_in_skyhop_key(tmp_path: Path) -> None:
+    new, old = base64.b64encode(bytes(range(1, 33))).decode(), base64.b64encode(bytes(range(32))).decode()
+    key_file = tmp_path / "keyring"
+    key_file.write_text(f"{new}\n{old}\n")
+    expected = (bytes(range(1, 33)), bytes(range(32)))
+    assert load_keyring(TemporalConfig(key_file=str(key_file))).keys == expected
+    assert load_keyring(TemporalConfig(key=f"{new},{old}")).keys == expected
+    assert load_payload_key(TemporalConfig(key=f"{new},{old}")) == expected[0]  # the newest encrypts
+    with pytest.raises(PayloadKeyError, match=r"SKYHOP_KEY: not a skyhop payload key \(key 2"):
+        load_keyring(TemporalConfig(key=f"{new},c2hvcnQ="))
 
 
 def test_a_malformed_key_file_is_one_line_for_the_cli_and_the_worker(tmp_path: Path) -> None:

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import hmac
 import json
+import os
 import subprocess
 import uuid
 from datetime import timedelta
@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from temporalio import workflow
 from temporalio.api.common.v1 import Payload
 from temporalio.client import Client, WorkflowFailureError
@@ -166,32 +167,48 @@ def test_an_attackers_workflow_cannot_run_a_skyhop_activity(
     assert not forged.exists()
 
 
+def readme_aad(kid: bytes, encoding: bytes) -> bytes:
+    return (
+        b"skyhop-payload\x01"
+        + len(kid).to_bytes(4, "big")
+        + kid
+        + len(encoding).to_bytes(4, "big")
+        + encoding
+    )
+
+
 def test_a_client_following_the_readme_format_starts_a_launch(
     temporal_server: DevServer, live_worker: WorkerProcess, tmp_path: Path
 ) -> None:
-    """Raw payloads and ``hmac``, not skyhop's codec: the README's description is enough."""
+    """Raw payloads and ``cryptography``'s AES-GCM, not skyhop's codec: the README's description is enough."""
     cluster, marker = unique_cluster("doc"), tmp_path / "ran"
     key = load_payload_key(TemporalConfig())
-    data = json.dumps(attack_request(cluster, marker)).encode()
-    encoding = b"json/plain"
-    canonical = b"skyhop-payload-v1" + len(encoding).to_bytes(4, "big") + encoding + data
+    kid, encoding = hashlib.sha256(key).hexdigest()[:16].encode(), b"json/plain"
+    nonce = os.urandom(12)
+    sealed = AESGCM(key).encrypt(
+        nonce, json.dumps(attack_request(cluster, marker)).encode(), readme_aad(kid, encoding)
+    )
     payload = Payload(
-        metadata={
-            "encoding": encoding,
-            "skyhop-mac": hmac.new(key, canonical, hashlib.sha256).hexdigest().encode(),
-            "skyhop-key-id": hashlib.sha256(key).hexdigest()[:16].encode(),
-        },
-        data=data,
+        metadata={"encoding": b"binary/skyhop-encrypted", "skyhop-encoding": encoding, "skyhop-key-id": kid},
+        data=b"\x01" + nonce + sealed,
     )
 
     async def scenario() -> None:
         plain = await Client.connect(temporal_server.address, data_converter=pydantic_data_converter)
-        result = await plain.execute_workflow(
-            "LaunchWorkflow", RawValue(payload), id=f"launch:{cluster}:doc", task_queue=WORKFLOW_QUEUE
+        handle = await plain.start_workflow(
+            "LaunchWorkflow",
+            RawValue(payload),
+            id=f"launch:{cluster}:doc",
+            task_queue=WORKFLOW_QUEUE,
+            result_type=RawValue,
         )
+        out = (await handle.result()).payload
+        assert out.metadata["skyhop-key-id"] == kid and out.data[:1] == b"\x01"
+        inner = out.metadata["skyhop-encoding"]
+        result = json.loads(AESGCM(key).decrypt(out.data[1:13], out.data[13:], readme_aad(kid, inner)))
         assert result["job_id"] == 1
         client = await client_for(temporal_server.address)
-        await asyncio.to_thread(wait_for, marker.exists, 60, "the signed launch's job")
+        await asyncio.to_thread(wait_for, marker.exists, 60, "the encrypted launch's job")
         assert (await record(client, cluster)).jobs[0].job_id == 1
         await down(client, cluster)
 

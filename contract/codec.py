@@ -1,0 +1,186 @@
+"""skyhop's payload codec: every payload encrypted and authenticated with AES-256-GCM under a 32-byte key.
+
+History is readable by whoever can read Temporal (its database, its Web UI, ``temporal workflow
+show``), and skyhop's payloads hold task env and secret values. So each payload skyhop writes is
+encrypted; the GCM tag authenticates it too, so the worker acts only on payloads made with a key
+only the user (or the deployment) holds. One codec serves both purposes.
+
+The format, version 1 (README "Payload encryption" says the same for clients in other languages):
+
+- metadata ``encoding`` = ``binary/skyhop-encrypted``
+- metadata ``skyhop-encoding`` = the payload's own encoding before encryption (``json/plain``,
+  ``binary/null``, ...), so a decoder can restore it
+- metadata ``skyhop-key-id`` = the key's id: the first 16 hex digits (lowercase) of SHA-256(key)
+- ``data`` = ``0x01`` (the version) || nonce (12 random bytes) || AES-256-GCM(key, nonce, plaintext,
+  aad) (the ciphertext, then the 16-byte tag); plaintext is the payload's own ``data``
+- aad = ``b"skyhop-payload"`` || ``0x01`` || u32be(len(key id)) || key id || u32be(len(inner
+  encoding)) || inner encoding: the metadata is authenticated, so swapping encodings or key ids
+  fails the tag like tampered data does. Other metadata is neither written nor kept.
+
+Key rotation: a keyring holds the current key (it encrypts) and older ones (they only decrypt);
+a payload names its key by id, so old payloads stay readable while new ones use the new key.
+
+Decoding also accepts the clear-text signed format skyhop wrote before encryption (``skyhop-mac``:
+HMAC-SHA256 over ``b"skyhop-payload-v1"`` || u32be(len(encoding)) || encoding || data), so
+histories written then still replay and a script can still sign a JSON input with ``openssl``;
+skyhop never writes it.
+
+A payload that fails is not an error here: the SDK runs codecs outside the workflow, where an
+exception fails the workflow *task*, which Temporal retries forever. The codec rewrites it to the
+``binary/skyhop-unauthenticated`` encoding instead (its data is the reason; nothing the sender wrote
+survives), and ``converter.py``'s payload converter turns that into a non-retryable error.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from temporalio.api.common.v1 import Payload
+from temporalio.converter import PayloadCodec
+
+__all__ = [
+    "ENCRYPTED_ENCODING",
+    "FORMAT_VERSION",
+    "INNER_ENCODING_METADATA",
+    "KEY_BYTES",
+    "KEY_ID_METADATA",
+    "MAC_METADATA",
+    "NONCE_BYTES",
+    "UNAUTHENTICATED_ENCODING",
+    "EncryptingCodec",
+    "Keyring",
+    "associated_data",
+    "key_id",
+    "signed_bytes",
+]
+
+KEY_BYTES = 32
+NONCE_BYTES = 12
+FORMAT_VERSION = 1
+ENCRYPTED_ENCODING = "binary/skyhop-encrypted"
+INNER_ENCODING_METADATA = "skyhop-encoding"
+KEY_ID_METADATA = "skyhop-key-id"
+MAC_METADATA = "skyhop-mac"
+"""The clear-text signed format's MAC (read, never written)."""
+UNAUTHENTICATED_ENCODING = "binary/skyhop-unauthenticated"
+_AAD_DOMAIN = b"skyhop-payload"
+_MAC_DOMAIN = b"skyhop-payload-v1"
+
+
+def key_id(key: bytes) -> str:
+    """The public name of a key: the first 16 hex digits of its SHA-256."""
+    return hashlib.sha256(key).hexdigest()[:16]
+
+
+def _framed(*fields: bytes) -> bytes:
+    return b"".join(len(field).to_bytes(4, "big") + field for field in fields)
+
+
+def associated_data(key_id: bytes, encoding: bytes, version: int = FORMAT_VERSION) -> bytes:
+    """The bytes GCM authenticates besides the data: the version, key id and inner encoding."""
+    return _AAD_DOMAIN + bytes([version]) + _framed(key_id, encoding)
+
+
+def signed_bytes(encoding: bytes, data: bytes) -> bytes:
+    """The bytes the clear-text format's ``skyhop-mac`` covers."""
+    return _MAC_DOMAIN + _framed(encoding) + data
+
+
+@dataclass(frozen=True)
+class Keyring:
+    """The keys of one deployment, newest first: the first encrypts, every one decrypts."""
+
+    keys: tuple[bytes, ...]
+
+    def __post_init__(self) -> None:
+        if not self.keys:
+            raise ValueError("a keyring needs at least one key")
+        for key in self.keys:
+            if len(key) != KEY_BYTES:
+                raise ValueError(f"a skyhop payload key is {KEY_BYTES} bytes, not {len(key)}")
+
+    @property
+    def current(self) -> bytes:
+        return self.keys[0]
+
+    @property
+    def ids(self) -> tuple[str, ...]:
+        return tuple(key_id(key) for key in self.keys)
+
+    def find(self, wanted: str) -> bytes | None:
+        return next((key for key in self.keys if key_id(key) == wanted), None)
+
+
+class EncryptingCodec(PayloadCodec):
+    """Encrypts every outgoing payload with the current key; turns one that fails to decrypt into a marker."""
+
+    def __init__(self, keyring: Keyring) -> None:
+        self._keyring = keyring
+        self._current_id = key_id(keyring.current).encode()
+        self._aead = AESGCM(keyring.current)
+
+    async def encode(self, payloads: Sequence[Payload]) -> list[Payload]:
+        return [self.encrypt(payload) for payload in payloads]
+
+    async def decode(self, payloads: Sequence[Payload]) -> list[Payload]:
+        return [self.decrypt(payload) for payload in payloads]
+
+    def encrypt(self, payload: Payload) -> Payload:
+        encoding = payload.metadata.get("encoding", b"")
+        nonce = os.urandom(NONCE_BYTES)
+        sealed = self._aead.encrypt(nonce, payload.data, associated_data(self._current_id, encoding))
+        return Payload(
+            metadata={
+                "encoding": ENCRYPTED_ENCODING.encode(),
+                INNER_ENCODING_METADATA: encoding,
+                KEY_ID_METADATA: self._current_id,
+            },
+            data=bytes([FORMAT_VERSION]) + nonce + sealed,
+        )
+
+    def decrypt(self, payload: Payload) -> Payload:
+        """The payload as it was before encryption, or a marker saying why it is refused."""
+        encoding = payload.metadata.get("encoding", b"")
+        if encoding != ENCRYPTED_ENCODING.encode():
+            return self._verified_clear_text(payload, encoding)
+        inner = payload.metadata.get(INNER_ENCODING_METADATA, b"")
+        sender = payload.metadata.get(KEY_ID_METADATA, b"")
+        key = self._keyring.find(sender.decode(errors="replace"))
+        if key is None:
+            held = ", ".join(self._keyring.ids)
+            named = sender.decode(errors="replace")[:16]
+            return marker(f"a payload is encrypted with key {named!r}, not one of this keyring's ({held})")
+        version, data = payload.data[:1], payload.data[1:]
+        if version != bytes([FORMAT_VERSION]):
+            found = version.hex() or "none"
+            return marker(f"a payload is in format version {found}; this skyhop reads {FORMAT_VERSION}")
+        try:
+            plain = AESGCM(key).decrypt(
+                data[:NONCE_BYTES], data[NONCE_BYTES:], associated_data(sender, inner)
+            )
+        except (InvalidTag, ValueError):
+            return marker("a payload does not authenticate under its key: its data or metadata was altered")
+        return Payload(metadata={"encoding": inner}, data=plain)
+
+    def _verified_clear_text(self, payload: Payload, encoding: bytes) -> Payload:
+        mac = payload.metadata.get(MAC_METADATA)
+        if mac is None:
+            return marker(
+                f"a payload ({encoding.decode(errors='replace')}) is not encrypted with a skyhop key"
+            )
+        canonical = signed_bytes(encoding, payload.data)
+        for key in self._keyring.keys:
+            if hmac.compare_digest(mac, hmac.new(key, canonical, hashlib.sha256).hexdigest().encode()):
+                return Payload(metadata={"encoding": encoding}, data=payload.data)
+        return marker("a payload's skyhop-mac does not match its data under any key of this keyring")
+
+
+def marker(reason: str) -> Payload:
+    """What a refused payload becomes: only the reason survives, nothing the sender wrote."""
+    return Payload(metadata={"encoding": UNAUTHENTICATED_ENCODING.encode()}, data=reason.encode())
