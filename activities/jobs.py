@@ -21,10 +21,7 @@ from skyhop.activities.node_jobs import (
 from skyhop.activities.sync import sync_task_workdir
 from skyhop.contract import ErrorType
 from skyhop.providers.runtime.jobs import JobOutcome, JobSpec, NodeJobStatus
-from skyhop.spec import Task
-from skyhop.spec.storage import StorageMode
 from skyhop.storage.node_commands import with_flush
-from skyhop.storage.plan import storage_plan
 
 __all__ = ["run_setup", "start_job", "wait_job"]
 
@@ -64,6 +61,7 @@ async def start_job(request: RunJobInput) -> None:
     if request.sync_workdir:
         await _heartbeating(sync_task_workdir(handle, request.task))
     assert request.task.run is not None
+    script = with_flush(request.task.run) if request.flush_cached_mounts else request.task.run
     specs = []
     for rank in range(request.task.num_nodes):
         env = job_env(handle, request.task, rank, request.job.task_id)
@@ -73,7 +71,7 @@ async def start_job(request: RunJobInput) -> None:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(str(gpu) for gpu in gpu_ids)
             for prefix in ("SKYHOP_", "SKYPILOT_"):
                 env[f"{prefix}NUM_GPUS_PER_NODE"] = str(len(gpu_ids))
-        specs.append(JobSpec(key=request.job.key, script=_run_script(request.task), env=env, cwd=WORKDIR))
+        specs.append(JobSpec(key=request.job.key, script=script, env=env, cwd=WORKDIR))
     try:
         await _heartbeating(start_on_nodes(handle, specs))
     except asyncio.CancelledError:
@@ -81,14 +79,6 @@ async def start_job(request: RunJobInput) -> None:
         # must not run on unseen, holding resources the scheduler thinks are free.
         await stop_if_cancelled(handle, request.job.key, len(handle.nodes))
         raise
-
-
-def _run_script(task: Task) -> str:
-    """The job's run; with cached mounts, followed by their flush, so that what the job wrote is in
-    its bucket by the time the job is reported done."""
-    assert task.run is not None
-    cached = any(plan.mode is StorageMode.MOUNT_CACHED for plan in storage_plan(task.file_mounts))
-    return with_flush(task.run) if cached else task.run
 
 
 @activity.defn

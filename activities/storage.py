@@ -93,22 +93,22 @@ async def detach_storage(handle: ClusterHandle) -> None:
 
 @activity.defn
 async def delete_buckets(request: BucketsInput) -> list[str]:
-    """Delete the buckets this cluster's launches created and did not make persistent; the names.
+    """Delete the buckets this cluster's launches created and did not make persistent; their URLs.
 
     The bucket's own labels decide, not the task: a bucket skyhop did not create, or that a user
     made persistent, or that is already gone, is left alone (and never re-created).
     """
+    # ``mounts``: what a cluster from before ``buckets`` asks to delete (its last launch's entries).
+    legacy = [plan.bucket for plan in request.mounts if plan.create and plan.bucket is not None]
+    wanted = {CREATED_LABEL: "true", PERSISTENT_LABEL: "false", CLUSTER_LABEL: request.cluster_name}
     deleted: list[str] = []
-    for plan in request.mounts:
-        if plan.bucket is None or not plan.create or plan.persistent:
-            continue
-        store = await _store(plan.bucket.store)
-        labels = await _storage_call(asyncio.to_thread(store.labels, plan.bucket.bucket))
-        wanted = {CREATED_LABEL: "true", PERSISTENT_LABEL: "false", CLUSTER_LABEL: request.cluster_name}
+    for ref in dict.fromkeys([*request.buckets, *legacy]):
+        store = await _store(ref.store)
+        labels = await _storage_call(asyncio.to_thread(store.labels, ref.bucket))
         if labels is None or any(labels.get(key) != value for key, value in wanted.items()):
             continue
-        if await _storage_call(heartbeating(asyncio.to_thread(store.delete, plan.bucket.bucket))):
-            deleted.append(plan.bucket.url)
+        if await _storage_call(heartbeating(asyncio.to_thread(store.delete, ref.bucket))):
+            deleted.append(ref.url)
     return deleted
 
 
