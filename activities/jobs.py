@@ -21,7 +21,7 @@ from skyhop.activities.node_jobs import (
 from skyhop.activities.sync import sync_task_workdir
 from skyhop.contract import ErrorType
 from skyhop.providers.runtime.jobs import JobOutcome, JobSpec, NodeJobStatus
-from skyhop.storage.node_commands import with_flush
+from skyhop.storage.node_commands import tool_env, with_flush
 
 __all__ = ["run_setup", "start_job", "wait_job"]
 
@@ -65,6 +65,8 @@ async def start_job(request: RunJobInput) -> None:
     specs = []
     for rank in range(request.task.num_nodes):
         env = job_env(handle, request.task, rank, request.job.task_id)
+        if request.flush_cached_mounts:
+            env.update(tool_env(handle.nodes[rank]))
         if rank < len(request.job.placement) and handle.offering.accelerators:
             # Only the GPUs the scheduler gave this rank; other jobs hold the rest.
             gpu_ids = request.job.placement[rank].gpu_ids
