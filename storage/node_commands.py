@@ -20,6 +20,7 @@ from skyhop.storage.plan import MountPlan
 __all__ = [
     "ATTACH_SCRIPT",
     "DETACH_SCRIPT",
+    "attach_entries",
     "attach_env",
     "remote_name",
     "rclone_env",
@@ -57,11 +58,16 @@ def tool_env(node: NodeHandle) -> dict[str, str]:
 
 def attach_env(node: NodeHandle, plans: list[MountPlan]) -> dict[str, str]:
     """``ATTACH_SCRIPT``'s environment on ``node`` for ``plans`` (the store's options are added)."""
-    return {**tool_env(node), _ENTRIES_VAR: json.dumps([_entry(plan) for plan in plans])}
+    return {**tool_env(node), _ENTRIES_VAR: json.dumps(attach_entries(plans))}
+
+
+def attach_entries(plans: list[MountPlan]) -> list[dict[str, str]]:
+    """The tool's ``attach`` entries: each plan's target and mode, with the rclone path of its
+    bucket or its URL."""
+    return [_entry(plan) for plan in plans]
 
 
 def _entry(plan: MountPlan) -> dict[str, str]:
-    """One plan as the tool takes it: the rclone path of its bucket, or its URL."""
     if plan.bucket is None:
         assert plan.url is not None
         return {"target": plan.target, "mode": plan.mode.value, "url": plan.url}
