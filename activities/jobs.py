@@ -12,6 +12,7 @@ from temporalio.exceptions import ApplicationError
 from skyhop.activities.models import RunJobInput, SetupInput, WaitJobInput
 from skyhop.activities.node_jobs import (
     WORKDIR,
+    install_programs,
     job_env,
     run_on_nodes,
     start_on_nodes,
@@ -61,7 +62,10 @@ async def start_job(request: RunJobInput) -> None:
     if request.sync_workdir:
         await _heartbeating(sync_task_workdir(handle, request.task))
     assert request.task.run is not None
-    script = with_flush(request.task.run) if request.flush_cached_mounts else request.task.run
+    script = request.task.run
+    if request.flush_cached_mounts:
+        script = with_flush(script)
+        await _heartbeating(install_programs(handle))
     specs = []
     for rank in range(request.task.num_nodes):
         env = job_env(handle, request.task, rank, request.job.task_id)

@@ -29,6 +29,7 @@ __all__ = [
     "POLL_MAX_S",
     "WORKDIR",
     "JobTracker",
+    "install_programs",
     "job_env",
     "node_lost",
     "run_on_nodes",
@@ -74,6 +75,13 @@ def job_env(handle: ClusterHandle, task: Task, rank: int, task_id: str) -> dict[
         env[f"SKYHOP_{name}"] = value
         env[f"SKYPILOT_{name}"] = value
     return env
+
+
+async def install_programs(handle: ClusterHandle) -> None:
+    """Make sure every node has this worker's node programs (a no-op where it has them already):
+    nodes brought up by an older worker may lack the storage tool that storage jobs run."""
+    provider = get_provider(handle.offering.provider)
+    await asyncio.gather(*(provider.runtime(node).prepare() for node in handle.nodes))
 
 
 async def run_on_nodes(handle: ClusterHandle, specs: list[JobSpec]) -> JobOutcome:

@@ -19,7 +19,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from skyhop.activities.models import AttachInput, BucketsInput
-from skyhop.activities.node_jobs import run_on_nodes
+from skyhop.activities.node_jobs import install_programs, run_on_nodes
 from skyhop.activities.sync import heartbeating
 from skyhop.contract import ErrorType
 from skyhop.providers.base import ClusterHandle, NodeHandle
@@ -139,6 +139,7 @@ async def _run(
     digest = hashlib.sha256(f"{info.workflow_id}/{info.activity_id}".encode()).hexdigest()[:16]
     key = f"storage-{purpose}-{digest}"
     specs = [JobSpec(key=key, script=script, env=env_of(node)) for node in handle.nodes]
+    await install_programs(handle)
     outcome = await heartbeating(run_on_nodes(handle, specs))
     if outcome.status != NodeJobStatus.SUCCEEDED and outcome.failed_rank is not None:
         runtime = get_provider(handle.offering.provider).runtime(handle.nodes[outcome.failed_rank])
