@@ -12,6 +12,7 @@ from temporalio.exceptions import ApplicationError
 from skyhop.activities.models import RunJobInput, SetupInput, WaitJobInput
 from skyhop.activities.node_jobs import (
     WORKDIR,
+    install_programs,
     job_container,
     job_env,
     run_on_nodes,
@@ -22,10 +23,7 @@ from skyhop.activities.node_jobs import (
 from skyhop.activities.sync import sync_task_workdir
 from skyhop.contract import ErrorType
 from skyhop.providers.runtime.jobs import ContainerStage, JobOutcome, JobSpec, NodeJobStatus
-from skyhop.spec import Task
-from skyhop.spec.storage import StorageMode
-from skyhop.storage.node_commands import with_flush
-from skyhop.storage.plan import storage_plan
+from skyhop.storage.node_commands import tool_env, with_flush
 
 __all__ = ["run_setup", "start_job", "wait_job"]
 
@@ -71,9 +69,15 @@ async def start_job(request: RunJobInput) -> None:
     if request.sync_workdir:
         await _heartbeating(sync_task_workdir(handle, request.task))
     assert request.task.run is not None
+    script = request.task.run
+    if request.flush_cached_mounts:
+        script = with_flush(script)
+        await _heartbeating(install_programs(handle))
     specs = []
     for rank in range(request.task.num_nodes):
         env = job_env(handle, request.task, rank, request.job.task_id)
+        if request.flush_cached_mounts:
+            env.update(tool_env(handle.nodes[rank]))
         if rank < len(request.job.placement) and handle.offering.accelerators:
             # Only the GPUs the scheduler gave this rank; other jobs hold the rest.
             gpu_ids = request.job.placement[rank].gpu_ids
@@ -83,7 +87,7 @@ async def start_job(request: RunJobInput) -> None:
         specs.append(
             JobSpec(
                 key=request.job.key,
-                script=_run_script(request.task),
+                script=script,
                 env=env,
                 cwd=WORKDIR,
                 container=job_container(handle, request.task, ContainerStage.RUN),
@@ -96,14 +100,6 @@ async def start_job(request: RunJobInput) -> None:
         # must not run on unseen, holding resources the scheduler thinks are free.
         await stop_if_cancelled(handle, request.job.key, len(handle.nodes))
         raise
-
-
-def _run_script(task: Task) -> str:
-    """The job's run; with cached mounts, followed by their flush, so that what the job wrote is in
-    its bucket by the time the job is reported done."""
-    assert task.run is not None
-    cached = any(plan.mode is StorageMode.MOUNT_CACHED for plan in storage_plan(task.file_mounts))
-    return with_flush(task.run) if cached else task.run
 
 
 @activity.defn

@@ -12,6 +12,7 @@ from skyhop.providers.base import ClusterHandle
 from skyhop.providers.runtime.jobs import JobOutcome
 from skyhop.spec import Task
 from skyhop.spec.packed import ContentRef
+from skyhop.spec.storage import BucketRef
 from skyhop.spec.task import GitWorkdir
 from skyhop.storage.plan import MountPlan
 
@@ -62,10 +63,13 @@ class FileMountsInput(BaseModel):
 
 
 class BucketsInput(BaseModel):
-    """The buckets of a cluster's task: to create and fill, or to delete on ``down``."""
+    """The buckets of a cluster: a task's to create and fill, or all its launches' to delete on ``down``."""
 
     cluster_name: str
-    mounts: list[MountPlan]
+    mounts: list[MountPlan] = []
+    """The task's storage entries (``prepare_buckets``)."""
+    buckets: list[BucketRef] = []
+    """Named buckets of every launch (``delete_buckets``: its labels decide)."""
 
 
 class AttachInput(BaseModel):
@@ -87,6 +91,9 @@ class RunJobInput(BaseModel):
     job: JobRecord
     task: Task
     sync_workdir: bool = False
+    flush_cached_mounts: bool = False
+    """The cluster has MOUNT_CACHED mounts (``ClusterStorage.cached``): the job's run ends with
+    their flush, so what it wrote is in its bucket by the time it is reported done."""
 
 
 class WaitJobInput(BaseModel):

@@ -33,6 +33,7 @@ __all__ = [
     "JobTracker",
     "job_container",
     "is_lost",
+    "install_programs",
     "job_env",
     "node_lost",
     "run_on_nodes",
@@ -88,6 +89,13 @@ def job_container(handle: ClusterHandle, task: Task, stage: ContainerStage) -> C
         return None
     binds = [target for target in task.file_mounts if target.startswith("/")]
     return ContainerSpec(image=image, stage=stage, binds=binds, gpus=bool(handle.offering.accelerators))
+
+
+async def install_programs(handle: ClusterHandle) -> None:
+    """Make sure every node has this worker's node programs (a no-op where it has them already):
+    nodes brought up by an older worker may lack the storage tool that storage jobs run."""
+    provider = get_provider(handle.offering.provider)
+    await asyncio.gather(*(provider.runtime(node).prepare() for node in handle.nodes))
 
 
 async def run_on_nodes(handle: ClusterHandle, specs: list[JobSpec]) -> JobOutcome:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TypeVar
 
@@ -19,10 +19,10 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from skyhop.activities.models import AttachInput, BucketsInput
-from skyhop.activities.node_jobs import run_on_nodes
+from skyhop.activities.node_jobs import install_programs, run_on_nodes
 from skyhop.activities.sync import heartbeating
 from skyhop.contract import ErrorType
-from skyhop.providers.base import ClusterHandle
+from skyhop.providers.base import ClusterHandle, NodeHandle
 from skyhop.providers.registry import get_provider
 from skyhop.providers.runtime.jobs import JobOutcome, JobSpec, NodeJobStatus
 from skyhop.spec.storage import StoreKind
@@ -35,7 +35,7 @@ from skyhop.storage import (
     get_store,
     ownership_labels,
 )
-from skyhop.storage.node_commands import attach_script, detach_script, rclone_env
+from skyhop.storage.node_commands import ATTACH_SCRIPT, DETACH_SCRIPT, attach_env, rclone_env, tool_env
 
 __all__ = [
     "attach_storage",
@@ -74,7 +74,9 @@ async def attach_storage(request: AttachInput) -> None:
     for kind in sorted({plan.bucket.store for plan in request.mounts if plan.bucket is not None}):
         store = await _store(kind)
         env.update(rclone_env(kind, await _storage_call(asyncio.to_thread(store.rclone_config))))
-    outcome = await _run(request.handle, "attach", attach_script(request.mounts), env)
+    outcome = await _run(
+        request.handle, "attach", ATTACH_SCRIPT, lambda node: {**env, **attach_env(node, request.mounts)}
+    )
     if outcome.status != NodeJobStatus.SUCCEEDED:
         raise _failed(f"storage could not be set up on node {outcome.failed_rank}: {outcome.error}")
 
@@ -86,29 +88,29 @@ async def detach_storage(handle: ClusterHandle) -> None:
     A node that cannot be reached keeps its mounts: its machine is going away with them, and a
     folder node is unmounted by its provider before its folder is removed.
     """
-    outcome = await _run(handle, "detach", detach_script(), {})
+    outcome = await _run(handle, "detach", DETACH_SCRIPT, tool_env)
     if outcome.status != NodeJobStatus.SUCCEEDED:
         activity.logger.warning("unmounting storage on %s: %s", handle.cluster_name, outcome.error)
 
 
 @activity.defn
 async def delete_buckets(request: BucketsInput) -> list[str]:
-    """Delete the buckets this cluster's launches created and did not make persistent; the names.
+    """Delete the buckets this cluster's launches created and did not make persistent; their URLs.
 
     The bucket's own labels decide, not the task: a bucket skyhop did not create, or that a user
     made persistent, or that is already gone, is left alone (and never re-created).
     """
+    # ``mounts``: what a cluster from before ``buckets`` asks to delete (its last launch's entries).
+    legacy = [plan.bucket for plan in request.mounts if plan.create and plan.bucket is not None]
+    wanted = {CREATED_LABEL: "true", PERSISTENT_LABEL: "false", CLUSTER_LABEL: request.cluster_name}
     deleted: list[str] = []
-    for plan in request.mounts:
-        if plan.bucket is None or not plan.create or plan.persistent:
-            continue
-        store = await _store(plan.bucket.store)
-        labels = await _storage_call(asyncio.to_thread(store.labels, plan.bucket.bucket))
-        wanted = {CREATED_LABEL: "true", PERSISTENT_LABEL: "false", CLUSTER_LABEL: request.cluster_name}
+    for ref in dict.fromkeys([*request.buckets, *legacy]):
+        store = await _store(ref.store)
+        labels = await _storage_call(asyncio.to_thread(store.labels, ref.bucket))
         if labels is None or any(labels.get(key) != value for key, value in wanted.items()):
             continue
-        if await _storage_call(heartbeating(asyncio.to_thread(store.delete, plan.bucket.bucket))):
-            deleted.append(plan.bucket.url)
+        if await _storage_call(heartbeating(asyncio.to_thread(store.delete, ref.bucket))):
+            deleted.append(ref.url)
     return deleted
 
 
@@ -128,12 +130,16 @@ def _failed(message: str) -> ApplicationError:
     return ApplicationError(message, type=ErrorType.STORAGE_FAILED, non_retryable=True)
 
 
-async def _run(handle: ClusterHandle, purpose: str, script: str, env: dict[str, str]) -> JobOutcome:
-    """Run ``script`` as a node job on every node; its key is this activity's, so a retry re-attaches."""
+async def _run(
+    handle: ClusterHandle, purpose: str, script: str, env_of: Callable[[NodeHandle], dict[str, str]]
+) -> JobOutcome:
+    """Run ``script`` as a node job on every node, in the environment ``env_of`` gives each; its key
+    is this activity's, so a retry re-attaches."""
     info = activity.info()
     digest = hashlib.sha256(f"{info.workflow_id}/{info.activity_id}".encode()).hexdigest()[:16]
     key = f"storage-{purpose}-{digest}"
-    specs = [JobSpec(key=key, script=script, env=env) for _ in handle.nodes]
+    specs = [JobSpec(key=key, script=script, env=env_of(node)) for node in handle.nodes]
+    await install_programs(handle)
     outcome = await heartbeating(run_on_nodes(handle, specs))
     if outcome.status != NodeJobStatus.SUCCEEDED and outcome.failed_rank is not None:
         runtime = get_provider(handle.offering.provider).runtime(handle.nodes[outcome.failed_rank])

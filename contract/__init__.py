@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from skyhop.providers.base import ClusterHandle, DiskTier, NetworkTier, Offering, ProvisionRequest
 from skyhop.spec import Resources, Task
 from skyhop.spec.packed import ContentRef, PackedFiles
+from skyhop.spec.storage import BucketRef
 
 __all__ = [
     "DEFAULT_CPU_DEMAND",
@@ -54,6 +55,7 @@ __all__ = [
     "ClusterRecord",
     "ClusterStatus",
     "ContentRef",
+    "ClusterStorage",
     "FailoverAttempt",
     "JOB_ENDED_SIGNAL",
     "JOB_KEY_PREFIX",
@@ -555,6 +557,30 @@ class LaunchResume(BaseModel):
     provision: ProvisionState
 
 
+class ClusterStorage(BaseModel):
+    """What the cluster's launches did with buckets, gathered over all of them until ``down``.
+
+    Each launch adds to it (``merged``), failed ones too: a launch may create its buckets and fail
+    after. Its size grows with distinct buckets, not with launches.
+    """
+
+    buckets: list[BucketRef] = []
+    """Named buckets a launch may have created: ``down`` deletes each whose labels say skyhop
+    created it for this cluster and it is not persistent (one already gone is skipped, never
+    re-created)."""
+    mounted: bool = False
+    """A launch mounted a bucket (MOUNT or MOUNT_CACHED): ``stop`` and ``down`` unmount first."""
+    cached: bool = False
+    """A launch mounted one with MOUNT_CACHED: every job, ``exec``'d ones too, flushes the node's
+    cached mounts before it is reported done."""
+
+    def merged(self, other: ClusterStorage) -> ClusterStorage:
+        buckets = [*self.buckets, *(ref for ref in other.buckets if ref not in self.buckets)]
+        return ClusterStorage(
+            buckets=buckets, mounted=self.mounted or other.mounted, cached=self.cached or other.cached
+        )
+
+
 class ClusterInput(BaseModel):
     """Input of ``ClusterWorkflow``: a new cluster, or the state carried over a continue-as-new."""
 
@@ -565,6 +591,9 @@ class ClusterInput(BaseModel):
     """The last launch's task: what a start re-runs on nodes that a stop could not keep."""
     history_limit: int | None = None
     """Continue as new once the history has this many events (default: when Temporal suggests it)."""
+    storage: ClusterStorage = ClusterStorage()
+    """The buckets and mounts of every launch so far. Unset on clusters from before it was kept:
+    those know only their last launch's (``setup_task``)."""
 
 
 class ClaimRequest(BaseModel):
@@ -615,6 +644,8 @@ class Release(BaseModel):
     failed: bool = False
     task: Task | None = None
     """The launch's task (its setup is re-run if the cluster is started again on new nodes)."""
+    storage: ClusterStorage = ClusterStorage()
+    """The launch's buckets and mounts, failed or not: the cluster adds them to its own."""
     abandoned: bool = False
     """Sent by the launch's lease, not the launch: it ended (terminated, timed out) without a release."""
 

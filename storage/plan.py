@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
+from skyhop.contract import ClusterStorage
 from skyhop.spec.storage import BucketRef, Storage, StorageMode, bucket_url_of
 
-__all__ = ["MountPlan", "local_file_mounts", "storage_plan"]
+__all__ = ["MountPlan", "cluster_storage", "local_file_mounts", "storage_plan"]
 
 
 class MountPlan(BaseModel):
@@ -74,3 +75,12 @@ def local_file_mounts(file_mounts: dict[str, str | Storage]) -> dict[str, str]:
         for target, entry in file_mounts.items()
         if isinstance(entry, str) and "://" not in entry
     }
+
+
+def cluster_storage(plans: list[MountPlan]) -> ClusterStorage:
+    """What a launch of ``plans`` leaves on its cluster: the buckets it may create, and its mounts."""
+    return ClusterStorage(
+        buckets=[plan.bucket for plan in plans if plan.create and plan.bucket is not None],
+        mounted=any(plan.mode.mounts for plan in plans),
+        cached=any(plan.mode is StorageMode.MOUNT_CACHED for plan in plans),
+    )

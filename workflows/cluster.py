@@ -70,6 +70,7 @@ with workflow.unsafe.imports_passed_through():
     from skyhop.providers.base import ClusterHandle
     from skyhop.providers.runtime.jobs import JobOutcome
     from skyhop.spec import Task
+    from skyhop.storage.plan import cluster_storage, storage_plan
     from skyhop.workflows.cluster_lifecycle import (
         RECONCILE_INTERVAL_S,
         apply_release,
@@ -127,6 +128,10 @@ class ClusterWorkflow:
         self.queue = JobQueue(self.record, input.submissions)
         self.lock = ClusterLock(self.record)
         self._setup_task = input.setup_task
+        self._storage = input.storage
+        if "storage" not in input.model_fields_set and input.setup_task is not None:
+            # A cluster from before ``ClusterInput.storage``: its last launch's is all it knows of.
+            self._storage = cluster_storage(storage_plan(input.setup_task.file_mounts))
         self._history_limit = input.history_limit
         self._runs: dict[int, asyncio.Task[None]] = {}
         self._liveness = False
@@ -201,6 +206,7 @@ class ClusterWorkflow:
             workflow.logger.warning("launch %s ended holding cluster %s", launch.id, self.record.name)
         elif released == Released.LOCK:
             apply_release(self.record, release, workflow.now().timestamp())
+            self._storage = self._storage.merged(release.storage)
             if release.task is not None and not release.failed:
                 self._setup_task = release.task
         self._changed()
@@ -348,7 +354,11 @@ class ClusterWorkflow:
                 await workflow.execute_activity(
                     jobs.start_job,
                     RunJobInput(
-                        handle=handle, job=job, task=submission.task, sync_workdir=submission.sync_workdir
+                        handle=handle,
+                        job=job,
+                        task=submission.task,
+                        sync_workdir=submission.sync_workdir,
+                        flush_cached_mounts=self._storage.cached,
                     ),
                     task_queue=LONG_QUEUE,
                     start_to_close_timeout=timedelta(hours=2),
@@ -511,7 +521,7 @@ class ClusterWorkflow:
         if record.status != ClusterStatus.UP or record.handle is None:
             return
         await self._end_jobs(record.active_jobs, JobStatus.CANCELLED, "the cluster was stopped", kill=False)
-        await release_buckets(record.handle, self._setup_task, timeout=_LONG_TIMEOUT)
+        await release_buckets(record.handle, self._storage, timeout=_LONG_TIMEOUT)
         result: StopResult = await workflow.execute_activity(
             cluster_ops.stop_cluster,
             record.handle,
@@ -538,7 +548,8 @@ class ClusterWorkflow:
             if recreate and self._setup_task is not None:
                 await self._set_up(handle, self._setup_task)
             elif self._setup_task is not None:
-                await attach_buckets(handle, self._setup_task, timeout=_LONG_TIMEOUT)
+                mounts = storage_plan(self._setup_task.file_mounts)
+                await attach_buckets(handle, mounts, timeout=_LONG_TIMEOUT)
         except (FailureError, asyncio.CancelledError):
             record.status = ClusterStatus.STOPPED if not recreate else ClusterStatus.INIT
             raise
@@ -551,7 +562,7 @@ class ClusterWorkflow:
     async def _set_up(self, handle: ClusterHandle, task: Task) -> None:
         """New nodes get what a launch gave the old ones: workdir, file mounts, setup."""
         key = f"setup-start-{workflow.uuid4().hex[:12]}" if task.needs_setup else ""
-        await prepare_nodes(handle, task, key, timeout=_LONG_TIMEOUT)
+        await prepare_nodes(handle, task, key, mounts=storage_plan(task.file_mounts), timeout=_LONG_TIMEOUT)
 
     async def _down(self) -> None:
         record = self.record
@@ -559,10 +570,10 @@ class ClusterWorkflow:
             record.active_jobs, JobStatus.CANCELLED, "the cluster was taken down", kill=False
         )
         if record.handle is not None:
-            await release_buckets(record.handle, self._setup_task, timeout=_LONG_TIMEOUT)
+            await release_buckets(record.handle, self._storage, timeout=_LONG_TIMEOUT)
             await self._long(provisioning.terminate, record.handle)
         record.status = ClusterStatus.TERMINATED
-        await delete_created_buckets(record.name, self._setup_task, timeout=_LONG_TIMEOUT)
+        await delete_created_buckets(record.name, self._storage, timeout=_LONG_TIMEOUT)
 
     def _set_autostop(self, request: AutostopRequest) -> None:
         self.record.idle_minutes = request.idle_minutes
@@ -654,6 +665,7 @@ class ClusterWorkflow:
             submissions=self.queue.submissions,
             setup_task=self._setup_task,
             history_limit=self._history_limit,
+            storage=self._storage,
         )
 
     def _grant(self, *, closed: bool = False) -> ClaimGrant:

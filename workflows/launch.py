@@ -54,6 +54,7 @@ with workflow.unsafe.imports_passed_through():
     from skyhop.contract.search import STAGE
     from skyhop.optimizer import mismatch
     from skyhop.providers.base import ClusterHandle
+    from skyhop.storage.plan import MountPlan, cluster_storage, storage_plan
     from skyhop.workflows.lock_lease import lease_id
     from skyhop.workflows.options import SHORT_RETRY
     from skyhop.workflows.provisioner import Provisioned, Provisioner, ProvisionSpec, remove_nodes
@@ -199,7 +200,9 @@ class LaunchWorkflow:
         """Provision unless the cluster is UP, then sync and set up, all under the cluster's lock."""
         request, task = self.request, self.request.task
         handle = grant.handle if grant.status == ClusterStatus.UP else None
-        release = Release(launch_id=workflow.info().workflow_id, failed=True)
+        mounts = storage_plan(task.file_mounts)
+        # The cluster hears of the buckets even if the launch fails: it may have created them.
+        release = Release(launch_id=workflow.info().workflow_id, failed=True, storage=cluster_storage(mounts))
         created: ClusterHandle | None = None
         """The cluster this launch brought up where there was none: a cancellation removes it."""
         try:
@@ -227,7 +230,7 @@ class LaunchWorkflow:
                     }
                 )
             self._progress.handle = handle
-            await self._sync_and_setup(handle)
+            await self._sync_and_setup(handle, mounts)
             release = release.model_copy(update={"failed": False, "task": task})
         except BaseException:
             if workflow.cancellation_reason() is not None:
@@ -291,9 +294,11 @@ class LaunchWorkflow:
         resume = LaunchResume(grant=grant, progress=progress, provision=state)
         workflow.continue_as_new(self.request.model_copy(update={"resume": resume}))
 
-    async def _sync_and_setup(self, handle: ClusterHandle) -> None:
+    async def _sync_and_setup(self, handle: ClusterHandle, mounts: list[MountPlan]) -> None:
         key = setup_key(workflow.info().workflow_id)
-        await prepare_nodes(handle, self.request.task, key, timeout=_LONG_TIMEOUT, enter=self._begin)
+        await prepare_nodes(
+            handle, self.request.task, key, mounts=mounts, timeout=_LONG_TIMEOUT, enter=self._begin
+        )
         raise_if_cancelled()
 
     async def _submit(self, handle: ClusterHandle) -> int:

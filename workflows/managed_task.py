@@ -52,6 +52,7 @@ with workflow.unsafe.imports_passed_through():
     from skyhop.providers.base import ClusterHandle, NodeStatus
     from skyhop.providers.runtime.jobs import JobOutcome, NodeJobStatus
     from skyhop.spec import JobRecovery, Task
+    from skyhop.storage.plan import cluster_storage, storage_plan
     from skyhop.workflows.failover import history_table
     from skyhop.workflows.provisioner import Provisioner, ProvisionSpec, remove_nodes
     from skyhop.workflows.recovery import PREEMPTED, Search, Verdict, nodes_lost, searches_for, verdict
@@ -113,6 +114,7 @@ class ManagedTask:
         self.request = request
         self.state = state
         self.task: Task = request.tasks[state.index]
+        self._mounts = storage_plan(self.task.file_mounts)
         self.policy = self.task.resources.job_recovery or JobRecovery()
         self._changed = changed
         self._group = group
@@ -260,7 +262,7 @@ class ManagedTask:
         attempt = self.state.attempts[-1]
         key = f"{workflow.info().workflow_id}-{self.state.index}-{attempt.number}"
         try:
-            await prepare_nodes(handle, self.task, setup_key(key), timeout=_LONG_TIMEOUT)
+            await prepare_nodes(handle, self.task, setup_key(key), mounts=self._mounts, timeout=_LONG_TIMEOUT)
             raise_if_cancelled()
         except ActivityError as exc:
             raise_if_cancelled_by(exc)
@@ -338,7 +340,12 @@ class ManagedTask:
         try:
             await run_long(
                 jobs.start_job,
-                RunJobInput(handle=handle, job=job, task=task),
+                RunJobInput(
+                    handle=handle,
+                    job=job,
+                    task=task,
+                    flush_cached_mounts=cluster_storage(self._mounts).cached,
+                ),
                 timeout=_LONG_TIMEOUT,
                 summary=f"start attempt {attempt.number}",
             )

@@ -29,6 +29,7 @@ with workflow.unsafe.imports_passed_through():
     from skyhop.contract.serve import SERVE_PORT_ENV, ReplicaRecord, ReplicaStatus
     from skyhop.serve.service_spec import replica_port, service_of
     from skyhop.spec import Task
+    from skyhop.storage.plan import cluster_storage, storage_plan
     from skyhop.workflows.options import SHORT_RETRY
     from skyhop.workflows.provisioner import Provisioner, ProvisionSpec, remove_nodes
     from skyhop.workflows.stages import prepare_nodes, raise_if_cancelled_by, run_long
@@ -100,7 +101,8 @@ class ServiceReplica:
             record.port = port
             self._set(ReplicaStatus.STARTING)
             key = f"{workflow_id}-replica-{record.replica_id}"
-            await prepare_nodes(handle, task, setup_key(key), timeout=_LONG_TIMEOUT)
+            mounts = storage_plan(task.file_mounts)
+            await prepare_nodes(handle, task, setup_key(key), mounts=mounts, timeout=_LONG_TIMEOUT)
             job = JobRecord(
                 job_id=1,
                 name=task.name,
@@ -111,7 +113,11 @@ class ServiceReplica:
             )
             served = task.model_copy(update={"envs": {**task.envs, SERVE_PORT_ENV: str(port)}})
             await run_long(
-                jobs.start_job, RunJobInput(handle=handle, job=job, task=served), timeout=_LONG_TIMEOUT
+                jobs.start_job,
+                RunJobInput(
+                    handle=handle, job=job, task=served, flush_cached_mounts=cluster_storage(mounts).cached
+                ),
+                timeout=_LONG_TIMEOUT,
             )
         except (ActivityError, ApplicationError) as exc:
             raise_if_cancelled_by(exc)

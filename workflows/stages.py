@@ -27,11 +27,11 @@ with workflow.unsafe.imports_passed_through():
         SetupInput,
         SyncWorkdirInput,
     )
-    from skyhop.contract import LONG_QUEUE, LaunchStage
+    from skyhop.contract import LONG_QUEUE, ClusterStorage, LaunchStage
     from skyhop.providers.base import ClusterHandle
     from skyhop.spec import Task
     from skyhop.spec.packed import PackedFiles
-    from skyhop.storage.plan import local_file_mounts, storage_plan
+    from skyhop.storage.plan import MountPlan, local_file_mounts
     from skyhop.workflows.options import HEARTBEAT, LONG_RETRY
 
 __all__ = [
@@ -70,11 +70,13 @@ async def prepare_nodes(
     task: Task,
     setup_key: str,
     *,
+    mounts: list[MountPlan],
     timeout: timedelta,
     enter: Callable[[LaunchStage], None] = lambda stage: None,
 ) -> None:
     """What nodes need before the task's jobs run on them: workdir, file mounts, then setup.
 
+    ``mounts`` is the task's ``storage_plan``, computed once by the caller, which needs it too;
     ``enter`` hears each stage as it begins; ``setup_key`` names the setup's node job, so a
     retried setup re-attaches instead of running twice. Buckets are created and filled first,
     then copied or mounted on the nodes (``attach_buckets``), then local file mounts are copied.
@@ -88,38 +90,36 @@ async def prepare_nodes(
         await run_long(sync.sync_workdir, workdir, timeout=timeout)
     if task.file_mounts:
         enter(LaunchStage.SYNC_FILE_MOUNTS)
-        if storage_plan(task.file_mounts):
-            buckets = BucketsInput(cluster_name=handle.cluster_name, mounts=storage_plan(task.file_mounts))
+        if mounts:
+            buckets = BucketsInput(cluster_name=handle.cluster_name, mounts=mounts)
             await run_long(storage.prepare_buckets, buckets, timeout=timeout)
-            await attach_buckets(handle, task, timeout=timeout)
+            await attach_buckets(handle, mounts, timeout=timeout)
         local = local_file_mounts(task.file_mounts)
         if local:
             packed_mounts = {remote: ref for remote, ref in packed.file_mounts.items() if remote in local}
-            mounts = FileMountsInput(handle=handle, file_mounts=local, packed=packed_mounts)
-            await run_long(sync.sync_file_mounts, mounts, timeout=timeout)
+            files = FileMountsInput(handle=handle, file_mounts=local, packed=packed_mounts)
+            await run_long(sync.sync_file_mounts, files, timeout=timeout)
     if task.needs_setup:
         enter(LaunchStage.SETUP)
         await run_long(jobs.run_setup, SetupInput(handle=handle, task=task, key=setup_key), timeout=timeout)
 
 
-async def attach_buckets(handle: ClusterHandle, task: Task, *, timeout: timedelta) -> None:
-    """Copy or mount the task's buckets on the nodes (again, on nodes that were stopped)."""
-    plans = storage_plan(task.file_mounts)
-    if plans:
-        await run_long(storage.attach_storage, AttachInput(handle=handle, mounts=plans), timeout=timeout)
+async def attach_buckets(handle: ClusterHandle, mounts: list[MountPlan], *, timeout: timedelta) -> None:
+    """Copy or mount buckets on the nodes (again, on nodes that were stopped)."""
+    if mounts:
+        await run_long(storage.attach_storage, AttachInput(handle=handle, mounts=mounts), timeout=timeout)
 
 
-async def release_buckets(handle: ClusterHandle, task: Task | None, *, timeout: timedelta) -> None:
-    """Before nodes stop or go: flush and unmount what ``attach_buckets`` mounted on them."""
-    if task is not None and storage_plan(task.file_mounts):
+async def release_buckets(handle: ClusterHandle, used: ClusterStorage, *, timeout: timedelta) -> None:
+    """Before nodes stop or go: flush and unmount what any launch mounted on them."""
+    if used.mounted:
         await run_long(storage.detach_storage, handle, timeout=timeout)
 
 
-async def delete_created_buckets(cluster_name: str, task: Task | None, *, timeout: timedelta) -> None:
-    """On ``down``: delete the task's buckets that skyhop created for this cluster, not persistent."""
-    plans = storage_plan(task.file_mounts) if task is not None else []
-    if any(plan.create and not plan.persistent for plan in plans):
-        request = BucketsInput(cluster_name=cluster_name, mounts=plans)
+async def delete_created_buckets(cluster_name: str, used: ClusterStorage, *, timeout: timedelta) -> None:
+    """On ``down``: delete the buckets skyhop created for this cluster in any launch, not persistent."""
+    if used.buckets:
+        request = BucketsInput(cluster_name=cluster_name, buckets=used.buckets)
         await run_long(storage.delete_buckets, request, timeout=timeout)
 
 

@@ -10,7 +10,6 @@ or through a symlink.
 from __future__ import annotations
 
 import asyncio
-import filecmp
 import json
 import os
 import shutil
@@ -20,12 +19,11 @@ from pathlib import Path
 from skyhop.providers.base import Capabilities, NodeHandle, NodeRuntime
 from skyhop.providers.runtime import node_runner
 from skyhop.providers.runtime.jobs import JobSpec, JobsQuery, JobsReport, NodeJobState
+from skyhop.providers.runtime.programs import NODE_PROGRAMS
 from skyhop.providers.runtime.sync import rsync_command
 from skyhop.spec.limits import MAX_FOLDER_NODES
 
 __all__ = ["FOLDER_NODE_CAPABILITIES", "LocalNodeRuntime", "OutsideNodeError"]
-
-_RUNNER_SOURCE = Path(node_runner.__file__)
 
 FOLDER_NODE_CAPABILITIES = Capabilities(multi_node=True, max_nodes=MAX_FOLDER_NODES, absolute_paths=False)
 """What a provider whose nodes are folders on this machine can do (``local``, ``sim``)."""
@@ -57,13 +55,14 @@ class LocalNodeRuntime(NodeRuntime):
         return path
 
     async def prepare(self) -> None:
-        runner = self.root / "node_runner.py"
-        if runner.exists() and filecmp.cmp(runner, _RUNNER_SOURCE, shallow=False):
-            return
-        self.root.mkdir(parents=True, exist_ok=True)
-        tmp = runner.with_suffix(".tmp")
-        shutil.copyfile(_RUNNER_SOURCE, tmp)
-        os.replace(tmp, runner)
+        for name, source in NODE_PROGRAMS.items():
+            program = self.root / name
+            if program.exists() and program.read_bytes() == source:
+                continue
+            self.root.mkdir(parents=True, exist_ok=True)
+            tmp = program.with_suffix(".tmp")
+            tmp.write_bytes(source)
+            os.replace(tmp, program)
 
     async def sync_dir(self, local_dir: str, remote_path: str) -> None:
         dest = self._resolve(remote_path)

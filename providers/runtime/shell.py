@@ -9,7 +9,6 @@ channel and the worker, and any later worker reads their state and logs from the
 
 from __future__ import annotations
 
-import hashlib
 import json
 import posixpath
 import shlex
@@ -19,15 +18,14 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from skyhop.providers.base import NodeHandle, NodeRuntime
-from skyhop.providers.runtime import node_runner
 from skyhop.providers.runtime.jobs import JobSpec, JobsQuery, JobsReport, NodeJobState
+from skyhop.providers.runtime.programs import NODE_PROGRAMS, program_hashes
 
 __all__ = ["COMMAND_TIMEOUT_S", "Result", "ShellNodeRuntime", "home_of", "runtime_dir"]
 
 COMMAND_TIMEOUT_S = 30.0
 """Default bound on one node command (job control and probes take milliseconds)."""
-_RUNNER_SOURCE = Path(node_runner.__file__).read_bytes()
-_RUNNER_HASH = hashlib.sha256(_RUNNER_SOURCE).hexdigest()
+_HASHES = program_hashes()
 _CANCEL_TIMEOUT_S = 60.0
 """Cancelling waits out the runner's grace period (5 s per call) before it kills."""
 _NODE_FOLDER = ".skyhop-node"
@@ -97,17 +95,17 @@ class ShellNodeRuntime(NodeRuntime):
         return result
 
     async def prepare(self) -> None:
-        runner = posixpath.join(self.root, "node_runner.py")
-        check = f"mkdir -p {shlex.quote(self.root)} && sha256sum {shlex.quote(runner)} 2>/dev/null; true"
-        if (await self.run(check)).stdout.decode().startswith(_RUNNER_HASH):
-            return
-        tmp = f"{runner}.tmp"
-        install = await self.run(
-            f"cat > {shlex.quote(tmp)} && mv -f {shlex.quote(tmp)} {shlex.quote(runner)}",
-            input=_RUNNER_SOURCE,
-        )
-        if install.exit_status != 0:
-            raise OSError(f"installing the node runner on {self.label} failed: {install.error_text()}")
+        root = shlex.quote(self.root)
+        check = f"mkdir -p {root} && cd {root} && sha256sum {shlex.join(NODE_PROGRAMS)} 2>/dev/null; true"
+        found = (await self.run(check)).stdout.decode().split()
+        installed = dict(zip(found[1::2], found[::2], strict=False))
+        for name, source in NODE_PROGRAMS.items():
+            if installed.get(name) == _HASHES[name]:
+                continue
+            program = shlex.quote(posixpath.join(self.root, name))
+            install = await self.run(f"cat > {program}.tmp && mv -f {program}.tmp {program}", input=source)
+            if install.exit_status != 0:
+                raise OSError(f"installing {name} on {self.label} failed: {install.error_text()}")
 
     async def clean(self) -> None:
         """Stop every job of this node and remove its runtime folder (before reuse, and on terminate)."""

@@ -68,14 +68,14 @@ class MotoFaults:
 
 
 @contextlib.contextmanager
-def moto_server(home: Path) -> Iterator[str]:
-    """Start moto on a free port, write ``~/.aws`` for it; stop and remove both after."""
+def moto_server(home: Path, address: str = "127.0.0.1") -> Iterator[str]:
+    """Start moto on a free port of ``address``, write ``~/.aws`` for it; stop and remove both after."""
     from moto.server import ThreadedMotoServer
 
     port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server = ThreadedMotoServer(ip_address=address, port=port, verbose=False)
     server.start()
-    endpoint = f"http://127.0.0.1:{port}"
+    endpoint = f"http://{address}:{port}"
     aws = home / ".aws"
     aws.mkdir(exist_ok=True)
     (aws / "config").write_text(f"[default]\nregion = us-east-1\nendpoint_url = {endpoint}\n")

@@ -94,6 +94,14 @@ def test_every_mode_through_a_launch_and_down_deletes_only_what_skyhop_created(
         assert set(mine) == {names[r] for r in ("copy", "mount", "cached", "keep")}
         assert mine[names["keep"]]["persistent"] is True and mine[names["copy"]]["cluster"] == cluster
         assert len(mounts_under(home)) == 4
+        # An exec'd job's writes to the cached mount are in the bucket once it is reported done,
+        # though its own task names no storage: the cluster's launch mounted it.
+        write = "for i in 1 2 3 4 5 6; do head -c 2000000 /dev/urandom > ~/ckpt/exec-$i.ckpt; done"
+        ran = skyhop("exec", cluster, write, env=cli_env, timeout=300)
+        assert ran.returncode == 0, ran.stderr[-2000:]
+        ckpt = _keys(s3, names["cached"])
+        assert sorted(ckpt) == [*(f"exec-{i}.ckpt" for i in range(1, 7)), "model.ckpt"]
+        assert all(len(ckpt[f"exec-{i}.ckpt"]) == 2_000_000 for i in range(1, 7))
     finally:
         down = skyhop("down", "-y", cluster, env=cli_env, timeout=300)
     assert down.returncode == 0, down.stderr[-2000:]
@@ -115,30 +123,42 @@ def test_every_mode_through_a_launch_and_down_deletes_only_what_skyhop_created(
     assert _buckets(s3) == {names["user"]}
 
 
-def test_a_bucket_the_user_deleted_is_not_re_created_by_down(
+def test_down_deletes_every_launch_s_buckets_but_not_a_persistent_one_nor_re_creates_a_deleted_one(
     live_worker: WorkerProcess, cli_env: dict[str, str], s3: Any, tmp_path: Path
 ) -> None:
     cluster = unique_cluster()
-    bucket = _names()["copy"]
+    names = _names()
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "x").write_text("x")
     (tmp_path / "extra.txt").write_text("extra")
     source = "[./data, ./extra.txt]"  # a list: each path lands under its own name
-    (tmp_path / "task.yaml").write_text(
+    (tmp_path / "first.yaml").write_text(
         "resources: {infra: local}\n"
-        f"file_mounts: {{~/d: {{name: {bucket}, source: {source}, mode: COPY, persistent: false}}}}\n"
+        "file_mounts:\n"
+        f"  ~/d: {{name: {names['copy']}, source: {source}, mode: COPY, persistent: false}}\n"
+        f"  ~/m: {{name: {names['mount']}, persistent: false}}\n"
         "run: cat ~/d/data/x ~/d/extra.txt\n"
     )
+    (tmp_path / "second.yaml").write_text(
+        "resources: {infra: local}\n"
+        f"file_mounts: {{~/c: {{name: {names['cached']}, mode: MOUNT_CACHED, persistent: false}},"
+        f" ~/k: {{name: {names['keep']}}}}}\n"
+        "run: 'true'\n"
+    )
     try:
-        result = skyhop("launch", "-y", "-c", cluster, "task.yaml", env=cli_env, cwd=tmp_path, timeout=300)
+        result = skyhop("launch", "-y", "-c", cluster, "first.yaml", env=cli_env, cwd=tmp_path, timeout=300)
         assert result.returncode == 0, result.stderr[-3000:]
         assert "xextra" in result.stdout
-        assert sorted(_keys(s3, bucket)) == ["data/x", "extra.txt"]
-        assert skyhop("storage", "delete", "-y", bucket, env=cli_env).returncode == 0
+        assert sorted(_keys(s3, names["copy"])) == ["data/x", "extra.txt"]
+        assert skyhop("storage", "delete", "-y", names["copy"], env=cli_env).returncode == 0
+        # A second launch on the UP cluster brings buckets of its own; the first launch's stay its.
+        again = skyhop("launch", "-y", "-c", cluster, "second.yaml", env=cli_env, cwd=tmp_path, timeout=300)
+        assert again.returncode == 0, again.stderr[-3000:]
+        assert _buckets(s3) == {names[r] for r in ("mount", "cached", "keep")}
     finally:
         down = skyhop("down", "-y", cluster, env=cli_env, timeout=300)
     assert down.returncode == 0, down.stderr[-2000:]
-    assert _buckets(s3) == set()
+    assert _buckets(s3) == {names["keep"]}
 
 
 @pytest.mark.parametrize(
