@@ -11,6 +11,8 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
+from google.protobuf.message import Message
+from temporalio.api.common.v1 import Payload
 from temporalio.client import Client
 
 from skyhop.cli.client import connect
@@ -46,8 +48,6 @@ __all__ = [
 
 def decrypted(printed: dict[str, Any]) -> Any:
     """The JSON of a payload as ``temporal -o json`` prints it (base64 fields), decrypted with the key."""
-    from temporalio.api.common.v1 import Payload
-
     from skyhop.cli.payload_key import load_keyring
     from skyhop.contract.codec import EncryptingCodec
 
@@ -56,6 +56,43 @@ def decrypted(printed: dict[str, Any]) -> Any:
         data=base64.b64decode(printed["data"]),
     )
     return json.loads(EncryptingCodec(load_keyring(TemporalConfig())).decrypt(payload).data)
+
+
+def _payloads(message: Message) -> Iterator[Payload]:
+    """Every ``Payload`` inside a protobuf message, at any depth (lists and maps included)."""
+    if isinstance(message, Payload):
+        yield message
+        return
+    for field, value in message.ListFields():
+        if field.type != field.TYPE_MESSAGE:
+            continue
+        if field.message_type.GetOptions().map_entry:
+            items = list(value.values())
+        elif field.is_repeated:
+            items = list(value)
+        else:
+            items = [value]
+        for item in items:
+            if isinstance(item, Message):
+                yield from _payloads(item)
+
+
+async def plaintext_history(client: Client, workflow_id: str, run_id: str | None = None) -> bytes:
+    """A workflow's history as stored, followed by every payload in it decrypted with the user's key:
+    what someone holding the key reads there, to check what history holds at all."""
+    from skyhop.cli.payload_key import load_keyring
+    from skyhop.contract.codec import ENCRYPTED_ENCODING, EncryptingCodec
+
+    codec = EncryptingCodec(load_keyring(TemporalConfig()))
+    history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
+    stored = b"".join(event.SerializeToString() for event in history.events)
+    plain = [
+        codec.decrypt(payload).data
+        for event in history.events
+        for payload in _payloads(event)
+        if payload.metadata.get("encoding") == ENCRYPTED_ENCODING.encode()
+    ]
+    return stored + b"".join(plain)
 
 
 def payload_mac(data: str) -> str:

@@ -19,7 +19,7 @@ from skyhop.providers.home import skyhop_home
 from skyhop.providers.runtime.mounts import mounts_under
 from tests.conftest import run, skyhop
 from tests.helpers import DevServer, WorkerProcess, wait_for
-from tests.integration.support import client_for, unique_cluster
+from tests.integration.support import client_for, plaintext_history, unique_cluster
 
 pytestmark = pytest.mark.integration
 
@@ -34,12 +34,12 @@ def _buckets(s3: Any) -> set[str]:
 
 
 async def _histories(address: str, cluster: str) -> bytes:
-    """Every event of every workflow of the cluster (launches, the cluster itself), as stored."""
+    """Every event of every workflow of the cluster (launches, the cluster itself), as stored and
+    with its payloads decrypted."""
     client = await client_for(address)
     events = b""
     async for execution in client.list_workflows(f"SkyhopCluster = '{cluster}'"):
-        history = await client.get_workflow_handle(execution.id, run_id=execution.run_id).fetch_history()
-        events += b"".join(event.SerializeToString() for event in history.events)
+        events += await plaintext_history(client, execution.id, execution.run_id)
     return events
 
 
