@@ -74,7 +74,7 @@ class KubernetesProvider(Provider):
 
     name = "kubernetes"
     capabilities: ClassVar[Capabilities] = Capabilities(
-        multi_node=True, container_nodes=True, open_ports=True
+        multi_node=True, container_nodes=True, open_ports=True, custom_image=True
     )
 
     # -- what there is -------------------------------------------------------------------------
@@ -145,7 +145,9 @@ class KubernetesProvider(Provider):
         if ended:  # a node lost earlier (evicted, deleted): its pod is replaced, under the same name
             await self._delete(api, selector, [found.pop(r)["metadata"]["name"] for r in ended])
         missing = [rank for rank in range(request.num_nodes) if rank not in found]
-        image = request.container_image or settings.image
+        # A pod's image is its machine image: ``image_id: docker:IMAGE`` or, as SkyPilot reads it
+        # on Kubernetes, a plain ``image_id: IMAGE``.
+        image = request.container_image or request.image_id or settings.image
         if missing:
             terms = await self._gpu_terms(api, request.offering)
             for rank in missing:

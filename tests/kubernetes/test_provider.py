@@ -109,6 +109,12 @@ def test_the_tasks_docker_image_is_the_pods_and_an_unpullable_one_is_named(
     (pod,) = _ours(fake_kubernetes, cluster)
     assert pod["spec"]["containers"][0]["image"] == "ubuntu:24.04"  # type: ignore[index]
     run(provider.terminate(handle))
+    # A plain image_id is the pod's image too, as SkyPilot reads it on Kubernetes.
+    plain = unique_cluster("kplain")
+    handle = run(provider.launch(_request(fake_kubernetes, plain, "4CPU--16GB", image_id="ubuntu:22.04")))
+    (pod,) = _ours(fake_kubernetes, plain)
+    assert pod["spec"]["containers"][0]["image"] == "ubuntu:22.04"  # type: ignore[index]
+    run(provider.terminate(handle))
 
     fake_kubernetes.fail_image_pull("skyhop-test/missing:1")
     missing = _request(
