@@ -203,8 +203,11 @@ def test_autoscaling_update_replacement_and_down() -> None:
                 result_type=ServiceState,
             )
             first_run = (await handle.describe()).run_id
-            state = await _until(handle, lambda s: _ready(s) == [1], "replica 1 READY")
-            assert state.status == ServiceStatus.READY and state.endpoint == "http://127.0.0.1:30000"
+            # The service reads READY once the load balancer was told, a moment after the replica.
+            state = await _until(
+                handle, lambda s: _ready(s) == [1] and s.status == ServiceStatus.READY, "replica 1 READY"
+            )
+            assert state.endpoint == "http://127.0.0.1:30000"
             assert fleet.pushes[0] == [] and fleet.pushes[-1] == [1]
 
             # 3 QPS for a replica that takes 1: up to 3 (max_replicas), only after the upscale delay.
