@@ -113,6 +113,8 @@ class ContextApi:
         """Run ``sh -c command`` in the pod's first container; ``NodeUnreachableError`` without an answer."""
         from kubernetes import client
         from kubernetes.stream import stream
+        from kubernetes.stream.ws_client import ERROR_CHANNEL
+        from websocket import WebSocketConnectionClosedException
 
         label = f"pod {self.namespace}/{pod} ({self.context})"
         # ``stream`` swaps its client's request method for a WebSocket one while it runs: a client of
@@ -132,7 +134,14 @@ class ContextApi:
                 for start in range(0, len(stdin), _STDIN_CHUNK):
                     session.write_stdin(stdin[start : start + _STDIN_CHUNK])
                 session.close_channel(0)
-            session.run_forever(timeout=timeout)
+            try:
+                session.run_forever(timeout=timeout)
+            except WebSocketConnectionClosedException:
+                # A server that drops the connection right after its close frame fails the client's
+                # answering close frame; everything it sent before, the exit status too, was read.
+                session.close()
+                if not session.peek_channel(ERROR_CHANNEL):
+                    raise
             if session.is_open():
                 raise NodeUnreachableError(f"{label}: no answer within {timeout:g}s")
             code = session.returncode

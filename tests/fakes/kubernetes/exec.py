@@ -125,7 +125,8 @@ def exec_session(
             if proc.stdin and not proc.stdin.closed:
                 proc.stdin.close()
 
-        threading.Thread(target=feed, daemon=True).start()
+        feeder = threading.Thread(target=feed, daemon=True)
+        feeder.start()
         code = proc.wait()
         for thread in pumps:
             thread.join()
@@ -134,5 +135,9 @@ def exec_session(
         code = code if code >= 0 else 128 - code
         socket.send(BINARY, bytes([ERROR]) + json.dumps(_result(code)).encode())
         socket.close()
+        # The closing handshake (RFC 6455 7.1.1): the client answers our close frame with its own,
+        # and only then does the connection go; closing first made the client's answer fail with
+        # "socket is already closed" (seen in CI under load).
+        feeder.join(timeout=10)
 
     return serve
