@@ -151,6 +151,14 @@ REFUSED: list[tuple[dict[str, Any], str]] = [
         "(did you mean 'base_ondemand_fallback_replicas'?); allowed: base_ondemand_fallback_replicas,",
     ),
     ({"inputs": {"a": 1, "b": 2}}, "inputs must be one {path: GB}"),
+    (
+        {"file_mounts": {"/data": {"name": "bkt", "store": "oci"}}},
+        "file_mounts: /data.store: store 'oci' is not supported yet; skyhop keeps buckets on s3, gcs",
+    ),
+    (
+        {"file_mounts": {"/vol": {"name": "vol", "type": "VOLUME"}}},
+        "file_mounts: /vol.type: volumes are not supported yet; a storage entry is a bucket",
+    ),
 ]
 
 
