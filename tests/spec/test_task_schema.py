@@ -131,6 +131,7 @@ REFUSED: list[tuple[dict[str, Any], str]] = [
     ({"resources": {"accelerator_args": {"tpu_vm": True}}}, "resources.accelerator_args: TPU options"),
     ({"resources": {"priority": 5}}, "resources.priority: skyhop runs a cluster's jobs first in, first out"),
     ({"resources": {"local_disk": "nvme"}}, "resources.local_disk:"),
+    ({"resources": {"priority_class": "high"}}, "resources.priority_class: a Kubernetes PriorityClass"),
     ({"resources": {"volumes": []}}, "resources.volumes:"),
     ({"resources": {"any_of": [{"priority": 1}]}}, "resources.any_of.0.priority:"),
     ({"resources": {"autostop": {"wait_for": "jobs_and_ssh"}}}, "counts only jobs as activity"),
