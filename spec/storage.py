@@ -23,7 +23,18 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
-__all__ = ["BucketRef", "Storage", "StorageMode", "StoreKind", "URL_SCHEMES", "bucket_url_of"]
+__all__ = [
+    "OTHER_SKYPILOT_STORES",
+    "BucketRef",
+    "Storage",
+    "StorageMode",
+    "StoreKind",
+    "URL_SCHEMES",
+    "bucket_url_of",
+]
+
+OTHER_SKYPILOT_STORES = frozenset({"ibm", "oci", "nebius", "coreweave", "vastdata", "hf", "volume"})
+"""SkyPilot's other ``store:`` values (its ``StoreType``), refused by name rather than as unknown."""
 
 
 class StorageMode(StrEnum):
@@ -112,6 +123,12 @@ class Storage(BaseModel):
     @classmethod
     def _store_any_case(cls, value: object) -> object:
         # SkyPilot reads both enums case-insensitively (``case_insensitive_enum``).
+        if isinstance(value, str) and value.lower() in OTHER_SKYPILOT_STORES:
+            stores = ", ".join(kind.value for kind in StoreKind)
+            raise ValueError(
+                f"store {value!r} is not supported yet; skyhop keeps buckets on {stores}: "
+                "use one of them, or a bucket URL source (s3://, gs://, az://, r2://)"
+            )
         return value.lower() if isinstance(value, str) else value
 
     @field_validator("mode", mode="before")

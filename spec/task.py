@@ -195,6 +195,11 @@ def _storage(target: str, entry: dict[object, object]) -> Storage:
         error = exc.errors()[0]
         field = ".".join(str(part) for part in error["loc"])
         if error["type"] == "extra_forbidden":
+            if field in ("type", "config"):
+                raise ValueError(
+                    f"{target}.{field}: volumes are not supported yet; a storage entry is a bucket "
+                    "(name, source, store, persistent, mode)"
+                ) from None
             allowed = ", ".join(Storage.model_fields)
             raise ValueError(f"{target}: unknown storage field {field!r}; allowed: {allowed}") from None
         message = error["msg"].removeprefix("Value error, ")

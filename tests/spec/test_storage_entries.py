@@ -39,6 +39,8 @@ def test_a_bucket_url_source_names_the_bucket() -> None:
         ({"name": "bkt", "mode": "FAST"}, "MOUNT"),
         ({"name": "bkt", "source": []}, "at least one"),
         ({"name": "bkt", "source": ["a/data", "b/data/"]}, "two paths named 'data'"),
+        ({"name": "bkt", "store": "OCI"}, "store 'OCI' is not supported yet; skyhop keeps buckets on s3"),
+        ({"name": "bkt", "store": "nebius"}, "not supported yet"),
     ],
 )
 def test_wrong_entries_say_what_to_do(entry: dict[str, object], says: str) -> None:

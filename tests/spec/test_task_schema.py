@@ -131,6 +131,7 @@ REFUSED: list[tuple[dict[str, Any], str]] = [
     ({"resources": {"accelerator_args": {"tpu_vm": True}}}, "resources.accelerator_args: TPU options"),
     ({"resources": {"priority": 5}}, "resources.priority: skyhop runs a cluster's jobs first in, first out"),
     ({"resources": {"local_disk": "nvme"}}, "resources.local_disk:"),
+    ({"resources": {"priority_class": "high"}}, "resources.priority_class: a Kubernetes PriorityClass"),
     ({"resources": {"volumes": []}}, "resources.volumes:"),
     ({"resources": {"any_of": [{"priority": 1}]}}, "resources.any_of.0.priority:"),
     ({"resources": {"autostop": {"wait_for": "jobs_and_ssh"}}}, "counts only jobs as activity"),
@@ -151,6 +152,14 @@ REFUSED: list[tuple[dict[str, Any], str]] = [
         "(did you mean 'base_ondemand_fallback_replicas'?); allowed: base_ondemand_fallback_replicas,",
     ),
     ({"inputs": {"a": 1, "b": 2}}, "inputs must be one {path: GB}"),
+    (
+        {"file_mounts": {"/data": {"name": "bkt", "store": "oci"}}},
+        "file_mounts: /data.store: store 'oci' is not supported yet; skyhop keeps buckets on s3, gcs",
+    ),
+    (
+        {"file_mounts": {"/vol": {"name": "vol", "type": "VOLUME"}}},
+        "file_mounts: /vol.type: volumes are not supported yet; a storage entry is a bucket",
+    ),
 ]
 
 
