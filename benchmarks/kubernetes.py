@@ -4,7 +4,7 @@ An embedded skyhop (its own Temporal dev server and worker) launches through the
 clusters (``tests/fakes/kubernetes``): ``a-small`` has one node with two A100s, ``b-big`` two such
 nodes. A 2-node ``A100-80GB:2`` task tried on ``a-small`` first gets one pod unschedulable; the
 figure is the time from that pod's FailedScheduling event to the first pod of the next attempt on
-``b-big`` (both seen by polling the fakes' stores every 5 ms). Then a 2-node launch pinned to
+``b-big`` (both as the fakes' stores recorded their writes). Then a 2-node launch pinned to
 ``b-big`` (wall time of ``skyhop launch``, job included) and its ``down``: the API writes those made,
 per pod.
 
@@ -18,7 +18,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -29,7 +28,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # for tests.fakes and tests.helpers
 
 from tests.fakes.kubernetes import FakeKubernetes, NodeSpec, write_kubeconfig  # noqa: E402
-from tests.fakes.kubernetes.fixture import A100  # noqa: E402
+from tests.fakes.kubernetes.fixture import A100, failover_gap  # noqa: E402
 from tests.helpers import SKYHOP_CLI, embedded_skyhop  # noqa: E402
 
 VERBOSE = False
@@ -46,52 +45,11 @@ def _cli(env: dict[str, str], *args: str) -> float:
     return time.monotonic() - started
 
 
-def _first(predicate: object, found: dict[str, float], key: str, stop: threading.Event) -> None:
-    assert callable(predicate)
-    while not stop.is_set() and key not in found:
-        if predicate():
-            found[key] = time.monotonic()
-        time.sleep(0.005)
-
-
 def _failover_gap(env: dict[str, str], small: FakeKubernetes, big: FakeKubernetes, cluster: str) -> float:
     """Seconds from FailedScheduling on ``small`` to the next attempt's first pod on ``big``."""
-    found: dict[str, float] = {}
-    stop = threading.Event()
-    watchers = [
-        threading.Thread(
-            target=_first,
-            args=(
-                lambda: any(
-                    e["reason"] == "FailedScheduling"
-                    for e in small.store.list("events", "default")[0]
-                    if e["involvedObject"]["name"].startswith(cluster)
-                ),
-                found,
-                "failed",
-                stop,
-            ),  # noqa: E501
-        ),
-        threading.Thread(
-            target=_first,
-            args=(
-                lambda: any(p["metadata"]["name"].startswith(cluster) for p in big.pods("default")),
-                found,
-                "next",
-                stop,
-            ),  # noqa: E501
-        ),
-    ]
-    for watcher in watchers:
-        watcher.start()
-    try:
-        _cli(env, "launch", "-y", "-c", cluster, *_TASK)
-    finally:
-        stop.set()
-        for watcher in watchers:
-            watcher.join()
+    _cli(env, "launch", "-y", "-c", cluster, *_TASK)
     _cli(env, "down", "-y", cluster)
-    return found["next"] - found["failed"]
+    return failover_gap(small, big, cluster)
 
 
 def main() -> None:

@@ -2,7 +2,8 @@
 
 The objective is dollars for the task's estimated runtime (price x nodes x hours) or, with
 ``minimize="time"``, the hours, cost breaking ties. Remaining ties break in a documented order:
-provider name, region, zone, instance type, so the same catalogs always give the same plan.
+provider name, the provider's own region order (``Offering.preference``: Kubernetes'
+``allowed_contexts``), region, zone, instance type, so the same catalogs always give the same plan.
 ``any_of`` (and an accelerator set) pools the alternatives, so the cheapest wins; ``ordered`` (and
 an accelerator list) takes the first alternative that has any unblocked candidate.
 """
@@ -67,12 +68,20 @@ class Candidate(BaseModel):
         """Estimated $ for the whole run."""
         return self.hourly_cost * self.hours + self.input_cost
 
-    def sort_key(self, minimize: Minimize) -> tuple[float, float, str, str, str, str]:
+    def sort_key(self, minimize: Minimize) -> tuple[float, float, str, int, str, str, str]:
         """Objective first, then the documented tie-break order."""
         o = self.offering
         first = self.hours if minimize == "time" else self.cost
         second = self.cost if minimize == "time" else 0.0
-        return (round(first, 9), round(second, 9), o.provider, o.region or "", o.zone or "", o.instance_type)
+        return (
+            round(first, 9),
+            round(second, 9),
+            o.provider,
+            o.preference,
+            o.region or "",
+            o.zone or "",
+            o.instance_type,
+        )
 
     def request(self, cluster_name: str, num_nodes: int, attempt_id: str) -> ProvisionRequest:
         """The provision attempt that brings up ``num_nodes`` nodes of this candidate."""

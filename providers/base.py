@@ -113,6 +113,10 @@ class Offering(BaseModel):
     """On-demand $/hour per node."""
     spot_price: float | None = None
     """Spot $/hour per node, or None where spot is not offered."""
+    preference: int = 0
+    """Order among offerings otherwise equal, lowest first, ahead of the region's name: a provider
+    whose user ranks its regions says so here (Kubernetes: the context's place in
+    ``allowed_contexts``, the failover order SkyPilot documents). 0 where regions are equals."""
 
     @property
     def location(self) -> str:
@@ -358,6 +362,10 @@ class ProvisionRequest(BaseModel):
     container_image: str | None = None
     """The task's ``image_id: docker:IMAGE``: a provider with ``container_nodes`` boots its nodes
     from it; others ignore it (the node runner starts the container on the node)."""
+    scale_up_region: str | None = None
+    """The region whose autoscaler an earlier attempt of this launch asked for nodes (it failed with
+    ``SCALE_UP_ASKED``), or None. Only there may this attempt wait for new nodes; elsewhere it takes
+    what is free or fails at once, so one launch never makes two clusters scale up."""
 
     @property
     def needs(self) -> Needs:

@@ -39,6 +39,7 @@ __all__ = [
     "ProviderUnavailableError",
     "QuotaError",
     "RETRY_CANNOT_FIX",
+    "SCALE_UP_ASKED",
     "SdkMissingError",
     "TransientError",
     "UnclassifiedError",
@@ -83,6 +84,12 @@ class NotOfferedHereError(CapacityError):
     """This zone does not offer the instance type (or spot, or the image); another zone may."""
 
     kind = "not offered here"
+
+
+SCALE_UP_ASKED = "ScaleUpAsked"
+"""The code of a capacity error raised after the region's autoscaler was asked for nodes (a
+Kubernetes context's TriggeredScaleUp) that did not come in time: they may still come there, so the
+launch's later attempts ask no other region's autoscaler (``ProvisionRequest.scale_up_region``)."""
 
 
 class UnclassifiedError(CapacityError):

@@ -3,6 +3,9 @@
 * A classified failure blocks a scope (SkyPilot's): capacity the zone tried, for that instance
   type (the region where the candidate has no zone); quota the region, for that type; credentials
   or a missing feature the whole provider. A fatal failure blocks nothing and ends the launch.
+* Once an attempt asked a region's autoscaler for nodes (``SCALE_UP_ASKED``), every later attempt
+  of the launch names that region (``scaled_up_region``) and may wait for new nodes only there:
+  those nodes may still come, and a second cluster scaling up for the same launch is waste.
 * ``--retry-until-up`` restarts the search after 30 s, doubling up to 10 min, with jitter so
   that many launches waiting on one full zone do not retry in lockstep.
 """
@@ -14,9 +17,9 @@ from datetime import timedelta
 from skyhop.contract import FailoverAttempt
 from skyhop.optimizer.blocklist import Blocked
 from skyhop.providers.base import Offering
-from skyhop.providers.errors import FailureScope
+from skyhop.providers.errors import SCALE_UP_ASKED, FailureScope
 
-__all__ = ["RETRY_FIRST", "RETRY_MAX", "block_for", "history_table", "retry_delay"]
+__all__ = ["RETRY_FIRST", "RETRY_MAX", "block_for", "history_table", "retry_delay", "scaled_up_region"]
 
 RETRY_FIRST = timedelta(seconds=30)
 RETRY_MAX = timedelta(minutes=10)
@@ -38,6 +41,11 @@ def block_for(offering: Offering, scope: FailureScope) -> Blocked | None:
     if scope == FailureScope.PROVIDER:
         return Blocked(provider=offering.provider)
     return None
+
+
+def scaled_up_region(attempts: list[FailoverAttempt]) -> str | None:
+    """The region of the first failed attempt that asked its autoscaler for nodes, or None."""
+    return next((a.region for a in attempts if a.code == SCALE_UP_ASKED), None)
 
 
 def retry_delay(searches_failed: int, jitter: float) -> timedelta:

@@ -46,7 +46,7 @@ with workflow.unsafe.imports_passed_through():
     from skyhop.providers.cloud import CLUSTER_TAG
     from skyhop.providers.errors import FailureScope
     from skyhop.spec import Task
-    from skyhop.workflows.failover import block_for, history_table, retry_delay
+    from skyhop.workflows.failover import block_for, history_table, retry_delay, scaled_up_region
     from skyhop.workflows.options import HEARTBEAT, LONG_RETRY, SHORT_RETRY
     from skyhop.workflows.stages import raise_if_cancelled, run_long
 
@@ -187,7 +187,8 @@ class Provisioner:
         candidate = await self._choose(blocklist, tried)
         if candidate is None:
             return None
-        return candidate.request(spec.cluster_name, spec.task.num_nodes, self._attempt_id())
+        request = candidate.request(spec.cluster_name, spec.task.num_nodes, self._attempt_id())
+        return request.model_copy(update={"scale_up_region": scaled_up_region(self.state.attempts)})
 
     def _attempt_id(self) -> str:
         """Same for every retry of one attempt, different across attempts (and runs): a cloud's token."""

@@ -102,11 +102,12 @@ class ContextApi:
         listed = self.call(self.core.list_namespaced_pod, self.namespace, label_selector=selector)
         return list(listed["items"])
 
-    def events(self, pod: str) -> list[Obj]:
-        """Events about ``pod``, oldest first."""
-        listed = self.call(
-            self.core.list_namespaced_event, self.namespace, field_selector=f"involvedObject.name={pod}"
-        )
+    def events(self, pod: Obj) -> list[Obj]:
+        """Events about ``pod``, oldest first: this pod's, not those of an earlier one of its name
+        (events outlive their pod by an hour, and a relaunched cluster reuses its pods' names)."""
+        meta = pod["metadata"]
+        about = f"involvedObject.name={meta['name']},involvedObject.uid={meta['uid']}"
+        listed = self.call(self.core.list_namespaced_event, self.namespace, field_selector=about)
         return sorted(listed["items"], key=lambda e: str(e.get("lastTimestamp") or e["metadata"]["name"]))
 
     def exec(self, pod: str, command: str, stdin: bytes | None, timeout: float) -> Result:

@@ -23,6 +23,7 @@ from skyhop.providers.naming import fit_name
 __all__ = [
     "CLUSTER_LABEL",
     "MANAGED_BY",
+    "NO_SCALE_UP",
     "RANK_LABEL",
     "PodState",
     "cluster_selector",
@@ -38,6 +39,9 @@ RANK_LABEL = "skyhop.dev/rank"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "skyhop"}
 _GRACE_S = 5
 """Seconds a deleted pod's processes get after SIGTERM: jobs are already cancelled by then."""
+NO_SCALE_UP = {"cluster-autoscaler.kubernetes.io/pod-scale-up-delay": "3600s"}
+"""The cluster autoscaler leaves a pending pod this young alone: a pod the launch will not wait
+for (it is deleted once unschedulable) must not make the cluster add a node anyway."""
 _IMAGE_ERRORS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
 
 
@@ -91,8 +95,11 @@ def pod_manifest(
     ask: NodeRequest | None,
     image: str,
     gpu_terms: list[dict[str, Any]],
+    *,
+    scale_up: bool = False,
 ) -> dict[str, Any]:
-    """The pod of node ``rank``: the task's resources, on a node with the offering's GPU type."""
+    """The pod of node ``rank``: the task's resources, on a node with the offering's GPU type;
+    ``scale_up``: a cluster autoscaler may add a node for it (else ``NO_SCALE_UP``)."""
     amounts = _quantities(offering, ask)
     spec: dict[str, Any] = {
         "restartPolicy": "Never",
@@ -118,6 +125,7 @@ def pod_manifest(
         "metadata": {
             "name": pod_name(cluster_name, rank),
             "labels": {CLUSTER_LABEL: cluster_name, RANK_LABEL: str(rank), **MANAGED_BY},
+            "annotations": {} if scale_up else dict(NO_SCALE_UP),
         },
         "spec": spec,
     }

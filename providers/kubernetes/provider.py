@@ -6,6 +6,13 @@ creates the cluster's missing pods (``pods.py``: named and labelled, so a retry 
 admits them all or none: if the scheduler reports any pod unschedulable (FailedScheduling) and no
 configured autoscaler may help, every pod is deleted at once and the attempt is a capacity error,
 so failover tries the next context without a half-started gang holding its GPUs.
+
+With an autoscaler configured, one context per launch may scale up: the first attempt's waits for
+it (until it says NotTriggerScaleUp or ``provision_timeout`` passes). Once it has been asked
+(TriggeredScaleUp) and the attempt fails anyway, the error's code is ``SCALE_UP_ASKED`` and the
+launch's later attempts elsewhere carry ``scale_up_region``: their pods bear the autoscaler's
+per-pod delay annotation (``pods.NO_SCALE_UP``), so no second cluster adds nodes for them in the
+moment before an unschedulable one is deleted.
 """
 
 from __future__ import annotations
@@ -14,7 +21,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar, TypeVar
 
 from skyhop.providers.base import (
@@ -29,7 +36,13 @@ from skyhop.providers.base import (
     Provider,
     ProvisionRequest,
 )
-from skyhop.providers.errors import CapacityError, InvalidRequestError, ProviderError, TransientError
+from skyhop.providers.errors import (
+    SCALE_UP_ASKED,
+    CapacityError,
+    InvalidRequestError,
+    ProviderError,
+    TransientError,
+)
 from skyhop.providers.extras import ExtraMissingError, missing_packages
 from skyhop.providers.kubernetes import pods as k8s_pods
 from skyhop.providers.kubernetes.client import KUBE_THREADS, ContextApi, context_names, open_context
@@ -51,6 +64,7 @@ _POLL_S = 0.2
 _START_TIMEOUT_S = 600.0
 """Bound on scheduled pods getting their containers running (image pulls take minutes)."""
 _GONE_TIMEOUT_S = 120.0
+_SCALE_UP = "TriggeredScaleUp"
 _NO_SCALE_UP = "NotTriggerScaleUp"
 
 
@@ -94,9 +108,11 @@ class KubernetesProvider(Provider):
             log.warning("no Kubernetes offerings: %s", exc)
             return []
         found: list[Offering] = []
-        for context in contexts:
+        for place, context in enumerate(contexts):
             try:
-                found += api_offerings(open_context(settings, context))
+                # Contexts of equal price are tried in the order the user listed them, not by name.
+                offered = api_offerings(open_context(settings, context))
+                found += [o.model_copy(update={"preference": place}) for o in offered]
             except ProviderError as exc:
                 log.warning("kubernetes context %s left out: %s", context, exc.message)
         return found
@@ -148,13 +164,17 @@ class KubernetesProvider(Provider):
         # A pod's image is its machine image: ``image_id: docker:IMAGE`` or, as SkyPilot reads it
         # on Kubernetes, a plain ``image_id: IMAGE``.
         image = request.container_image or request.image_id or settings.image
+        scale_up = settings.autoscaler is not None and request.scale_up_region in (None, api.context)
         if missing:
             terms = await self._gpu_terms(api, request.offering)
             for rank in missing:
-                manifest = pod_manifest(name, rank, request.offering, request.node_request, image, terms)
+                manifest = pod_manifest(
+                    name, rank, request.offering, request.node_request, image, terms, scale_up=scale_up
+                )
                 await _blocking(self._create, api, manifest)
+        wait = _Wait(settings.unschedulable_wait_s if scale_up else 0.0, request.scale_up_region)
         try:
-            running = await self._admit(api, name, request.num_nodes, image, settings)
+            running = await self._admit(api, name, request.num_nodes, image, wait)
         except ProviderError:
             await _blocking(self._delete_all, api, selector)
             raise
@@ -185,7 +205,7 @@ class KubernetesProvider(Provider):
                 raise
 
     async def _admit(
-        self, api: ContextApi, cluster_name: str, count: int, image: str, settings: KubernetesSettings
+        self, api: ContextApi, cluster_name: str, count: int, image: str, wait: _Wait
     ) -> list[Obj]:
         """The cluster's pods once all ``count`` run; a capacity or image error as soon as one cannot."""
         started, selector = time.monotonic(), cluster_selector(cluster_name)
@@ -207,14 +227,11 @@ class KubernetesProvider(Provider):
             stuck = [(rank, why) for rank, (state, why) in states.items() if state is PodState.UNSCHEDULABLE]
             if stuck:
                 unschedulable_since = unschedulable_since or time.monotonic()
-                rank, why = stuck[0]
                 waited = time.monotonic() - unschedulable_since
-                if waited >= settings.unschedulable_wait_s or await self._no_scale_up(api, pods[rank]):
-                    raise CapacityError(
-                        f"kubernetes context {api.context!r}: {len(stuck)} of {count} pod(s) unschedulable, "
-                        f"all deleted ({why})",
-                        "FailedScheduling",
-                    )
+                if waited >= wait.seconds or _NO_SCALE_UP in await self._autoscaler_said(
+                    api, [pods[rank] for rank, _ in stuck]
+                ):
+                    raise await self._unschedulable(api, list(pods.values()), stuck, count, wait)
             if all(state is PodState.RUNNING for state, _ in states.values()):
                 return [pods[rank] for rank in range(count)]
             if time.monotonic() - started > _START_TIMEOUT_S:
@@ -225,10 +242,29 @@ class KubernetesProvider(Provider):
             await asyncio.sleep(_POLL_S)
 
     @staticmethod
-    async def _no_scale_up(api: ContextApi, pod: Obj) -> bool:
-        """Whether the cluster autoscaler said it cannot add a node for ``pod``."""
-        events = await _blocking(api.events, pod["metadata"]["name"])
-        return any(e.get("reason") == _NO_SCALE_UP for e in events)
+    async def _autoscaler_said(api: ContextApi, pods: list[Obj]) -> set[str]:
+        """What the cluster autoscaler said about ``pods``: TriggeredScaleUp, NotTriggerScaleUp."""
+        said: set[str] = set()
+        for pod in pods:
+            said |= {str(e.get("reason")) for e in await _blocking(api.events, pod)}
+        return said & {_SCALE_UP, _NO_SCALE_UP}
+
+    async def _unschedulable(
+        self, api: ContextApi, pods: list[Obj], stuck: list[tuple[int, str]], count: int, wait: _Wait
+    ) -> CapacityError:
+        """The attempt's error; ``SCALE_UP_ASKED`` when this context's autoscaler was asked for nodes
+        for any of its pods, so the launch asks no other context's."""
+        where = f"kubernetes context {api.context!r}: {len(stuck)} of {count} pod(s) unschedulable"
+        why = stuck[0][1]
+        if wait.seconds and _SCALE_UP in await self._autoscaler_said(api, pods):
+            return CapacityError(
+                f"{where} after its autoscaler was asked for nodes (TriggeredScaleUp), all deleted "
+                f"({why}); no other context's autoscaler is asked for this launch",
+                SCALE_UP_ASKED,
+            )
+        if wait.scaled_elsewhere and wait.scaled_elsewhere != api.context:
+            why += f"; not asking its autoscaler: context {wait.scaled_elsewhere!r}'s was for this launch"
+        return CapacityError(f"{where}, all deleted ({why})", "FailedScheduling")
 
     async def _node(self, api: ContextApi, cluster_name: str, pod: Obj) -> NodeHandle:
         name, rank = pod["metadata"]["name"], _rank(pod)
@@ -322,6 +358,15 @@ class KubernetesProvider(Provider):
             raise TypeError(f"node {node.instance_id} is not a Kubernetes pod ({access.kind})")
         api = open_context(_settings(), access.context)
         return KubernetesNodeRuntime(node, replace(api, namespace=access.namespace))
+
+
+@dataclass(frozen=True)
+class _Wait:
+    """How long an attempt waits on unschedulable pods for an autoscaler (0: not at all), and the
+    context whose autoscaler the launch already asked for nodes, if another's."""
+
+    seconds: float
+    scaled_elsewhere: str | None
 
 
 _TAKEN_BACK = ("Evicted", "Preempting", "DeletionByTaintManager")

@@ -5,11 +5,15 @@ it and the group is below its maximum, ``TriggeredScaleUp`` (``pod triggered sca
 (max: 2)}]``) and the node registers ``delay`` seconds later; otherwise ``NotTriggerScaleUp`` with the
 template's reasons (``pod didn't trigger scale-up: 1 Insufficient nvidia.com/gpu``). Each pod is
 considered once, as one scale-up per pending pod; the real one also bin-packs pods onto one new node.
+A pod annotated ``cluster-autoscaler.kubernetes.io/pod-scale-up-delay`` (a Go duration: ``600s``,
+``10m``, ``1h30m``) is left alone until it is that old, as the real one does.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import datetime
+import re
 import threading
 import time
 import traceback
@@ -39,6 +43,21 @@ class NodeGroup:
     max_size: int = 1
     delay: float = 1.0
     size: int = 0
+
+
+DELAY_ANNOTATION = "cluster-autoscaler.kubernetes.io/pod-scale-up-delay"
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(h|ms|m|s)")
+_UNIT_S = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+
+
+def _delayed(pod: Obj) -> bool:
+    """Whether the pod is younger than its own scale-up delay annotation says to wait."""
+    delay = (pod["metadata"].get("annotations") or {}).get(DELAY_ANNOTATION)
+    if not delay:
+        return False
+    seconds = sum(float(n) * _UNIT_S[unit] for n, unit in _DURATION.findall(delay))
+    created = datetime.datetime.fromisoformat(pod["metadata"]["creationTimestamp"].replace("Z", "+00:00"))
+    return datetime.datetime.now(datetime.UTC) - created < datetime.timedelta(seconds=seconds)
 
 
 def _unschedulable(pod: Obj) -> bool:
@@ -74,7 +93,7 @@ class Autoscaler:
         pods, _ = self.store.list("pods")
         for pod in pods:
             uid = pod["metadata"]["uid"]
-            if uid in self._seen or pod["spec"].get("nodeName") or not _unschedulable(pod):
+            if uid in self._seen or pod["spec"].get("nodeName") or not _unschedulable(pod) or _delayed(pod):
                 continue
             self._seen.add(uid)
             try:

@@ -16,7 +16,16 @@ from tests.fakes.kubernetes.autoscaler import NodeGroup
 from tests.fakes.kubernetes.cluster import FakeKubernetes
 from tests.fakes.kubernetes.nodes import NodeSpec
 
-__all__ = ["A100", "DEFAULT_NODES", "T4", "core_api", "fake_kubernetes", "pod_manifest", "running_fake"]
+__all__ = [
+    "A100",
+    "DEFAULT_NODES",
+    "T4",
+    "core_api",
+    "failover_gap",
+    "fake_kubernetes",
+    "pod_manifest",
+    "running_fake",
+]
 
 A100 = "NVIDIA-A100-SXM4-80GB"
 T4 = "nvidia-tesla-t4"
@@ -52,6 +61,18 @@ def fake_kubernetes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FakeKu
     ``preempt``, ``fail_image_pull``; ``fake.writes()`` lists the API writes received.
     """
     yield from running_fake(tmp_path_factory.mktemp("k8s"), list(DEFAULT_NODES))
+
+
+def failover_gap(first: FakeKubernetes, second: FakeKubernetes, cluster: str) -> float:
+    """Seconds from the scheduler's FailedScheduling on one of ``cluster``'s pods in ``first`` to the
+    creation of its first pod in ``second`` (the next attempt), as the fakes' stores recorded them."""
+    failed = first.store.created_at(
+        "events",
+        lambda e: e["reason"] == "FailedScheduling" and e["involvedObject"]["name"].startswith(f"{cluster}-"),
+    )
+    tried = second.store.created_at("pods", lambda p: p["metadata"]["name"].startswith(f"{cluster}-"))
+    assert failed is not None and tried is not None, f"{cluster}: no FailedScheduling, or no next attempt"
+    return tried - failed
 
 
 def core_api(fake: FakeKubernetes) -> Any:

@@ -15,7 +15,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from tests.fakes.kubernetes.resources import RESOURCES
@@ -40,6 +40,8 @@ class Change:
     old: Obj | None
     new: Obj | None
     """None when the object was deleted (``old`` then carries the deletion's resourceVersion)."""
+    at: float = field(default_factory=time.monotonic)
+    """When it was written (``time.monotonic``): tests time what happened across fakes from it."""
 
 
 def _invalid(kind: str, name: str, field: str, value: str, why: str) -> StatusError:
@@ -89,6 +91,13 @@ class Store:
         )
         self.changed.notify_all()
         return self._revision
+
+    def created_at(self, resource: str, where: Callable[[Obj], bool]) -> float | None:
+        """When the first object of ``resource`` that ``where`` accepts was created (None: none was,
+        or the history was compacted since)."""
+        with self.lock:
+            created = (c for c in self._history if c.resource == resource and c.old is None)
+            return next((c.at for c in created if c.new is not None and where(c.new)), None)
 
     def compact(self) -> None:
         """Forget the history, as etcd compaction does: watches from older versions get 410 Expired."""
