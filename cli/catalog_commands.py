@@ -52,8 +52,9 @@ def show_gpus(
     as_json: JsonOpt = False,
 ) -> None:
     """List accelerators: the counts a node can have, and where each is cheapest (on-demand and spot)."""
-    from skyhop.optimizer.gpus import list_gpus
+    from skyhop.optimizer.gpus import list_gpus, offering_gpus
     from skyhop.providers.catalog import CatalogError, load_catalogs
+    from skyhop.providers.registry import canonical_name, get_provider
     from skyhop.spec import parse_accelerators
 
     name = count = None
@@ -65,9 +66,14 @@ def show_gpus(
         if ":" not in accelerator:
             count = None
     try:
-        rows = list_gpus(
-            load_catalogs(), name=name, count=count, cloud=cloud, region=region, all_regions=all_regions
-        )
+        if cloud is not None and canonical_name(cloud) == "kubernetes":
+            # No catalog: what the allowed contexts' nodes have free now, at price 0 (or configured).
+            offered = get_provider("kubernetes").offerings()
+            rows = offering_gpus(offered, name=name, count=count, region=region)
+        else:
+            rows = list_gpus(
+                load_catalogs(), name=name, count=count, cloud=cloud, region=region, all_regions=all_regions
+            )
     except CatalogError as exc:
         fail(str(exc))
     if as_json:

@@ -14,7 +14,7 @@ from skyhop.providers.base import Offering
 from skyhop.providers.catalog import Catalog, CatalogSet, policy_for
 from skyhop.spec import Resources
 
-__all__ = ["GpuOffer", "list_gpus"]
+__all__ = ["GpuOffer", "list_gpus", "offering_gpus"]
 
 
 class GpuOffer(BaseModel):
@@ -107,3 +107,39 @@ def _rows(catalog: Catalog, acc: str, n: float, region: str | None, all_regions:
             )
         )
     return rows
+
+
+def offering_gpus(
+    offerings: list[Offering],
+    *,
+    name: str | None = None,
+    count: float | None = None,
+    region: str | None = None,
+) -> list[GpuOffer]:
+    """Accelerators of a provider whose offerings are what is free now, not a catalog (Kubernetes:
+    one offering per node shape with free GPUs): one row per accelerator, count and region, the
+    largest host first, so the list says how many GPUs a task can have on one node right now."""
+    best: dict[tuple[str, float, str | None], Offering] = {}
+    for o in offerings:
+        if region and o.region != region:
+            continue
+        for acc, n in o.accelerators.items():
+            if (name and acc.upper() != name.upper()) or (count is not None and abs(n - count) > 0.01):
+                continue
+            key = (acc, n, o.region)
+            if key not in best or (o.cpus, o.memory_gib) > (best[key].cpus, best[key].memory_gib):
+                best[key] = o
+    rows = [
+        GpuOffer(
+            accelerator=acc,
+            count=n,
+            provider=o.provider,
+            instance_type=o.instance_type,
+            cpus=o.cpus,
+            memory_gib=o.memory_gib,
+            region=where,
+            price=o.price,
+        )
+        for (acc, n, where), o in best.items()
+    ]
+    return sorted(rows, key=lambda r: (r.accelerator, r.count, r.region or ""))

@@ -13,7 +13,7 @@ from pydantic import BaseModel
 
 from skyhop.contract import ClusterRecord, ClusterStatus, ClusterUpdate, Operation, Release
 from skyhop.optimizer import mismatch
-from skyhop.providers.base import NodeStatus
+from skyhop.providers.base import ClusterHandle, KubernetesAccess, NodeStatus
 from skyhop.spec import Task
 from skyhop.workflows.scheduler import capacity_of, demand_of, demand_problem
 
@@ -50,6 +50,11 @@ _ACTION = {
 
 def refusal(record: ClusterRecord, update: ClusterUpdate) -> str | None:
     """Why ``update`` cannot be asked of the cluster in its current status, or None."""
+    if update == ClusterUpdate.STOP and record.handle is not None and _pods(record.handle):
+        # A pod cannot stop, only be deleted; stopping by deleting would lose what the user kept on
+        # it, so it is refused as SkyPilot refuses it.
+        name = record.name
+        return f"cluster {name} runs on Kubernetes pods, which cannot be stopped: skyhop down {name}"
     allowed = ALLOWED[update]
     if record.status in allowed:
         return None
@@ -57,6 +62,10 @@ def refusal(record: ClusterRecord, update: ClusterUpdate) -> str | None:
         f"cluster {record.name} is {record.status.value}; only a cluster that is "
         f"{' or '.join(s.value for s in allowed)} can be {_ACTION[update]}"
     )
+
+
+def _pods(handle: ClusterHandle) -> bool:
+    return any(isinstance(node.access, KubernetesAccess) for node in handle.nodes)
 
 
 def submit_refusal(record: ClusterRecord, task: Task, operation: Operation | None) -> str | None:

@@ -6,6 +6,7 @@ labelled with the cluster, so "``down`` leaves no object" means none of the kind
 
 from __future__ import annotations
 
+import json
 import subprocess
 from collections.abc import Callable
 from dataclasses import replace
@@ -78,6 +79,19 @@ def test_one_node_launch_runs_the_task_in_a_pod_and_down_leaves_none(
         assert "hello-0" in launched.stdout
         (pod,) = _pods(fake_kubernetes, cluster)
         assert pod["status"]["phase"] == "Running"
+
+        stopped = skyhop("stop", "-y", cluster, env=cli_env)  # pods cannot stop: refused, pod kept
+        assert stopped.returncode != 0 and "Traceback" not in stopped.stderr, stopped.stdout + stopped.stderr
+        assert "stop" in stopped.stderr and "down" in stopped.stderr, stopped.stderr
+        assert len(stopped.stderr.strip().splitlines()) == 1, stopped.stderr
+        assert [p["metadata"]["name"] for p in _pods(fake_kubernetes, cluster)] == [pod["metadata"]["name"]]
+
+        gpus = skyhop("show-gpus", "--infra", "k8s", "--json", env=cli_env)
+        assert gpus.returncode == 0, gpus.stdout + gpus.stderr
+        free = {(item["accelerator"], item["count"]) for item in json.loads(gpus.stdout)["items"]}
+        assert {("A100-80GB", 2), ("T4", 1)} <= free, free  # the fake's GPU nodes, each wholly free
+        listed = skyhop("show-gpus", "--infra", "k8s", env=cli_env)
+        assert listed.returncode == 0 and "A100-80GB" in listed.stdout, listed.stdout + listed.stderr
         _down_leaves_nothing(cli_env, cluster, fake_kubernetes)
 
 
