@@ -18,7 +18,7 @@ from skyhop.contract import (
     Operation,
     Release,
 )
-from skyhop.providers.base import NodeStatus
+from skyhop.providers.base import KubernetesAccess, NodeStatus
 from skyhop.spec import Resources, Task
 from skyhop.workflows import cluster_queue, scheduler
 from skyhop.workflows.cluster_lifecycle import (
@@ -203,6 +203,18 @@ def test_which_updates_each_status_allows() -> None:
 
 
 _GATED = (ClusterUpdate.STOP, ClusterUpdate.START, ClusterUpdate.SET_AUTOSTOP)
+
+
+def test_a_cluster_of_pods_cannot_be_stopped_only_taken_down() -> None:
+    record = up_record("c")
+    assert record.handle is not None
+    pod = KubernetesAccess(context="fake", namespace="default", pod="c-0")
+    nodes = [node.model_copy(update={"access": pod}) for node in record.handle.nodes]
+    record.handle = record.handle.model_copy(update={"nodes": nodes})
+    assert refusal(record, ClusterUpdate.STOP) == (
+        "cluster c runs on Kubernetes pods, which cannot be stopped: skyhop down c"
+    )
+    assert refusal(record, ClusterUpdate.SET_AUTOSTOP) is None  # autostop --down stays possible
 
 
 def test_a_job_is_refused_while_an_operation_holds_the_cluster_or_it_is_not_up() -> None:
