@@ -5,6 +5,12 @@ every ranged GET, so on it several streams cost more than they bring. s3rver (np
 streams a range straight from its file) serves ranges cheaply, and stands for a real store.
 Debian's rclone 1.60 has no ``rclone serve s3`` (it came in 1.65).
 
+Loopback has no per-connection limit, so there the streams share only the CPU (two cores here,
+with the server and rclone on them): a remote store is different, each connection's throughput is
+bounded (round trips, windows, the store's per-request rate), which is why parallel range reads
+exist. ``--link-mb`` (default 32) runs s3rver's tables once more behind a proxy in this process that
+paces each connection's downloads to that many MB/s, as such a link would.
+
 On each server, one large file and many medium ones are copied to a fresh folder by the node's
 own storage tool (``providers/runtime/node_storage.py attach``), once per variant per round, the
 variants' order rotating between rounds: ``one stream`` (one transfer, no multi-thread streams),
@@ -15,12 +21,13 @@ does, writes files into it one at a time and times each from its ``close()`` unt
 
 Run from the repository (needs rclone and fuse3; s3rver: ``npm install --prefix ~/.cache/s3rver
 s3rver@3.7.1``, or ``--s3rver PATH``): ``python benchmarks/storage_copy.py [--rounds 3]
-[--big-mb 256] [--files 64] [--file-mb 4] [--mount-files 50]``.
+[--big-mb 256] [--files 64] [--file-mb 4] [--mount-files 50] [--link-mb 32]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import json
 import os
@@ -29,10 +36,12 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -97,6 +106,51 @@ def _s3rver(work: Path, binary: Path) -> Iterator[dict[str, str]]:
         proc.wait(timeout=30)
 
 
+@contextlib.contextmanager
+def _paced(options: dict[str, str], mb_per_s: float) -> Iterator[dict[str, str]]:
+    """The server behind a proxy that paces each connection's downloads to ``mb_per_s`` (a burst of
+    at most one 64 KB chunk); uploads pass unpaced."""
+    upstream = urlsplit(options["endpoint"])
+    port, rate = free_port(), mb_per_s * (1 << 20)
+    loop = asyncio.new_event_loop()
+
+    async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, paced: bool) -> None:
+        due = time.perf_counter()
+        try:
+            while data := await reader.read(1 << 16):
+                writer.write(data)
+                await writer.drain()
+                if paced:
+                    due = max(due, time.perf_counter()) + len(data) / rate
+                    await asyncio.sleep(due - time.perf_counter())
+        except OSError:
+            pass
+        finally:
+            writer.close()
+
+    async def serve(client_reader: asyncio.StreamReader, client_writer: asyncio.StreamWriter) -> None:
+        try:
+            reader, writer = await asyncio.open_connection(upstream.hostname, upstream.port)
+        except OSError:
+            client_writer.close()
+            return
+        await asyncio.gather(pipe(client_reader, writer, False), pipe(reader, client_writer, True))
+
+    def run() -> None:
+        asyncio.set_event_loop(loop)
+        loop.run_until_complete(asyncio.start_server(serve, "127.0.0.1", port))
+        loop.run_forever()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: _answers(port), 30, "the pacing proxy")
+        yield {**options, "endpoint": f"http://127.0.0.1:{port}"}
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=10)
+
+
 def _answers(port: int) -> bool:
     import socket
 
@@ -157,13 +211,19 @@ def _copy(node: Path, bucket: str, options: dict[str, str], flags: list[str] | N
 
 
 def _copy_table(
-    name: str, work: Path, options: dict[str, str], sets: dict[str, tuple[str, list[int]]], rounds: int
+    name: str,
+    work: Path,
+    options: dict[str, str],
+    sets: dict[str, tuple[str, list[int]]],
+    rounds: int,
+    fill: bool = True,
 ) -> None:
-    client = _client(options)
-    for bucket, sizes in sets.values():
-        _fill(client, work, bucket, sizes)
+    if fill:
+        client = _client(options)
+        for bucket, sizes in sets.values():
+            _fill(client, work, bucket, sizes)
     names = list(_VARIANTS)
-    print(f"\nCOPY from {name} on loopback, median of {rounds} rounds, MB/s (x one stream):")
+    print(f"\nCOPY from {name}, median of {rounds} rounds, MB/s (x one stream):")
     print(f"  {'data':<18}" + "".join(f"{variant:>18}" for variant in names))
     for label, (bucket, sizes) in sets.items():
         timings: dict[str, list[float]] = {variant: [] for variant in names}
@@ -208,7 +268,9 @@ def _mount_latency(work: Path, options: dict[str, str], bucket: str, files: int)
     return latencies
 
 
-def main(rounds: int, big_mb: int, files: int, file_mb: int, mount_files: int, s3rver: Path) -> None:
+def main(
+    rounds: int, big_mb: int, files: int, file_mb: int, mount_files: int, s3rver: Path, link_mb: float
+) -> None:
     import logging
 
     logging.disable(logging.WARNING)
@@ -222,12 +284,16 @@ def main(rounds: int, big_mb: int, files: int, file_mb: int, mount_files: int, s
     try:
         if s3rver.exists():
             with _s3rver(work, s3rver) as options:
-                _copy_table("s3rver", work, options, sets, rounds)
+                _copy_table("s3rver on loopback", work, options, sets, rounds)
+                if link_mb > 0:
+                    with _paced(options, link_mb) as paced:
+                        name = f"s3rver, each connection paced to {link_mb:g} MB/s"
+                        _copy_table(name, work, paced, sets, rounds, fill=False)
         else:
             print(f"\n(s3rver not found at {s3rver}: npm install --prefix ~/.cache/s3rver s3rver@3.7.1)")
         with _moto(work) as options:
             logging.getLogger("werkzeug").disabled = True
-            _copy_table("moto", work, options, sets, rounds)
+            _copy_table("moto on loopback", work, options, sets, rounds)
             latencies = sorted(_mount_latency(work, options, "bench-mount", mount_files))
         p50 = statistics.median(latencies)
         p99 = latencies[min(len(latencies) - 1, round(0.99 * (len(latencies) - 1)))]
@@ -247,5 +313,8 @@ if __name__ == "__main__":
     parser.add_argument("--file-mb", type=int, default=4)
     parser.add_argument("--mount-files", type=int, default=50)
     parser.add_argument("--s3rver", type=Path, default=_DEFAULT_S3RVER)
+    parser.add_argument(
+        "--link-mb", type=float, default=32.0, help="per-connection MB/s of the paced run (0: none)"
+    )
     args = parser.parse_args()
-    main(args.rounds, args.big_mb, args.files, args.file_mb, args.mount_files, args.s3rver)
+    main(args.rounds, args.big_mb, args.files, args.file_mb, args.mount_files, args.s3rver, args.link_mb)
