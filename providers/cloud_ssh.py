@@ -2,21 +2,31 @@
 
 Clouds that put skyhop's public key on their instances at creation (an EC2 key pair, GCP
 metadata, Azure ``osProfile``) share this: the node handle names the login and the runtime folder under its
-home, and the runtime is an ``SSHNodeRuntime`` on the public address where there is one.
+home, and the runtime is a ``CloudNodeRuntime`` (SSH) on the public address where there is one. An instance
+comes up bare: its node programs are installed when its first job (setup or run) starts.
 """
 
 from __future__ import annotations
 
 from skyhop.providers.base import NodeHandle, NodeRuntime, SshAccess
 from skyhop.providers.cloud import Instance
+from skyhop.providers.runtime.jobs import JobSpec
+from skyhop.providers.ssh.runtime import SSHNodeRuntime, runtime_dir
 
-__all__ = ["ssh_node", "ssh_runtime"]
+__all__ = ["CloudNodeRuntime", "ssh_node", "ssh_runtime"]
+
+
+class CloudNodeRuntime(SSHNodeRuntime):
+    """A cloud instance over SSH: each job start first makes sure the node programs are there
+    (a check of their hashes; they are copied only when missing or changed)."""
+
+    async def start_job(self, spec: JobSpec) -> None:
+        await self.prepare()
+        await super().start_job(spec)
 
 
 def ssh_node(cluster_name: str, instance: Instance, user: str) -> NodeHandle:
     """The handle of one instance whose login is ``user`` (home ``/home/<user>``)."""
-    from skyhop.providers.ssh.runtime import runtime_dir
-
     return NodeHandle(
         rank=instance.rank,
         instance_id=instance.instance_id,
@@ -30,7 +40,6 @@ def ssh_runtime(node: NodeHandle, default_user: str) -> NodeRuntime:
     """The SSH runtime of a node created by ``ssh_node``."""
     from skyhop.providers.keys import key_paths
     from skyhop.providers.ssh.connection import Endpoint
-    from skyhop.providers.ssh.runtime import SSHNodeRuntime
 
     access = node.access
     if not isinstance(access, SshAccess):
@@ -41,4 +50,4 @@ def ssh_runtime(node: NodeHandle, default_user: str) -> NodeRuntime:
         user=access.user or default_user,
         identity_file=str(key_paths()[0]),
     )
-    return SSHNodeRuntime(node, endpoint, home=f"/home/{endpoint.user}", has_rsync=True)
+    return CloudNodeRuntime(node, endpoint, home=f"/home/{endpoint.user}", has_rsync=True)

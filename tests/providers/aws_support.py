@@ -3,7 +3,9 @@
 The worker process reads ``~/.aws/config`` (``endpoint_url``) and ``~/.aws/credentials`` like any
 boto3 program, so nothing AWS-specific is configured in skyhop. ``MotoFaults`` changes what moto's
 ``RunInstances`` does, the way a capacity shortage or a slow API would: the server runs in this
-process, so a patch here reaches the worker's calls too.
+process, so a patch here reaches the worker's calls too. ``InstanceHosts`` makes moto's instances
+real machines: each new one gets the address of a free sshd test host, and terminating it stops
+the host.
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+from unittest import mock
 
 import boto3
 import requests
@@ -21,7 +24,10 @@ import requests
 from skyhop.providers.cloud import CLUSTER_TAG
 from tests.helpers import free_port
 
-__all__ = ["MotoFaults", "aws_instances", "moto_server", "reclaim_spot", "reset"]
+if TYPE_CHECKING:
+    from tests.ssh.hosts import SSHHost
+
+__all__ = ["InstanceHosts", "MotoFaults", "aws_instances", "moto_server", "reclaim_spot", "reset"]
 
 
 class MotoFaults:
@@ -65,6 +71,54 @@ class MotoFaults:
                 InstanceBackend.run_instances = original  # type: ignore[method-assign]
 
         return patched()
+
+
+class InstanceHosts:
+    """moto's instances as sshd test hosts: RunInstances gives each new instance a free host's address
+    (public and private), TerminateInstances kills the host's processes, as the machine goes away.
+
+    With no free host left, RunInstances fails for want of capacity.
+    """
+
+    def __init__(self, hosts: list[SSHHost]) -> None:
+        self.free = list(hosts)
+        self.taken: dict[str, SSHHost] = {}
+        """Instance id -> the host it runs on."""
+        self.lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def install(self) -> Iterator[None]:
+        from moto.ec2.exceptions import EC2ClientError
+        from moto.ec2.models.instances import InstanceBackend
+
+        run_original, terminate_original = InstanceBackend.run_instances, InstanceBackend.terminate_instances
+        pool = self
+
+        def run_instances(backend: Any, *args: Any, **kwargs: Any) -> Any:
+            with pool.lock:
+                if not pool.free:
+                    raise EC2ClientError("InsufficientInstanceCapacity", "no free test host for an instance")
+                reservation = run_original(backend, *args, **kwargs)
+                for instance in reservation.instances:
+                    host = pool.free.pop(0)
+                    nic = instance.nics[0]
+                    nic.public_ip = nic.private_ip_address = host.address
+                    pool.taken[instance.id] = host
+            return reservation
+
+        def terminate_instances(backend: Any, instance_ids: list[str]) -> Any:
+            ended = terminate_original(backend, instance_ids)
+            with pool.lock:
+                gone = [pool.taken.pop(instance.id) for instance, _ in ended if instance.id in pool.taken]
+            for host in gone:
+                host.kill()
+            return ended
+
+        with (
+            mock.patch.object(InstanceBackend, "run_instances", run_instances),
+            mock.patch.object(InstanceBackend, "terminate_instances", terminate_instances),
+        ):
+            yield
 
 
 @contextlib.contextmanager

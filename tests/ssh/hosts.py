@@ -69,7 +69,7 @@ class SSHHost:
 
 
 class SSHHosts:
-    """``count`` sshd hosts that accept ``key`` as root."""
+    """``count`` sshd hosts that accept ``key`` as ``login`` (root unless told)."""
 
     def __init__(
         self,
@@ -79,6 +79,7 @@ class SSHHosts:
         loopback: bool = False,
         gpus: dict[int, list[str]] | None = None,
         without_rsync: frozenset[int] = frozenset(),
+        login: str = "root",
     ) -> None:
         self.folder = folder
         self.count = count
@@ -86,6 +87,9 @@ class SSHHosts:
         """Namespace mode: node index -> GPU names its (fake) ``nvidia-smi`` reports."""
         self.without_rsync = without_rsync
         """Namespace mode: nodes where ``rsync`` is not installed."""
+        self.login = login
+        """The user the key logs in as. Besides root (namespace mode only): another name for root whose
+        home is ``/home/<login>``, as a cloud image's default user (``ubuntu``) with root's rights."""
         self.key = folder / "id_test"
         self.hosts: list[SSHHost] = []
         self.bridge: Bridge | None = None
@@ -93,6 +97,7 @@ class SSHHosts:
         self.tag = uuid.uuid4().hex[:6]
         """Unique to this set of hosts, for names tests give what they make on it (pools)."""
         self.loopback = loopback or os.environ.get("SKYHOP_TEST_SSH_LOOPBACK") == "1" or not can_netns()
+        assert login == "root" or not self.loopback, "a login other than root needs namespace hosts"
 
     def start(self) -> None:
         self.started_at = time.time()
@@ -143,6 +148,12 @@ class SSHHosts:
                 boot += f" && mount --bind {sbin} /usr/local/sbin"
             if index in self.without_rsync:
                 boot += " && mount --bind /dev/null /usr/bin/rsync"
+            if self.login != "root":
+                passwd = host.folder / "passwd"
+                entry = f"{self.login}:x:0:0::/home/{self.login}:/bin/bash\n"
+                passwd.write_text(Path("/etc/passwd").read_text() + entry)
+                boot += f" && mount -t tmpfs tmpfs /home && mkdir /home/{self.login}"
+                boot += f" && mount --bind {passwd} /etc/passwd"
             boot += f" && exec {' '.join(sshd)}"
             argv = ["ip", "netns", "exec", host.netns, "unshare", "--mount", "--uts", "--propagation",
                     "private", "sh", "-c", boot]  # fmt: skip
@@ -159,6 +170,11 @@ class SSHHosts:
             yield self
         finally:
             self.stop()
+
+    def authorise(self, public_key: str) -> None:
+        """Every node accepts ``public_key`` too (sshd reads the file at each login)."""
+        with (self.folder / "authorized_keys").open("a") as keys:
+            keys.write(public_key.strip() + "\n")
 
     def stop(self) -> None:
         """Kill every node's processes, then remove namespaces, veths and the bridge."""

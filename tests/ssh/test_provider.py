@@ -1,4 +1,5 @@
-"""The ssh provider against real sshd hosts: exclusive hosts, the runtime, workdir sync, detached jobs."""
+"""The ssh provider against real sshd hosts: exclusive hosts, the runtime, workdir sync, detached jobs;
+and a cloud instance's runtime, which installs the node programs itself."""
 
 from __future__ import annotations
 
@@ -10,14 +11,16 @@ from typing import TypeVar
 
 import pytest
 
-from skyhop.providers.base import ClusterHandle, Offering, ProvisionRequest
+from skyhop.providers.base import ClusterHandle, NodeHandle, Offering, ProvisionRequest, SshAccess
+from skyhop.providers.cloud_ssh import CloudNodeRuntime
 from skyhop.providers.errors import CapacityError
 from skyhop.providers.runtime.jobs import JobSpec, NodeJobState
 from skyhop.providers.ssh import SSHProvider
-from skyhop.providers.ssh.connection import close_connections
+from skyhop.providers.ssh.connection import Endpoint, close_connections
 from skyhop.providers.ssh.inventory import read_inventory
-from skyhop.providers.ssh.runtime import SSHNodeRuntime
+from skyhop.providers.ssh.runtime import SSHNodeRuntime, runtime_dir
 from tests.conftest import run
+from tests.integration.support import unique_cluster
 from tests.ssh.hosts import SSHHosts
 
 T = TypeVar("T")
@@ -103,6 +106,29 @@ def test_jobs_run_detached_and_outlive_the_connection(lab_pool: str) -> None:
         assert await rt.job_state("never-started") is None
 
     with_cluster(lab_pool, 1, body, "detached")
+
+
+def test_a_cloud_nodes_first_job_installs_the_node_programs(ssh_hosts: SSHHosts) -> None:
+    """A cloud instance comes up bare (nothing installs the node runner at launch)."""
+    host = ssh_hosts.hosts[0]
+    folder = runtime_dir("/root", unique_cluster("bare"), 0)
+    node = NodeHandle(
+        rank=0, instance_id="i-bare", ip=host.address, access=SshAccess(user="root"), runtime_dir=folder
+    )
+    endpoint = Endpoint(address=host.address, port=host.port, user="root", identity_file=str(ssh_hosts.key))
+    rt = CloudNodeRuntime(node, endpoint, home="/root", has_rsync=True)
+
+    async def scenario() -> None:
+        try:
+            assert (await rt.run(f"test -e {folder}")).exit_status == 1
+            await rt.start_job(JobSpec(key="job-1", script="echo ran"))
+            state = await _wait_done(rt, "job-1")
+            assert state.status == "SUCCEEDED" and await rt.read_log("job-1", 0) == b"ran\n"
+        finally:
+            await rt.clean()
+            await close_connections()
+
+    run(scenario())
 
 
 def test_cancel_stops_the_job(lab_pool: str) -> None:
