@@ -20,7 +20,6 @@ Whoever can use it reads every payload and can write ones the worker accepts, so
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hmac
 import json
 from collections.abc import Sequence
@@ -35,7 +34,7 @@ from skyhop.cli.payload_key import load_keyring
 from skyhop.contract.codec import ENCRYPTED_ENCODING, UNAUTHENTICATED_ENCODING, EncryptingCodec, Keyring
 from skyhop.providers.home import private_dir, skyhop_home
 from skyhop.serve.control import TokenFileError, create_token_file, read_token_file
-from skyhop.serve.http1 import BadMessage, Framing, PeerClosed, parse_head, read_head
+from skyhop.serve.http1 import serve_small_requests
 
 __all__ = ["CodecServer", "codec_token", "endpoint", "serve_codec", "start_codec", "token_file"]
 
@@ -52,26 +51,10 @@ class CodecServer:
         self._origins = frozenset(origin.rstrip("/").encode() for origin in origins)
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            while (raw := await read_head(reader)) is not None:
-                head = parse_head(raw, request=True)
-                headers = {name.lower(): value for name, value in head.headers}
-                if head.framing is Framing.CHUNKED or head.length > _BODY_LIMIT:
-                    writer.write(_answer(413, {"error": f"send at most {_BODY_LIMIT} bytes, with a length"}))
-                    break
-                refusal = self._refusal(head.first[0], headers)
-                if refusal is not None:
-                    writer.write(refusal)
-                    break  # the body is never read
-                body = await reader.readexactly(head.length)
-                writer.write(self._respond(head.first[0], head.first[1], headers, body))
-                await writer.drain()
-        except (BadMessage, PeerClosed, ConnectionError, asyncio.IncompleteReadError):
-            pass
-        finally:
-            with contextlib.suppress(ConnectionError):
-                await writer.drain()
-            writer.close()
+        too_large = _answer(413, {"error": f"send at most {_BODY_LIMIT} bytes, with a length"})
+        await serve_small_requests(
+            reader, writer, self._respond, body_limit=_BODY_LIMIT, too_large=too_large, refusal=self._refusal
+        )
 
     def _cors(self, headers: dict[bytes, bytes]) -> list[tuple[str, str]]:
         origin = headers.get(b"origin")

@@ -10,7 +10,6 @@ is refused outright. The port binds loopback only.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hmac
 import json
 import logging
@@ -22,7 +21,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from skyhop.contract.serve import ReplicaSetAccepted, ReplicaSetUpdate
-from skyhop.serve.http1 import BadMessage, Framing, PeerClosed, parse_head, read_head
+from skyhop.serve.http1 import serve_small_requests
 from skyhop.serve.replicas import ReplicaSet
 
 __all__ = ["ControlServer", "TokenFileError", "create_token_file", "read_token_file"]
@@ -86,24 +85,8 @@ class ControlServer:
         self._expected = f"Bearer {token}".encode()
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            while (raw := await read_head(reader)) is not None:
-                head = parse_head(raw, request=True)
-                if head.framing is Framing.CHUNKED or head.length > _BODY_LIMIT:
-                    writer.write(
-                        _error(b"413 Content Too Large", f"send at most {_BODY_LIMIT} bytes, with a length")
-                    )
-                    break
-                body = await reader.readexactly(head.length)
-                headers = {name.lower(): value for name, value in head.headers}
-                writer.write(self._answer(head.first[0], head.first[1], headers, body))
-                await writer.drain()
-        except (BadMessage, PeerClosed, ConnectionError, asyncio.IncompleteReadError):
-            pass
-        finally:
-            with contextlib.suppress(ConnectionError):
-                await writer.drain()
-            writer.close()
+        too_large = _error(b"413 Content Too Large", f"send at most {_BODY_LIMIT} bytes, with a length")
+        await serve_small_requests(reader, writer, self._answer, body_limit=_BODY_LIMIT, too_large=too_large)
 
     def _answer(self, method: bytes, path: bytes, headers: dict[bytes, bytes], body: bytes) -> bytes:
         if b"origin" in headers:

@@ -9,6 +9,7 @@ refused: a proxy that guesses is how requests get smuggled.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
@@ -25,6 +26,7 @@ __all__ = [
     "copy_body",
     "parse_head",
     "read_head",
+    "serve_small_requests",
 ]
 
 HEAD_LIMIT = 64 * 1024
@@ -286,3 +288,41 @@ async def _copy_chunks(
         piece.clear()
         await _flush(writer)
         progress()
+
+
+Answer = Callable[[bytes, bytes, dict[bytes, bytes], bytes], bytes]
+"""An endpoint: (method, path, lower-cased headers, body) -> the whole response."""
+
+
+async def serve_small_requests(
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    answer: Answer,
+    *,
+    body_limit: int,
+    too_large: bytes,
+    refusal: Callable[[bytes, dict[bytes, bytes]], bytes | None] | None = None,
+) -> None:
+    """One keep-alive connection of a small JSON endpoint (a control or codec server, not the proxy):
+    each request's body read whole, at most ``body_limit`` bytes with a length (else ``too_large``
+    and the connection ends), ``refusal`` (method, headers) answered before the body is read."""
+    try:
+        while (raw := await read_head(reader)) is not None:
+            head = parse_head(raw, request=True)
+            headers = {name.lower(): value for name, value in head.headers}
+            if head.framing is Framing.CHUNKED or head.length > body_limit:
+                writer.write(too_large)
+                break
+            refused = refusal(head.first[0], headers) if refusal is not None else None
+            if refused is not None:
+                writer.write(refused)
+                break  # the body is never read
+            body = await reader.readexactly(head.length)
+            writer.write(answer(head.first[0], head.first[1], headers, body))
+            await writer.drain()
+    except (BadMessage, PeerClosed, ConnectionError, asyncio.IncompleteReadError):
+        pass
+    finally:
+        with contextlib.suppress(ConnectionError):
+            await writer.drain()
+        writer.close()
