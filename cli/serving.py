@@ -187,9 +187,20 @@ async def run_serve_status(name: str | None, *, endpoint: bool, as_json: bool) -
         print()
         table(["SERVICE", "ID", "VERSION", "INFRA", "ADDRESS", "STATUS", "MESSAGE"], rows)
     for state in states:
-        if state.message:
-            info(f"{state.name}: {state.message}")
+        for line in _notes(state):
+            info(f"{state.name}: {line}")
     return 0
+
+
+def _notes(state: ServiceState) -> list[str]:
+    """What the table does not say: the update in progress, a rolled-back one, the load balancer's trouble."""
+    notes = [state.message, state.update_message]
+    if state.update is not None:
+        update = state.update
+        notes.append(
+            f"updating to version {update.version} ({update.mode.value}) from version {update.previous}"
+        )
+    return [note for note in notes if note]
 
 
 async def run_serve_update(name: str, task: Task) -> int:

@@ -4,10 +4,12 @@ It keeps ``target`` replicas of the current version running, each a ``ServiceRep
 cluster of its own (``workflows.service_replica``), and what to launch or remove is
 ``workflows.service_plan.plan_replicas``: a FAILED replica is replaced, a scale-down removes the
 replicas that serve nothing first, and ``update_version`` rolls to a new version whose replicas
-are READY before the old ones go. Whenever the READY set changes it is pushed to the service's load
-balancer (``sync_load_balancer``, which also starts the load balancer, once, on this worker's host);
-every ``AUTOSCALE_EVERY`` the load balancer's request counts go through the autoscaler's pure
-``decide``, whose state the workflow keeps.
+are READY before the old ones go, never past ``max_replicas``. An update whose replicas fail before
+they are ever READY ``ROLLBACK_AFTER`` times rolls back by itself to the previous version (whose
+replicas served throughout) and says so in ``ServiceState.update_message``. Whenever the READY
+set changes it is pushed to the service's load balancer (``sync_load_balancer``, which also starts
+the load balancer, once, on this worker's host); every ``AUTOSCALE_EVERY`` the load balancer's
+request counts go through the autoscaler's pure ``decide``, whose state the workflow keeps.
 
 Nothing is written to the history while the replicas are READY but their probes (an activity and
 a timer per replica per probe interval) and the autoscaler's tick; once the history is long, at a
@@ -31,6 +33,7 @@ with workflow.unsafe.imports_passed_through():
     from skyhop.contract.failures import innermost_message
     from skyhop.contract.search import STATUS
     from skyhop.contract.serve import (
+        ROLLBACK_AFTER,
         LoadBalancerStats,
         LoadBalancingPolicy,
         ReplicaEndpoint,
@@ -42,6 +45,7 @@ with workflow.unsafe.imports_passed_through():
         ServiceResume,
         ServiceState,
         ServiceStatus,
+        ServiceUpdate,
         ServiceVersionAccepted,
         ServiceVersionRequest,
         replica_cluster_name,
@@ -49,7 +53,7 @@ with workflow.unsafe.imports_passed_through():
     from skyhop.serve.autoscaler import AutoscalerInput, AutoscalerPolicy, AutoscalerState, decide
     from skyhop.serve.service_spec import autoscaler_policy, service_of
     from skyhop.workflows.options import SHORT_RETRY
-    from skyhop.workflows.service_plan import plan_replicas
+    from skyhop.workflows.service_plan import ReplicaPlan, plan_replicas, update_done
     from skyhop.workflows.service_replica import ServiceReplica
     from skyhop.workflows.stages import history_is_long
 
@@ -60,6 +64,9 @@ AUTOSCALE_EVERY = timedelta(seconds=20)
 _RELAUNCH_FIRST_S = 5.0
 _RELAUNCH_MAX_S = 300.0
 _CALL = timedelta(seconds=60)
+_UPDATES_PATCH = "service-max-replicas-and-rollback"
+"""Runs from before it launched past ``max_replicas`` during an update, and never rolled back."""
+_UNCAPPED = 1 << 30
 
 
 def relaunch_delay(failed_starts: int) -> float:
@@ -88,6 +95,8 @@ class ServiceWorkflow:
         self._stopping = False
         self._tick_due = False
         self._relaunch_timer_at: float | None = None
+        self._capped = False
+        """``max_replicas`` holds during updates, and a failed update rolls back (``_UPDATES_PATCH``)."""
         self._timers: set[asyncio.Task[None]] = set()
         """Held so that the event loop's weak references are not their only ones."""
 
@@ -99,15 +108,33 @@ class ServiceWorkflow:
     def update_version(self, request: ServiceVersionRequest) -> ServiceVersionAccepted:
         """A new version: its replicas are launched now, the old ones go as the new become READY."""
         state = self.state
-        state.version += 1
+        previous = state.update.previous if state.update is not None else state.version
+        state.version = state.latest_version = state.latest_version + 1
         self.tasks[state.version] = request.task
-        policy = self._policy()
+        state.update = ServiceUpdate(version=state.version, previous=previous, mode=request.mode)
+        state.update_message = None
+        self._retarget()
+        return ServiceVersionAccepted(version=state.version)
+
+    def _retarget(self) -> None:
+        """The autoscaler starts again from the current target, clipped to the current version's policy."""
+        state, policy = self.state, self._policy()
         target = max(policy.min_replicas, min(policy.ceiling, self.autoscaler.target))
         self.autoscaler = AutoscalerState(target=target)
         state.target = target
         state.failed_starts, state.relaunch_at = 0, None
         self._changed = True
-        return ServiceVersionAccepted(version=state.version)
+
+    def _roll_back(self, reason: str | None) -> None:
+        """The update's replicas keep failing before they are READY: back to the previous version."""
+        state, update = self.state, self.state.update
+        assert update is not None
+        state.update_message = (
+            f"the update to version {update.version} was rolled back to version {update.previous}: "
+            f"{update.failed_starts} of its replicas failed before they were READY (the last: {reason})"
+        )
+        state.version, state.update = update.previous, None
+        self._retarget()
 
     @update_version.validator
     def _check_version(self, request: ServiceVersionRequest) -> None:
@@ -118,6 +145,7 @@ class ServiceWorkflow:
 
     @workflow.run
     async def run(self, request: ServiceRequest) -> ServiceState:
+        self._capped = workflow.patched(_UPDATES_PATCH)
         try:
             await self._sync_load_balancer()
             for record in self.state.replicas:  # a run that continued as new: probe them again
@@ -170,7 +198,7 @@ class ServiceWorkflow:
 
     def _reconcile(self) -> None:
         state, now = self.state, workflow.time()
-        plan = plan_replicas(state.replicas, state.version, state.target)
+        plan = self._plan()
         for record in state.replicas:
             if record.replica_id in plan.remove:
                 record.status = ReplicaStatus.SHUTTING_DOWN  # out of the READY set at once
@@ -189,6 +217,16 @@ class ServiceWorkflow:
             state.next_replica_id += 1
             state.replicas.append(record)
             self._start(record)
+        if state.update is not None and update_done(state.replicas, state.version, state.target):
+            state.update = None
+
+    def _plan(self) -> ReplicaPlan:
+        """The plan over the replicas still running (one whose removal failed has no cluster to count)."""
+        state = self.state
+        if not self._capped:
+            return plan_replicas(state.replicas, state.version, state.target, _UNCAPPED)
+        running = [r for r in state.replicas if r.replica_id in self._runs]
+        return plan_replicas(running, state.version, state.target, self._policy().ceiling)
 
     def _start(self, record: ReplicaRecord) -> None:
         replica = ServiceReplica(self.state.name, record, self.tasks[record.version], self._touch)
@@ -212,11 +250,18 @@ class ServiceWorkflow:
             if record.ready_at is None:
                 state.failed_starts += 1
                 state.relaunch_at = workflow.time() + relaunch_delay(state.failed_starts)
+                update = state.update
+                if self._capped and update is not None and record.version == update.version:
+                    update.failed_starts += 1
+                    if update.failed_starts >= ROLLBACK_AFTER:
+                        self._roll_back(record.message)
             else:
                 state.failed_starts = 0
         self._runs.pop(record.replica_id, None)
         state.replicas.remove(record)
         in_use = {r.version for r in state.replicas} | {state.version}
+        if state.update is not None:
+            in_use.add(state.update.previous)  # what a rollback returns to
         self.tasks = {version: task for version, task in self.tasks.items() if version in in_use}
         self._touch()
 

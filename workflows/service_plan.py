@@ -2,10 +2,15 @@
 
 - The current version runs ``target`` replicas: a FAILED one is replaced (it is no longer live), and
   on a scale-down the replicas that serve nothing go first, then the newest.
-- A rolling update never lets the READY count fall below the target: an older version's replica
-  goes only once the READY replicas without it still reach the target (one that is not READY goes
-  at once: it serves nothing), and new replicas are launched at most ``surge`` beyond the target
-  while older ones remain.
+- Replicas never number more than ``ceiling`` (``max_replicas``), updates included: one FAILED or
+  SHUTTING_DOWN takes room until it leaves the list (its cluster is gone).
+- A rolling update never lets the READY count fall below the target while there is room: an older
+  version's replica goes only once the READY replicas without it still reach the target (one that
+  is not READY goes at once: it serves nothing), and new replicas are launched at most ``surge``
+  beyond the target while older ones remain. With no room left (the target is ``max_replicas``),
+  the oldest READY replica goes first to make room for one new one, once the new ones launched so
+  far are READY and no cluster is still leaving: the READY count dips by one, and to zero only
+  when ``max_replicas`` is 1.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from pydantic import BaseModel
 
 from skyhop.contract.serve import ReplicaRecord, ReplicaStatus
 
-__all__ = ["ReplicaPlan", "plan_replicas"]
+__all__ = ["ReplicaPlan", "plan_replicas", "update_done"]
 
 
 class ReplicaPlan(BaseModel):
@@ -32,7 +37,10 @@ def _ready(record: ReplicaRecord) -> bool:
     return record.status == ReplicaStatus.READY
 
 
-def plan_replicas(replicas: list[ReplicaRecord], version: int, target: int, surge: int = 1) -> ReplicaPlan:
+def plan_replicas(
+    replicas: list[ReplicaRecord], version: int, target: int, ceiling: int, surge: int = 1
+) -> ReplicaPlan:
+    target = min(target, ceiling)
     live = [r for r in replicas if _live(r)]
     current = [r for r in live if r.version == version]
     old = [r for r in live if r.version != version]
@@ -50,7 +58,18 @@ def plan_replicas(replicas: list[ReplicaRecord], version: int, target: int, surg
     if len(old_ready) > needed:
         remove += [r.replica_id for r in old_ready[: len(old_ready) - needed]]  # the oldest first
         old_ready = old_ready[len(old_ready) - needed :]
-    launch = max(0, target - len(current))
+    leaving = len(replicas) - len(live)
+    room = ceiling - leaving - len(current) - len(old_ready)
+    if old_ready and room <= 0 and not leaving and ready_current == len(current) < target:
+        remove.append(old_ready.pop(0).replica_id)  # no room: the oldest makes way for one new one
+        room += 1
+    launch = min(max(0, target - len(current)), max(0, room))
     if old_ready:
         launch = min(launch, max(0, target + surge - len(current) - len(old_ready)))
     return ReplicaPlan(launch=launch, remove=remove)
+
+
+def update_done(replicas: list[ReplicaRecord], version: int, target: int) -> bool:
+    """An update is done once ``target`` replicas of ``version`` are READY and no older one is live."""
+    live = [r for r in replicas if _live(r)]
+    return all(r.version == version for r in live) and sum(_ready(r) for r in live) >= target

@@ -21,7 +21,7 @@ from skyhop.contract.serve import LoadBalancingPolicy, ReplicaRecord, ReplicaSta
 from skyhop.serve.service_spec import autoscaler_policy, check_service, replica_port
 from skyhop.spec import SpecError, Task
 from skyhop.workflows.service import relaunch_delay
-from skyhop.workflows.service_plan import plan_replicas
+from skyhop.workflows.service_plan import plan_replicas, update_done
 from tests.conftest import run
 from tests.serve.conftest import Replica, get
 
@@ -38,26 +38,62 @@ def _replicas(*specs: tuple[int, int, ReplicaStatus]) -> list[ReplicaRecord]:
 
 
 def test_a_failed_replica_is_replaced_and_a_scale_down_keeps_the_oldest_ready() -> None:
-    plan = plan_replicas(_replicas((1, 1, READY), (2, 1, FAILED)), version=1, target=2)
+    plan = plan_replicas(_replicas((1, 1, READY), (2, 1, FAILED)), version=1, target=2, ceiling=3)
     assert (plan.launch, plan.remove) == (1, [])
-    plan = plan_replicas(_replicas((1, 1, READY), (2, 1, STARTING), (3, 1, READY)), version=1, target=1)
+    plan = plan_replicas(
+        _replicas((1, 1, READY), (2, 1, STARTING), (3, 1, READY)), version=1, target=1, ceiling=3
+    )
     assert (plan.launch, sorted(plan.remove)) == (0, [2, 3])
 
 
 def test_a_rolling_update_keeps_the_ready_count_and_surges_by_one() -> None:
     old = [(1, 1, READY), (2, 1, READY)]
-    assert plan_replicas(_replicas(*old), version=2, target=2).model_dump() == {"launch": 1, "remove": []}
+    assert plan_replicas(_replicas(*old), version=2, target=2, ceiling=3).model_dump() == {
+        "launch": 1,
+        "remove": [],
+    }
     # The new one is starting: nothing more, nothing less.
     starting = _replicas(*old, (3, 2, STARTING))
-    assert plan_replicas(starting, version=2, target=2).model_dump() == {"launch": 0, "remove": []}
+    assert plan_replicas(starting, version=2, target=2, ceiling=3).model_dump() == {"launch": 0, "remove": []}
     # Once it is READY the oldest goes, and the next new one may start.
     one_ready = _replicas(*old, (3, 2, READY))
-    assert plan_replicas(one_ready, version=2, target=2).model_dump() == {"launch": 1, "remove": [1]}
+    assert plan_replicas(one_ready, version=2, target=2, ceiling=3).model_dump() == {
+        "launch": 1,
+        "remove": [1],
+    }
     done = _replicas((2, 1, READY), (3, 2, READY), (4, 2, READY))
-    assert plan_replicas(done, version=2, target=2).model_dump() == {"launch": 0, "remove": [2]}
+    assert plan_replicas(done, version=2, target=2, ceiling=3).model_dump() == {"launch": 0, "remove": [2]}
     # An old replica that serves nothing goes at once (and takes no room from the surge).
     broken = _replicas((1, 1, ReplicaStatus.NOT_READY), (2, 1, READY))
-    assert plan_replicas(broken, version=2, target=2).model_dump() == {"launch": 2, "remove": [1]}
+    assert plan_replicas(broken, version=2, target=2, ceiling=3).model_dump() == {"launch": 2, "remove": [1]}
+
+
+def test_an_update_at_max_replicas_makes_room_one_replica_at_a_time() -> None:
+    old = [(1, 1, READY), (2, 1, READY)]
+    # No room (target = max_replicas = 2): the oldest goes first, one new one takes its place.
+    assert plan_replicas(_replicas(*old), version=2, target=2, ceiling=2).model_dump() == {
+        "launch": 1,
+        "remove": [1],
+    }
+    # While it starts, or after it failed, the other old replica stays; the failed one's cluster
+    # takes room until it is gone.
+    starting = _replicas((2, 1, READY), (3, 2, STARTING))
+    assert plan_replicas(starting, version=2, target=2, ceiling=2).model_dump() == {"launch": 0, "remove": []}
+    failed = _replicas((2, 1, READY), (3, 2, FAILED))
+    assert plan_replicas(failed, version=2, target=2, ceiling=2).model_dump() == {"launch": 0, "remove": []}
+    gone = _replicas((2, 1, READY))
+    assert plan_replicas(gone, version=2, target=2, ceiling=2).model_dump() == {"launch": 1, "remove": []}
+    one_ready = _replicas((2, 1, READY), (3, 2, READY))
+    assert plan_replicas(one_ready, version=2, target=2, ceiling=2).model_dump() == {
+        "launch": 1,
+        "remove": [2],
+    }
+
+
+def test_an_update_is_done_once_the_target_is_ready_and_no_older_replica_is_live() -> None:
+    assert not update_done(_replicas((1, 1, READY), (2, 2, READY)), version=2, target=1)
+    assert not update_done(_replicas((2, 2, STARTING)), version=2, target=1)
+    assert update_done(_replicas((1, 1, FAILED), (2, 2, READY)), version=2, target=1)
 
 
 def test_relaunches_after_failed_starts_back_off_up_to_five_minutes() -> None:
