@@ -16,7 +16,7 @@ from skyhop.cli.output import info, print_json, table
 if TYPE_CHECKING:
     from temporalio.client import Client
 
-    from skyhop.contract.serve import ServiceState
+    from skyhop.contract.serve import ServiceState, UpdateMode
     from skyhop.spec import Task
 
 __all__ = [
@@ -27,6 +27,7 @@ __all__ = [
     "run_serve_up",
     "run_serve_update",
     "service_state",
+    "status_notes",
 ]
 
 _ENDPOINT_WAIT_S = 120.0
@@ -187,12 +188,12 @@ async def run_serve_status(name: str | None, *, endpoint: bool, as_json: bool) -
         print()
         table(["SERVICE", "ID", "VERSION", "INFRA", "ADDRESS", "STATUS", "MESSAGE"], rows)
     for state in states:
-        for line in _notes(state):
+        for line in status_notes(state):
             info(f"{state.name}: {line}")
     return 0
 
 
-def _notes(state: ServiceState) -> list[str]:
+def status_notes(state: ServiceState) -> list[str]:
     """What the table does not say: the update in progress, a rolled-back one, the load balancer's trouble."""
     notes = [state.message, state.update_message]
     if state.update is not None:
@@ -203,7 +204,7 @@ def _notes(state: ServiceState) -> list[str]:
     return [note for note in notes if note]
 
 
-async def run_serve_update(name: str, task: Task) -> int:
+async def run_serve_update(name: str, task: Task, mode: UpdateMode) -> int:
     from temporalio.client import WorkflowUpdateFailedError
 
     from skyhop.cli.output import fail
@@ -213,6 +214,7 @@ async def run_serve_update(name: str, task: Task) -> int:
         ServiceOperation,
         ServiceVersionAccepted,
         ServiceVersionRequest,
+        UpdateMode,
         service_workflow_id,
     )
 
@@ -222,12 +224,21 @@ async def run_serve_update(name: str, task: Task) -> int:
     try:
         accepted = await handle.execute_update(
             ServiceOperation.UPDATE_VERSION,
-            ServiceVersionRequest(task=task),
+            ServiceVersionRequest(task=task, mode=mode),
             result_type=ServiceVersionAccepted,
         )
     except WorkflowUpdateFailedError as exc:
         fail(f"service {name} refused the update: {innermost_message(exc)}")
-    info(f"Service {name}: rolling to version {accepted.version}; old replicas go as new ones are READY.")
+    if mode is UpdateMode.BLUE_GREEN:
+        info(
+            f"Service {name}: version {accepted.version} (blue_green) is coming up; traffic switches to it "
+            "once all its replicas are READY."
+        )
+    else:
+        info(f"Service {name}: rolling to version {accepted.version}; old replicas go as new ones are READY.")
+    info(
+        f"If its replicas keep failing before they are READY, it rolls back; see: skyhop serve status {name}"
+    )
     return 0
 
 

@@ -4,7 +4,8 @@ It keeps ``target`` replicas of the current version running, each a ``ServiceRep
 cluster of its own (``workflows.service_replica``), and what to launch or remove is
 ``workflows.service_plan.plan_replicas``: a FAILED replica is replaced, a scale-down removes the
 replicas that serve nothing first, and ``update_version`` rolls to a new version whose replicas
-are READY before the old ones go, never past ``max_replicas``. An update whose replicas fail before
+are READY before the old ones go, never past ``max_replicas`` (rolling, or blue-green: the whole
+new set READY, then one push swaps it in). An update whose replicas fail before
 they are ever READY ``ROLLBACK_AFTER`` times rolls back by itself to the previous version (whose
 replicas served throughout) and says so in ``ServiceState.update_message``. Whenever the READY
 set changes it is pushed to the service's load balancer (``sync_load_balancer``, which also starts
@@ -48,6 +49,7 @@ with workflow.unsafe.imports_passed_through():
         ServiceUpdate,
         ServiceVersionAccepted,
         ServiceVersionRequest,
+        UpdateMode,
         replica_cluster_name,
     )
     from skyhop.serve.autoscaler import AutoscalerInput, AutoscalerPolicy, AutoscalerState, decide
@@ -118,12 +120,15 @@ class ServiceWorkflow:
 
     def _retarget(self) -> None:
         """The autoscaler starts again from the current target, clipped to the current version's policy."""
-        state, policy = self.state, self._policy()
-        target = max(policy.min_replicas, min(policy.ceiling, self.autoscaler.target))
+        state, target = self.state, self._target_under(self._policy())
         self.autoscaler = AutoscalerState(target=target)
         state.target = target
         state.failed_starts, state.relaunch_at = 0, None
         self._changed = True
+
+    def _target_under(self, policy: AutoscalerPolicy) -> int:
+        """The autoscaler's target, within ``policy``'s bounds."""
+        return max(policy.min_replicas, min(policy.ceiling, self.autoscaler.target))
 
     def _roll_back(self, reason: str | None) -> None:
         """The update's replicas keep failing before they are READY: back to the previous version."""
@@ -142,6 +147,15 @@ class ServiceWorkflow:
             raise ApplicationError(f"service {self.state.name} is shutting down", non_retryable=True)
         if request.task.service is None:
             raise ApplicationError("the new version's task has no service: section", non_retryable=True)
+        if request.mode is UpdateMode.BLUE_GREEN:
+            policy = autoscaler_policy(service_of(request.task))
+            target = self._target_under(policy)
+            if 2 * target > policy.ceiling:
+                raise ApplicationError(
+                    f"blue_green runs both versions' replicas at once: 2 x {target} is more than "
+                    f"max_replicas ({policy.ceiling}); use --mode rolling, or raise max_replicas",
+                    non_retryable=True,
+                )
 
     @workflow.run
     async def run(self, request: ServiceRequest) -> ServiceState:
@@ -223,10 +237,11 @@ class ServiceWorkflow:
     def _plan(self) -> ReplicaPlan:
         """The plan over the replicas still running (one whose removal failed has no cluster to count)."""
         state = self.state
+        mode = state.update.mode if state.update is not None else UpdateMode.ROLLING
         if not self._capped:
-            return plan_replicas(state.replicas, state.version, state.target, _UNCAPPED)
+            return plan_replicas(state.replicas, state.version, state.target, _UNCAPPED, mode)
         running = [r for r in state.replicas if r.replica_id in self._runs]
-        return plan_replicas(running, state.version, state.target, self._policy().ceiling)
+        return plan_replicas(running, state.version, state.target, self._policy().ceiling, mode)
 
     def _start(self, record: ReplicaRecord) -> None:
         replica = ServiceReplica(self.state.name, record, self.tasks[record.version], self._touch)
@@ -271,8 +286,14 @@ class ServiceWorkflow:
     # -- load balancer and autoscaler ------------------------------------------------------------
 
     async def _sync_load_balancer(self) -> None:
-        """Push the READY set when it changed (starting the load balancer if it is not running)."""
-        ready = [endpoint for r in self.state.replicas if (endpoint := r.endpoint()) is not None]
+        """Push the READY set when it changed (starting the load balancer if it is not running); a
+        blue-green update's new replicas join it only at the switch."""
+        held = set(self._plan().hold)
+        ready = [
+            endpoint
+            for r in self.state.replicas
+            if r.replica_id not in held and (endpoint := r.endpoint()) is not None
+        ]
         if ready == self._pushed:
             return
         previous = self.state.load_balancer

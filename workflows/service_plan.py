@@ -11,13 +11,17 @@
   the oldest READY replica goes first to make room for one new one, once the new ones launched so
   far are READY and no cluster is still leaving: the READY count dips by one, and to zero only
   when ``max_replicas`` is 1.
+- A blue-green update (``UpdateMode.BLUE_GREEN``) launches the new version's whole set at once and
+  holds its READY replicas back from the load balancer (``hold``) until all ``target`` are READY;
+  then every old replica goes in the same plan, so one push swaps old for new. Without room for
+  both sets under the ceiling it goes as a rolling update does.
 """
 
 from __future__ import annotations
 
 from pydantic import BaseModel
 
-from skyhop.contract.serve import ReplicaRecord, ReplicaStatus
+from skyhop.contract.serve import ReplicaRecord, ReplicaStatus, UpdateMode
 
 __all__ = ["ReplicaPlan", "plan_replicas", "update_done"]
 
@@ -27,6 +31,8 @@ class ReplicaPlan(BaseModel):
     """New replicas of the current version to launch."""
     remove: list[int]
     """Replica ids to shut down."""
+    hold: list[int] = []
+    """READY replicas the load balancer must not be sent yet (a blue-green set before the switch)."""
 
 
 def _live(record: ReplicaRecord) -> bool:
@@ -38,7 +44,12 @@ def _ready(record: ReplicaRecord) -> bool:
 
 
 def plan_replicas(
-    replicas: list[ReplicaRecord], version: int, target: int, ceiling: int, surge: int = 1
+    replicas: list[ReplicaRecord],
+    version: int,
+    target: int,
+    ceiling: int,
+    mode: UpdateMode = UpdateMode.ROLLING,
+    surge: int = 1,
 ) -> ReplicaPlan:
     target = min(target, ceiling)
     live = [r for r in replicas if _live(r)]
@@ -54,11 +65,18 @@ def plan_replicas(
     ready_current = sum(_ready(r) for r in current)
     old_ready = [r for r in old if _ready(r)]
     remove += [r.replica_id for r in old if not _ready(r)]
+    leaving = len(replicas) - len(live)
+    if mode is UpdateMode.BLUE_GREEN and old_ready and ceiling - leaving - len(old_ready) >= target:
+        hold = [r.replica_id for r in current if _ready(r)]
+        if ready_current >= target:  # the switch: every old replica at once
+            remove += [r.replica_id for r in old_ready]
+            old_ready, hold = [], []
+        room = ceiling - leaving - len(current) - len(old_ready)
+        return ReplicaPlan(launch=min(max(0, target - len(current)), max(0, room)), remove=remove, hold=hold)
     needed = max(0, target - ready_current)
     if len(old_ready) > needed:
         remove += [r.replica_id for r in old_ready[: len(old_ready) - needed]]  # the oldest first
         old_ready = old_ready[len(old_ready) - needed :]
-    leaving = len(replicas) - len(live)
     room = ceiling - leaving - len(current) - len(old_ready)
     if old_ready and room <= 0 and not leaving and ready_current == len(current) < target:
         remove.append(old_ready.pop(0).replica_id)  # no room: the oldest makes way for one new one

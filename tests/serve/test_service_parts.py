@@ -17,7 +17,7 @@ from skyhop.activities.serve import (
     stop_load_balancer,
     sync_load_balancer,
 )
-from skyhop.contract.serve import LoadBalancingPolicy, ReplicaRecord, ReplicaStatus
+from skyhop.contract.serve import LoadBalancingPolicy, ReplicaRecord, ReplicaStatus, UpdateMode
 from skyhop.serve.service_spec import autoscaler_policy, check_service, replica_port
 from skyhop.spec import SpecError, Task
 from skyhop.workflows.service import relaunch_delay
@@ -51,21 +51,35 @@ def test_a_rolling_update_keeps_the_ready_count_and_surges_by_one() -> None:
     assert plan_replicas(_replicas(*old), version=2, target=2, ceiling=3).model_dump() == {
         "launch": 1,
         "remove": [],
+        "hold": [],
     }
     # The new one is starting: nothing more, nothing less.
     starting = _replicas(*old, (3, 2, STARTING))
-    assert plan_replicas(starting, version=2, target=2, ceiling=3).model_dump() == {"launch": 0, "remove": []}
+    assert plan_replicas(starting, version=2, target=2, ceiling=3).model_dump() == {
+        "launch": 0,
+        "remove": [],
+        "hold": [],
+    }
     # Once it is READY the oldest goes, and the next new one may start.
     one_ready = _replicas(*old, (3, 2, READY))
     assert plan_replicas(one_ready, version=2, target=2, ceiling=3).model_dump() == {
         "launch": 1,
         "remove": [1],
+        "hold": [],
     }
     done = _replicas((2, 1, READY), (3, 2, READY), (4, 2, READY))
-    assert plan_replicas(done, version=2, target=2, ceiling=3).model_dump() == {"launch": 0, "remove": [2]}
+    assert plan_replicas(done, version=2, target=2, ceiling=3).model_dump() == {
+        "launch": 0,
+        "remove": [2],
+        "hold": [],
+    }
     # An old replica that serves nothing goes at once (and takes no room from the surge).
     broken = _replicas((1, 1, ReplicaStatus.NOT_READY), (2, 1, READY))
-    assert plan_replicas(broken, version=2, target=2, ceiling=3).model_dump() == {"launch": 2, "remove": [1]}
+    assert plan_replicas(broken, version=2, target=2, ceiling=3).model_dump() == {
+        "launch": 2,
+        "remove": [1],
+        "hold": [],
+    }
 
 
 def test_an_update_at_max_replicas_makes_room_one_replica_at_a_time() -> None:
@@ -74,20 +88,50 @@ def test_an_update_at_max_replicas_makes_room_one_replica_at_a_time() -> None:
     assert plan_replicas(_replicas(*old), version=2, target=2, ceiling=2).model_dump() == {
         "launch": 1,
         "remove": [1],
+        "hold": [],
     }
     # While it starts, or after it failed, the other old replica stays; the failed one's cluster
     # takes room until it is gone.
     starting = _replicas((2, 1, READY), (3, 2, STARTING))
-    assert plan_replicas(starting, version=2, target=2, ceiling=2).model_dump() == {"launch": 0, "remove": []}
+    assert plan_replicas(starting, version=2, target=2, ceiling=2).model_dump() == {
+        "launch": 0,
+        "remove": [],
+        "hold": [],
+    }
     failed = _replicas((2, 1, READY), (3, 2, FAILED))
-    assert plan_replicas(failed, version=2, target=2, ceiling=2).model_dump() == {"launch": 0, "remove": []}
+    assert plan_replicas(failed, version=2, target=2, ceiling=2).model_dump() == {
+        "launch": 0,
+        "remove": [],
+        "hold": [],
+    }
     gone = _replicas((2, 1, READY))
-    assert plan_replicas(gone, version=2, target=2, ceiling=2).model_dump() == {"launch": 1, "remove": []}
+    assert plan_replicas(gone, version=2, target=2, ceiling=2).model_dump() == {
+        "launch": 1,
+        "remove": [],
+        "hold": [],
+    }
     one_ready = _replicas((2, 1, READY), (3, 2, READY))
     assert plan_replicas(one_ready, version=2, target=2, ceiling=2).model_dump() == {
         "launch": 1,
         "remove": [2],
+        "hold": [],
     }
+
+
+def test_a_blue_green_update_holds_the_new_set_back_then_swaps_it_in_at_once() -> None:
+    old = [(1, 1, READY), (2, 1, READY)]
+    blue_green = UpdateMode.BLUE_GREEN
+
+    def plan(*specs: tuple[int, int, ReplicaStatus], ceiling: int = 4) -> dict[str, object]:
+        return plan_replicas(
+            _replicas(*specs), version=2, target=2, ceiling=ceiling, mode=blue_green
+        ).model_dump()
+
+    assert plan(*old) == {"launch": 2, "remove": [], "hold": []}
+    assert plan(*old, (3, 2, READY), (4, 2, STARTING)) == {"launch": 0, "remove": [], "hold": [3]}
+    assert plan(*old, (3, 2, READY), (4, 2, READY)) == {"launch": 0, "remove": [1, 2], "hold": []}
+    # No room for both sets: it goes as a rolling update does.
+    assert plan(*old, ceiling=3) == {"launch": 1, "remove": [], "hold": []}
 
 
 def test_an_update_is_done_once_the_target_is_ready_and_no_older_replica_is_live() -> None:

@@ -15,8 +15,9 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
 from temporalio import activity
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
@@ -356,6 +357,40 @@ def test_a_failed_update_rolls_back_by_itself_and_says_so() -> None:
             )
             assert state.update_message is None and _ready(state) != []
             assert all(fleet.pushes[served_from:]) and fleet.most_up == 2
+            await _down(handle, fleet)
+
+    run(scenario())
+
+
+def test_a_blue_green_update_switches_traffic_in_one_push() -> None:
+    fleet = FakeFleet()
+
+    async def scenario() -> None:
+        async with service_env(fleet) as (env, client):
+            handle = await _start_service(client, _task("serve v1", min_replicas=2, max_replicas=4))
+            await _until(handle, lambda s: fleet.pushes[-1:] == [[1, 2]], "v1's two replicas pushed")
+            served_from = len(fleet.pushes) - 1
+
+            # Room for one set only (2 x 2 > 3): refused, nothing changes.
+            with pytest.raises(WorkflowUpdateFailedError) as refused:
+                await _update(
+                    handle, _task("serve v2", min_replicas=2, max_replicas=3), UpdateMode.BLUE_GREEN
+                )
+            assert "max_replicas (3); use --mode rolling" in str(refused.value.cause)
+            assert (await _state(handle)).version == 1
+
+            # The new set comes up; one of it READY is not sent traffic until both are.
+            fleet.not_answering.add("svc-replica-4")
+            v2 = _task("serve v2", min_replicas=2, max_replicas=4)
+            assert await _update(handle, v2, UpdateMode.BLUE_GREEN) == 2
+            await _until_skipping(env, handle, lambda s: _ready(s) == [1, 2, 3], "v2's first replica READY")
+            await env.sleep(timedelta(seconds=120))
+            assert all(push == [1, 2] for push in fleet.pushes[served_from:]), fleet.pushes
+            fleet.not_answering.clear()
+            state = await _until_skipping(env, handle, lambda s: s.update is None, "the switch")
+            assert fleet.pushes[served_from:] == [[1, 2], [3, 4]], fleet.pushes
+            state = await _until(handle, lambda s: [r.replica_id for r in s.replicas] == [3, 4], "v1 gone")
+            assert _ready(state) == [3, 4] and state.version == 2 and fleet.most_up == 4
             await _down(handle, fleet)
 
     run(scenario())
