@@ -112,6 +112,7 @@ def _replica_rows(state: ServiceState) -> list[list[str]]:
     rows = []
     for replica in state.replicas:
         infra = replica.handle.offering.location if replica.handle is not None else "-"
+        infra += " (spot)" if replica.use_spot else ""
         where = f"{replica.host}:{replica.port}" if replica.host and replica.port else "-"
         rows.append(
             [

@@ -184,6 +184,8 @@ class ReplicaRecord(BaseModel):
     status: ReplicaStatus
     cluster_name: str
     launched_at: float
+    use_spot: bool = False
+    """Launched on spot; an on-demand replica of a task that asks for spot is a fallback one."""
     handle: ClusterHandle | None = None
     """Its nodes, once up."""
     port: int | None = None
@@ -241,7 +243,11 @@ class ServiceState(BaseModel):
     version: int = 1
     """The version new replicas run (``serve update`` adds one)."""
     target: int = 0
-    """Replicas of ``version`` the autoscaler wants now."""
+    """Replicas of ``version`` the autoscaler wants now (on-demand fallback ones included)."""
+    ondemand_target: int | None = None
+    """Of ``target``, how many run on-demand when the task asks for spot
+    (``base_ondemand_fallback_replicas``, and with ``dynamic_ondemand_fallback`` one for each spot
+    replica not READY); None: all as the task asks."""
     load_balancer: LoadBalancerInfo | None = None
     replicas: list[ReplicaRecord] = []
     """Live replicas, oldest first (a removed one leaves the list)."""

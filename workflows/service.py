@@ -3,14 +3,16 @@
 It keeps ``target`` replicas of the current version running, each a ``ServiceReplica`` on a
 cluster of its own (``workflows.service_replica``), and what to launch or remove is
 ``workflows.service_plan.plan_replicas``: a FAILED replica is replaced, a scale-down removes the
-replicas that serve nothing first, and ``update_version`` rolls to a new version whose replicas
-are READY before the old ones go, never past ``max_replicas`` (rolling, or blue-green: the whole
-new set READY, then one push swaps it in). An update whose replicas fail before
-they are ever READY ``ROLLBACK_AFTER`` times rolls back by itself to the previous version (whose
-replicas served throughout) and says so in ``ServiceState.update_message``. Whenever the READY
-set changes it is pushed to the service's load balancer (``sync_load_balancer``, which also starts
-the load balancer, once, on this worker's host); every ``AUTOSCALE_EVERY`` the load balancer's
-request counts go through the autoscaler's pure ``decide``, whose state the workflow keeps.
+replicas that serve nothing first, and ``update_version`` moves to a new version whose replicas are
+READY before the old ones go, never past ``max_replicas`` (rolling, or blue-green: the whole new
+set READY, then one push swaps it in). An update whose replicas fail before they are ever READY
+``ROLLBACK_AFTER`` times rolls back by itself to the previous version (whose replicas kept serving)
+and says so in ``ServiceState.update_message``. For a task that asks for spot, the autoscaler's
+split into spot and on-demand replicas (``ondemand_target``) says which kind each new replica is.
+Whenever the READY set changes it is pushed to the service's load balancer (``sync_load_balancer``,
+which also starts the load balancer, once, on this worker's host); every ``AUTOSCALE_EVERY`` the
+load balancer's request counts go through the autoscaler's pure ``decide``, whose state the
+workflow keeps.
 
 Nothing is written to the history while the replicas are READY but their probes (an activity and
 a timer per replica per probe interval) and the autoscaler's tick; once the history is long, at a
@@ -52,8 +54,15 @@ with workflow.unsafe.imports_passed_through():
         UpdateMode,
         replica_cluster_name,
     )
-    from skyhop.serve.autoscaler import AutoscalerInput, AutoscalerPolicy, AutoscalerState, decide
-    from skyhop.serve.service_spec import autoscaler_policy, service_of
+    from skyhop.serve.autoscaler import (
+        AutoscalerInput,
+        AutoscalerPolicy,
+        AutoscalerState,
+        ReplicaTarget,
+        decide,
+        replica_kinds,
+    )
+    from skyhop.serve.service_spec import asks_for_spot, autoscaler_policy, on_demand, service_of
     from skyhop.workflows.options import SHORT_RETRY
     from skyhop.workflows.service_plan import ReplicaPlan, plan_replicas, update_done
     from skyhop.workflows.service_replica import ServiceReplica
@@ -69,6 +78,8 @@ _CALL = timedelta(seconds=60)
 _UPDATES_PATCH = "service-max-replicas-and-rollback"
 """Runs from before it launched past ``max_replicas`` during an update, and never rolled back."""
 _UNCAPPED = 1 << 30
+_SPOT_PATCH = "service-spot-fallback"
+"""Runs from before it launched every replica as the task asked, with no on-demand fallback."""
 
 
 def relaunch_delay(failed_starts: int) -> float:
@@ -99,6 +110,8 @@ class ServiceWorkflow:
         self._relaunch_timer_at: float | None = None
         self._capped = False
         """``max_replicas`` holds during updates, and a failed update rolls back (``_UPDATES_PATCH``)."""
+        self._spot = False
+        """Spot replicas with on-demand fallback, as the autoscaler says (``_SPOT_PATCH``)."""
         self._timers: set[asyncio.Task[None]] = set()
         """Held so that the event loop's weak references are not their only ones."""
 
@@ -122,7 +135,7 @@ class ServiceWorkflow:
         """The autoscaler starts again from the current target, clipped to the current version's policy."""
         state, target = self.state, self._target_under(self._policy())
         self.autoscaler = AutoscalerState(target=target)
-        state.target = target
+        self._set_target(self._kinds())
         state.failed_starts, state.relaunch_at = 0, None
         self._changed = True
 
@@ -160,6 +173,8 @@ class ServiceWorkflow:
     @workflow.run
     async def run(self, request: ServiceRequest) -> ServiceState:
         self._capped = workflow.patched(_UPDATES_PATCH)
+        self._spot = workflow.patched(_SPOT_PATCH)
+        self._set_target(self._kinds())
         try:
             await self._sync_load_balancer()
             for record in self.state.replicas:  # a run that continued as new: probe them again
@@ -220,13 +235,14 @@ class ServiceWorkflow:
         if state.relaunch_at is not None and now < state.relaunch_at:
             return
         state.relaunch_at = None
-        for _ in range(plan.launch):
+        for index in range(plan.launch):
             record = ReplicaRecord(
                 replica_id=state.next_replica_id,
                 version=state.version,
                 status=ReplicaStatus.PROVISIONING,
                 cluster_name=replica_cluster_name(state.name, state.next_replica_id),
                 launched_at=now,
+                use_spot=state.ondemand_target is not None and index >= plan.launch_ondemand,
             )
             state.next_replica_id += 1
             state.replicas.append(record)
@@ -241,10 +257,14 @@ class ServiceWorkflow:
         if not self._capped:
             return plan_replicas(state.replicas, state.version, state.target, _UNCAPPED, mode)
         running = [r for r in state.replicas if r.replica_id in self._runs]
-        return plan_replicas(running, state.version, state.target, self._policy().ceiling, mode)
+        ceiling = self._policy().ceiling
+        return plan_replicas(running, state.version, state.target, ceiling, mode, state.ondemand_target)
 
     def _start(self, record: ReplicaRecord) -> None:
-        replica = ServiceReplica(self.state.name, record, self.tasks[record.version], self._touch)
+        task = self.tasks[record.version]
+        if self._spot and not record.use_spot and asks_for_spot(task):
+            task = on_demand(task)  # an on-demand fallback replica
+        replica = ServiceReplica(self.state.name, record, task, self._touch)
         self._runs[record.replica_id] = asyncio.create_task(self._life(replica))
 
     async def _life(self, replica: ServiceReplica) -> None:
@@ -334,12 +354,36 @@ class ServiceWorkflow:
             self._touch()
             return
         facts = AutoscalerInput(
-            now=workflow.time(), window_requests=stats.window_requests, window_seconds=stats.window_seconds
+            now=workflow.time(),
+            window_requests=stats.window_requests,
+            window_seconds=stats.window_seconds,
+            ready_spot=self._ready_spot(),
+            use_spot=self._uses_spot(),
         )
         decision = decide(self._policy(), self.autoscaler, facts)
         self.autoscaler = decision.state
-        if decision.replicas.total != self.state.target:
-            self.state.target = decision.replicas.total
+        self._set_target(decision.replicas)
+
+    def _uses_spot(self) -> bool:
+        return self._spot and asks_for_spot(self.tasks[self.state.version])
+
+    def _ready_spot(self) -> int:
+        state = self.state
+        return sum(
+            r.use_spot and r.status == ReplicaStatus.READY
+            for r in state.replicas
+            if r.version == state.version
+        )
+
+    def _kinds(self) -> ReplicaTarget:
+        """The autoscaler's target as spot and on-demand replicas, from the replicas READY now."""
+        return replica_kinds(self._policy(), self.autoscaler.target, self._uses_spot(), self._ready_spot())
+
+    def _set_target(self, kinds: ReplicaTarget) -> None:
+        state = self.state
+        wanted = (kinds.total, kinds.ondemand if self._uses_spot() else None)
+        if (state.target, state.ondemand_target) != wanted:
+            state.target, state.ondemand_target = wanted
             self._touch()
 
     def _policy(self) -> AutoscalerPolicy:

@@ -53,7 +53,7 @@ from tests.conftest import run
 TEST_SERVER = str(Path(sys.executable).parent / "temporal-test-server")
 
 
-def _task(run_command: str, **policy: object) -> Task:
+def _task(run_command: str, resources: dict[str, object] | None = None, **policy: object) -> Task:
     service = {
         "readiness_probe": {
             "path": "/health",
@@ -69,7 +69,8 @@ def _task(run_command: str, **policy: object) -> Task:
             **policy,
         },
     }
-    return Task.model_validate({"run": run_command, "resources": {"infra": "local"}, "service": service})
+    resources = resources or {"infra": "local"}
+    return Task.model_validate({"run": run_command, "resources": resources, "service": service})
 
 
 class FakeFleet:
@@ -83,6 +84,8 @@ class FakeFleet:
         """Each cluster's run command."""
         self.broken_runs: set[str] = set()
         """Run commands that end at once (a bad release)."""
+        self.spot: dict[str, bool] = {}
+        """Whether each cluster was asked for spot."""
         self.not_answering: set[str] = set()
         self.run_ended: set[str] = set()
         self.pushes: list[list[int]] = []
@@ -94,6 +97,7 @@ class FakeFleet:
         async def provision_attempt(request: ProvisionRequest) -> AttemptOutcome:
             self.up.add(request.cluster_name)
             self.most_up = max(self.most_up, len(self.up))
+            self.spot[request.cluster_name] = request.use_spot
             node = NodeHandle(
                 rank=0,
                 instance_id=request.cluster_name,
@@ -391,6 +395,33 @@ def test_a_blue_green_update_switches_traffic_in_one_push() -> None:
             assert fleet.pushes[served_from:] == [[1, 2], [3, 4]], fleet.pushes
             state = await _until(handle, lambda s: [r.replica_id for r in s.replicas] == [3, 4], "v1 gone")
             assert _ready(state) == [3, 4] and state.version == 2 and fleet.most_up == 4
+            await _down(handle, fleet)
+
+    run(scenario())
+
+
+def test_spot_replicas_with_on_demand_fallback() -> None:
+    fleet = FakeFleet()
+    spot = {"infra": "aws/us-east-1", "instance_type": "m6i.large", "use_spot": True}
+    fallback = {"base_ondemand_fallback_replicas": 1, "dynamic_ondemand_fallback": True}
+    task = _task("serve", spot, min_replicas=2, max_replicas=4, **fallback)
+
+    async def scenario() -> None:
+        async with service_env(fleet) as (env, client):
+            handle = await _start_service(client, task)
+            # Two replicas: one on-demand (the base), one spot, and while the spot one is not READY
+            # an on-demand one covering for it.
+            fleet.not_answering.add("svc-replica-3")
+            state = await _until(handle, lambda s: _ready(s) == [1, 2], "the on-demand replicas READY")
+            assert (state.target, state.ondemand_target) == (3, 2)
+            assert fleet.spot == {"svc-replica-1": False, "svc-replica-2": False, "svc-replica-3": True}
+            # The spot one is READY: at the next tick the cover goes, the base on-demand one stays.
+            fleet.not_answering.clear()
+            state = await _until_skipping(
+                env, handle, lambda s: [r.replica_id for r in s.replicas] == [1, 3], "the cover gone"
+            )
+            assert (state.target, state.ondemand_target) == (2, 1)
+            assert [r.use_spot for r in state.replicas] == [False, True] and fleet.most_up == 3
             await _down(handle, fleet)
 
     run(scenario())
