@@ -99,16 +99,34 @@ def status(
 def update(
     name: ServiceName,
     task_yaml: ServiceYaml,
+    mode: Annotated[
+        str,
+        typer.Option(
+            "--mode",
+            help="rolling: one new replica at a time, an old one goes as each is READY. "
+            "blue_green: the new version's whole set comes up READY, then traffic switches to it at "
+            "once and the old replicas go (needs room for both sets within max_replicas).",
+        ),
+    ] = "rolling",
     env: Envs = None,
     secret: Secrets = None,
 ) -> None:
-    """Roll a service to a new version: new replicas are READY before old ones go (rolling)."""
+    """Move a service to a new version; new replicas are READY before old ones go.
+
+    If the new version's replicas keep failing before they are READY, the update rolls back by
+    itself (skyhop serve status says so).
+    """
     from skyhop.cli.serving import run_serve_update
+    from skyhop.contract.serve import UpdateMode
     from skyhop.spec import Task
 
+    try:
+        chosen = UpdateMode(mode)
+    except ValueError:
+        fail(f"--mode {mode!r}: one of {', '.join(m.value for m in UpdateMode)}", EXIT_USAGE)
     task = _load(task_yaml, env, secret)
     assert isinstance(task, Task)
-    run_command(run_serve_update(name, task))
+    run_command(run_serve_update(name, task, chosen))
 
 
 @serve_app.command("logs")

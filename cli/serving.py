@@ -16,7 +16,7 @@ from skyhop.cli.output import info, print_json, table
 if TYPE_CHECKING:
     from temporalio.client import Client
 
-    from skyhop.contract.serve import ServiceState
+    from skyhop.contract.serve import ServiceState, UpdateMode
     from skyhop.spec import Task
 
 __all__ = [
@@ -27,6 +27,7 @@ __all__ = [
     "run_serve_up",
     "run_serve_update",
     "service_state",
+    "status_notes",
 ]
 
 _ENDPOINT_WAIT_S = 120.0
@@ -111,6 +112,7 @@ def _replica_rows(state: ServiceState) -> list[list[str]]:
     rows = []
     for replica in state.replicas:
         infra = replica.handle.offering.location if replica.handle is not None else "-"
+        infra += " (spot)" if replica.use_spot else ""
         where = f"{replica.host}:{replica.port}" if replica.host and replica.port else "-"
         rows.append(
             [
@@ -187,12 +189,23 @@ async def run_serve_status(name: str | None, *, endpoint: bool, as_json: bool) -
         print()
         table(["SERVICE", "ID", "VERSION", "INFRA", "ADDRESS", "STATUS", "MESSAGE"], rows)
     for state in states:
-        if state.message:
-            info(f"{state.name}: {state.message}")
+        for line in status_notes(state):
+            info(f"{state.name}: {line}")
     return 0
 
 
-async def run_serve_update(name: str, task: Task) -> int:
+def status_notes(state: ServiceState) -> list[str]:
+    """What the table does not say: the update in progress, a rolled-back one, the load balancer's trouble."""
+    notes = [state.message, state.update_message]
+    if state.update is not None:
+        update = state.update
+        notes.append(
+            f"updating to version {update.version} ({update.mode.value}) from version {update.previous}"
+        )
+    return [note for note in notes if note]
+
+
+async def run_serve_update(name: str, task: Task, mode: UpdateMode) -> int:
     from temporalio.client import WorkflowUpdateFailedError
 
     from skyhop.cli.output import fail
@@ -202,6 +215,7 @@ async def run_serve_update(name: str, task: Task) -> int:
         ServiceOperation,
         ServiceVersionAccepted,
         ServiceVersionRequest,
+        UpdateMode,
         service_workflow_id,
     )
 
@@ -211,12 +225,21 @@ async def run_serve_update(name: str, task: Task) -> int:
     try:
         accepted = await handle.execute_update(
             ServiceOperation.UPDATE_VERSION,
-            ServiceVersionRequest(task=task),
+            ServiceVersionRequest(task=task, mode=mode),
             result_type=ServiceVersionAccepted,
         )
     except WorkflowUpdateFailedError as exc:
         fail(f"service {name} refused the update: {innermost_message(exc)}")
-    info(f"Service {name}: rolling to version {accepted.version}; old replicas go as new ones are READY.")
+    if mode is UpdateMode.BLUE_GREEN:
+        info(
+            f"Service {name}: version {accepted.version} (blue_green) is coming up; traffic switches to it "
+            "once all its replicas are READY."
+        )
+    else:
+        info(f"Service {name}: rolling to version {accepted.version}; old replicas go as new ones are READY.")
+    info(
+        f"If its replicas keep failing before they are READY, it rolls back; see: skyhop serve status {name}"
+    )
     return 0
 
 

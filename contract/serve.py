@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from skyhop.providers.base import ClusterHandle
 from skyhop.serve.autoscaler import AutoscalerState
@@ -28,6 +28,7 @@ from skyhop.spec import Task
 
 __all__ = [
     "MAX_SERVICE_NAME_CHARS",
+    "ROLLBACK_AFTER",
     "SERVE_PORT_ENV",
     "SERVICE_NAME_PATTERN",
     "LoadBalancerInfo",
@@ -47,7 +48,9 @@ __all__ = [
     "ServiceState",
     "ServiceStatus",
     "ServiceVersionAccepted",
+    "ServiceUpdate",
     "ServiceVersionRequest",
+    "UpdateMode",
     "replica_cluster_name",
     "service_workflow_id",
 ]
@@ -181,6 +184,8 @@ class ReplicaRecord(BaseModel):
     status: ReplicaStatus
     cluster_name: str
     launched_at: float
+    use_spot: bool = False
+    """Launched on spot; an on-demand replica of a task that asks for spot is a fallback one."""
     handle: ClusterHandle | None = None
     """Its nodes, once up."""
     port: int | None = None
@@ -205,6 +210,30 @@ class ReplicaRecord(BaseModel):
         return ReplicaEndpoint(replica_id=self.replica_id, host=host, port=self.port)
 
 
+class UpdateMode(StrEnum):
+    """How ``serve update`` moves traffic to the new version."""
+
+    ROLLING = "rolling"
+    """One new replica at a time; an old one goes as each new one is READY (the default)."""
+    BLUE_GREEN = "blue_green"
+    """The new version's whole set comes up READY, then traffic switches to it in one push."""
+
+
+class ServiceUpdate(BaseModel):
+    """An update in progress: from ``previous`` (whose replicas serve until it is done) to ``version``."""
+
+    version: int
+    previous: int
+    """The version to roll back to: the last one whose update completed."""
+    mode: UpdateMode = UpdateMode.ROLLING
+    failed_starts: int = 0
+    """Its replicas that failed before they were ever READY (at ``ROLLBACK_AFTER``: rolled back)."""
+
+
+ROLLBACK_AFTER = 3
+"""A new version's replicas that fail before they are READY this many times roll the update back."""
+
+
 class ServiceState(BaseModel):
     """The ``state`` query's answer, and what ``serve status`` shows."""
 
@@ -214,7 +243,11 @@ class ServiceState(BaseModel):
     version: int = 1
     """The version new replicas run (``serve update`` adds one)."""
     target: int = 0
-    """Replicas of ``version`` the autoscaler wants now."""
+    """Replicas of ``version`` the autoscaler wants now (on-demand fallback ones included)."""
+    ondemand_target: int | None = None
+    """Of ``target``, how many run on-demand when the task asks for spot
+    (``base_ondemand_fallback_replicas``, and with ``dynamic_ondemand_fallback`` one for each spot
+    replica not READY); None: all as the task asks."""
     load_balancer: LoadBalancerInfo | None = None
     replicas: list[ReplicaRecord] = []
     """Live replicas, oldest first (a removed one leaves the list)."""
@@ -227,7 +260,18 @@ class ServiceState(BaseModel):
     """No replica is launched before this (workflow time), after such failures."""
     message: str | None = None
     """The last thing that went wrong with the service itself (its load balancer)."""
+    update: ServiceUpdate | None = None
+    """The update in progress, if any."""
+    update_message: str | None = None
+    """What became of the last update when it did not complete (rolled back, and why)."""
+    latest_version: int = 0
+    """The highest version ever given (a rolled-back one's number is not given again)."""
     started_at: float = 0.0
+
+    @model_validator(mode="after")
+    def _latest(self) -> ServiceState:
+        self.latest_version = max(self.latest_version, self.version)
+        return self
 
     @property
     def endpoint(self) -> str | None:
@@ -254,9 +298,10 @@ class ServiceRequest(BaseModel):
 
 
 class ServiceVersionRequest(BaseModel):
-    """``serve update``: roll every replica to ``task``; new replicas are READY before old ones go."""
+    """``serve update``: move every replica to ``task``; new replicas are READY before old ones go."""
 
     task: Task
+    mode: UpdateMode = UpdateMode.ROLLING
 
 
 class ServiceVersionAccepted(BaseModel):

@@ -11,7 +11,8 @@ nothing. From zero replicas, the first request scales up at once (the load balan
 Spot: ``base_ondemand_fallback_replicas`` of the target always run on-demand; with
 ``dynamic_ondemand_fallback``, each spot replica that is not READY is covered by an on-demand one
 until it is (SkyServe's ``FallbackRequestRateAutoscaler``). The covers are not counted against
-``max_replicas``: they stand in for replicas that serve nothing.
+``max_replicas`` here: they stand in for replicas that serve nothing (the controller still never
+runs more than ``max_replicas`` replicas, so they take only the room below it).
 
 The controller keeps ``AutoscalerState`` in its workflow state and calls ``decide`` on a timer
 with the counts it read from the load balancer; the function reads no clock, so it is safe in a
@@ -24,7 +25,15 @@ import math
 
 from pydantic import BaseModel, Field, model_validator
 
-__all__ = ["AutoscalerInput", "AutoscalerPolicy", "AutoscalerState", "Decision", "ReplicaTarget", "decide"]
+__all__ = [
+    "AutoscalerInput",
+    "AutoscalerPolicy",
+    "AutoscalerState",
+    "Decision",
+    "ReplicaTarget",
+    "decide",
+    "replica_kinds",
+]
 
 
 class AutoscalerPolicy(BaseModel):
@@ -132,9 +141,16 @@ def _next_state(policy: AutoscalerPolicy, state: AutoscalerState, facts: Autosca
 def decide(policy: AutoscalerPolicy, state: AutoscalerState, facts: AutoscalerInput) -> Decision:
     """The next state, and the replicas (spot and on-demand) to run."""
     state = _next_state(policy, state, facts)
-    if not facts.use_spot:
-        return Decision(state=state, replicas=ReplicaTarget(spot=0, ondemand=state.target))
-    base = min(policy.base_ondemand_fallback_replicas, state.target)
-    spot = state.target - base
-    cover = max(0, spot - facts.ready_spot) if policy.dynamic_ondemand_fallback else 0
-    return Decision(state=state, replicas=ReplicaTarget(spot=spot, ondemand=base + cover))
+    return Decision(
+        state=state, replicas=replica_kinds(policy, state.target, facts.use_spot, facts.ready_spot)
+    )
+
+
+def replica_kinds(policy: AutoscalerPolicy, target: int, use_spot: bool, ready_spot: int) -> ReplicaTarget:
+    """``target`` replicas as spot and on-demand ones (all on-demand when the task asks no spot)."""
+    if not use_spot:
+        return ReplicaTarget(spot=0, ondemand=target)
+    base = min(policy.base_ondemand_fallback_replicas, target)
+    spot = target - base
+    cover = max(0, spot - ready_spot) if policy.dynamic_ondemand_fallback else 0
+    return ReplicaTarget(spot=spot, ondemand=base + cover)

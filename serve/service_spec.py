@@ -9,9 +9,18 @@ from __future__ import annotations
 from skyhop.serve.autoscaler import AutoscalerPolicy
 from skyhop.spec import Task
 from skyhop.spec.errors import SpecError
+from skyhop.spec.resources import Resources
 from skyhop.spec.service import Service
 
-__all__ = ["DEFAULT_REPLICA_PORT", "autoscaler_policy", "check_service", "replica_port", "service_of"]
+__all__ = [
+    "DEFAULT_REPLICA_PORT",
+    "asks_for_spot",
+    "autoscaler_policy",
+    "check_service",
+    "on_demand",
+    "replica_port",
+    "service_of",
+]
 
 DEFAULT_REPLICA_PORT = 8080
 """A replica's port when neither ``service.ports`` nor one ``resources.ports`` names it."""
@@ -33,6 +42,28 @@ def replica_port(task: Task) -> int:
     if len(ports) == 1 and ports[0].isdigit():
         return int(ports[0])
     return DEFAULT_REPLICA_PORT
+
+
+def _alternatives(resources: Resources) -> list[Resources]:
+    return [*(resources.any_of or []), *(resources.ordered or [])]
+
+
+def asks_for_spot(task: Task) -> bool:
+    """Whether the task's replicas run on spot (``use_spot``, or an alternative's)."""
+    resources = task.resources
+    return resources.use_spot or any(r.use_spot for r in _alternatives(resources))
+
+
+def on_demand(task: Task) -> Task:
+    """The task with spot asked nowhere: an on-demand fallback replica's."""
+    plain = {"use_spot": False}
+    resources = task.resources
+    update: dict[str, object] = dict(plain)
+    for key in ("any_of", "ordered"):
+        alternatives: list[Resources] | None = getattr(resources, key)
+        if alternatives is not None:
+            update[key] = [r.model_copy(update=plain) for r in alternatives]
+    return task.model_copy(update={"resources": resources.model_copy(update=update)})
 
 
 def autoscaler_policy(service: Service) -> AutoscalerPolicy:

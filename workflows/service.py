@@ -3,11 +3,16 @@
 It keeps ``target`` replicas of the current version running, each a ``ServiceReplica`` on a
 cluster of its own (``workflows.service_replica``), and what to launch or remove is
 ``workflows.service_plan.plan_replicas``: a FAILED replica is replaced, a scale-down removes the
-replicas that serve nothing first, and ``update_version`` rolls to a new version whose replicas
-are READY before the old ones go. Whenever the READY set changes it is pushed to the service's load
-balancer (``sync_load_balancer``, which also starts the load balancer, once, on this worker's host);
-every ``AUTOSCALE_EVERY`` the load balancer's request counts go through the autoscaler's pure
-``decide``, whose state the workflow keeps.
+replicas that serve nothing first, and ``update_version`` moves to a new version whose replicas are
+READY before the old ones go, never past ``max_replicas`` (rolling, or blue-green: the whole new
+set READY, then one push swaps it in). An update whose replicas fail before they are ever READY
+``ROLLBACK_AFTER`` times rolls back by itself to the previous version (whose replicas kept serving)
+and says so in ``ServiceState.update_message``. For a task that asks for spot, the autoscaler's
+split into spot and on-demand replicas (``ondemand_target``) says which kind each new replica is.
+Whenever the READY set changes it is pushed to the service's load balancer (``sync_load_balancer``,
+which also starts the load balancer, once, on this worker's host); every ``AUTOSCALE_EVERY`` the
+load balancer's request counts go through the autoscaler's pure ``decide``, whose state the
+workflow keeps.
 
 Nothing is written to the history while the replicas are READY but their probes (an activity and
 a timer per replica per probe interval) and the autoscaler's tick; once the history is long, at a
@@ -31,6 +36,7 @@ with workflow.unsafe.imports_passed_through():
     from skyhop.contract.failures import innermost_message
     from skyhop.contract.search import STATUS
     from skyhop.contract.serve import (
+        ROLLBACK_AFTER,
         LoadBalancerStats,
         LoadBalancingPolicy,
         ReplicaEndpoint,
@@ -42,14 +48,23 @@ with workflow.unsafe.imports_passed_through():
         ServiceResume,
         ServiceState,
         ServiceStatus,
+        ServiceUpdate,
         ServiceVersionAccepted,
         ServiceVersionRequest,
+        UpdateMode,
         replica_cluster_name,
     )
-    from skyhop.serve.autoscaler import AutoscalerInput, AutoscalerPolicy, AutoscalerState, decide
-    from skyhop.serve.service_spec import autoscaler_policy, service_of
+    from skyhop.serve.autoscaler import (
+        AutoscalerInput,
+        AutoscalerPolicy,
+        AutoscalerState,
+        ReplicaTarget,
+        decide,
+        replica_kinds,
+    )
+    from skyhop.serve.service_spec import asks_for_spot, autoscaler_policy, on_demand, service_of
     from skyhop.workflows.options import SHORT_RETRY
-    from skyhop.workflows.service_plan import plan_replicas
+    from skyhop.workflows.service_plan import ReplicaPlan, plan_replicas, update_done
     from skyhop.workflows.service_replica import ServiceReplica
     from skyhop.workflows.stages import history_is_long
 
@@ -60,6 +75,11 @@ AUTOSCALE_EVERY = timedelta(seconds=20)
 _RELAUNCH_FIRST_S = 5.0
 _RELAUNCH_MAX_S = 300.0
 _CALL = timedelta(seconds=60)
+_UPDATES_PATCH = "service-max-replicas-and-rollback"
+"""Runs from before it launched past ``max_replicas`` during an update, and never rolled back."""
+_UNCAPPED = 1 << 30
+_SPOT_PATCH = "service-spot-fallback"
+"""Runs from before it launched every replica as the task asked, with no on-demand fallback."""
 
 
 def relaunch_delay(failed_starts: int) -> float:
@@ -88,6 +108,10 @@ class ServiceWorkflow:
         self._stopping = False
         self._tick_due = False
         self._relaunch_timer_at: float | None = None
+        self._capped = False
+        """``max_replicas`` holds during updates, and a failed update rolls back (``_UPDATES_PATCH``)."""
+        self._spot = False
+        """Spot replicas with on-demand fallback, as the autoscaler says (``_SPOT_PATCH``)."""
         self._timers: set[asyncio.Task[None]] = set()
         """Held so that the event loop's weak references are not their only ones."""
 
@@ -99,15 +123,36 @@ class ServiceWorkflow:
     def update_version(self, request: ServiceVersionRequest) -> ServiceVersionAccepted:
         """A new version: its replicas are launched now, the old ones go as the new become READY."""
         state = self.state
-        state.version += 1
+        previous = state.update.previous if state.update is not None else state.version
+        state.version = state.latest_version = state.latest_version + 1
         self.tasks[state.version] = request.task
-        policy = self._policy()
-        target = max(policy.min_replicas, min(policy.ceiling, self.autoscaler.target))
+        state.update = ServiceUpdate(version=state.version, previous=previous, mode=request.mode)
+        state.update_message = None
+        self._retarget()
+        return ServiceVersionAccepted(version=state.version)
+
+    def _retarget(self) -> None:
+        """The autoscaler starts again from the current target, clipped to the current version's policy."""
+        state, target = self.state, self._target_under(self._policy())
         self.autoscaler = AutoscalerState(target=target)
-        state.target = target
+        self._set_target(self._kinds())
         state.failed_starts, state.relaunch_at = 0, None
         self._changed = True
-        return ServiceVersionAccepted(version=state.version)
+
+    def _target_under(self, policy: AutoscalerPolicy) -> int:
+        """The autoscaler's target, within ``policy``'s bounds."""
+        return max(policy.min_replicas, min(policy.ceiling, self.autoscaler.target))
+
+    def _roll_back(self, reason: str | None) -> None:
+        """The update's replicas keep failing before they are READY: back to the previous version."""
+        state, update = self.state, self.state.update
+        assert update is not None
+        state.update_message = (
+            f"the update to version {update.version} was rolled back to version {update.previous}: "
+            f"{update.failed_starts} of its replicas failed before they were READY (the last: {reason})"
+        )
+        state.version, state.update = update.previous, None
+        self._retarget()
 
     @update_version.validator
     def _check_version(self, request: ServiceVersionRequest) -> None:
@@ -115,9 +160,21 @@ class ServiceWorkflow:
             raise ApplicationError(f"service {self.state.name} is shutting down", non_retryable=True)
         if request.task.service is None:
             raise ApplicationError("the new version's task has no service: section", non_retryable=True)
+        if request.mode is UpdateMode.BLUE_GREEN:
+            policy = autoscaler_policy(service_of(request.task))
+            target = self._target_under(policy)
+            if 2 * target > policy.ceiling:
+                raise ApplicationError(
+                    f"blue_green runs both versions' replicas at once: 2 x {target} is more than "
+                    f"max_replicas ({policy.ceiling}); use --mode rolling, or raise max_replicas",
+                    non_retryable=True,
+                )
 
     @workflow.run
     async def run(self, request: ServiceRequest) -> ServiceState:
+        self._capped = workflow.patched(_UPDATES_PATCH)
+        self._spot = workflow.patched(_SPOT_PATCH)
+        self._set_target(self._kinds())
         try:
             await self._sync_load_balancer()
             for record in self.state.replicas:  # a run that continued as new: probe them again
@@ -170,7 +227,7 @@ class ServiceWorkflow:
 
     def _reconcile(self) -> None:
         state, now = self.state, workflow.time()
-        plan = plan_replicas(state.replicas, state.version, state.target)
+        plan = self._plan()
         for record in state.replicas:
             if record.replica_id in plan.remove:
                 record.status = ReplicaStatus.SHUTTING_DOWN  # out of the READY set at once
@@ -178,20 +235,36 @@ class ServiceWorkflow:
         if state.relaunch_at is not None and now < state.relaunch_at:
             return
         state.relaunch_at = None
-        for _ in range(plan.launch):
+        for index in range(plan.launch):
             record = ReplicaRecord(
                 replica_id=state.next_replica_id,
                 version=state.version,
                 status=ReplicaStatus.PROVISIONING,
                 cluster_name=replica_cluster_name(state.name, state.next_replica_id),
                 launched_at=now,
+                use_spot=state.ondemand_target is not None and index >= plan.launch_ondemand,
             )
             state.next_replica_id += 1
             state.replicas.append(record)
             self._start(record)
+        if state.update is not None and update_done(state.replicas, state.version, state.target):
+            state.update = None
+
+    def _plan(self) -> ReplicaPlan:
+        """The plan over the replicas still running (one whose removal failed has no cluster to count)."""
+        state = self.state
+        mode = state.update.mode if state.update is not None else UpdateMode.ROLLING
+        if not self._capped:
+            return plan_replicas(state.replicas, state.version, state.target, _UNCAPPED, mode)
+        running = [r for r in state.replicas if r.replica_id in self._runs]
+        ceiling = self._policy().ceiling
+        return plan_replicas(running, state.version, state.target, ceiling, mode, state.ondemand_target)
 
     def _start(self, record: ReplicaRecord) -> None:
-        replica = ServiceReplica(self.state.name, record, self.tasks[record.version], self._touch)
+        task = self.tasks[record.version]
+        if self._spot and not record.use_spot and asks_for_spot(task):
+            task = on_demand(task)  # an on-demand fallback replica
+        replica = ServiceReplica(self.state.name, record, task, self._touch)
         self._runs[record.replica_id] = asyncio.create_task(self._life(replica))
 
     async def _life(self, replica: ServiceReplica) -> None:
@@ -212,11 +285,18 @@ class ServiceWorkflow:
             if record.ready_at is None:
                 state.failed_starts += 1
                 state.relaunch_at = workflow.time() + relaunch_delay(state.failed_starts)
+                update = state.update
+                if self._capped and update is not None and record.version == update.version:
+                    update.failed_starts += 1
+                    if update.failed_starts >= ROLLBACK_AFTER:
+                        self._roll_back(record.message)
             else:
                 state.failed_starts = 0
         self._runs.pop(record.replica_id, None)
         state.replicas.remove(record)
         in_use = {r.version for r in state.replicas} | {state.version}
+        if state.update is not None:
+            in_use.add(state.update.previous)  # what a rollback returns to
         self.tasks = {version: task for version, task in self.tasks.items() if version in in_use}
         self._touch()
 
@@ -226,8 +306,14 @@ class ServiceWorkflow:
     # -- load balancer and autoscaler ------------------------------------------------------------
 
     async def _sync_load_balancer(self) -> None:
-        """Push the READY set when it changed (starting the load balancer if it is not running)."""
-        ready = [endpoint for r in self.state.replicas if (endpoint := r.endpoint()) is not None]
+        """Push the READY set when it changed (starting the load balancer if it is not running); a
+        blue-green update's new replicas join it only at the switch."""
+        held = set(self._plan().hold)
+        ready = [
+            endpoint
+            for r in self.state.replicas
+            if r.replica_id not in held and (endpoint := r.endpoint()) is not None
+        ]
         if ready == self._pushed:
             return
         previous = self.state.load_balancer
@@ -268,12 +354,36 @@ class ServiceWorkflow:
             self._touch()
             return
         facts = AutoscalerInput(
-            now=workflow.time(), window_requests=stats.window_requests, window_seconds=stats.window_seconds
+            now=workflow.time(),
+            window_requests=stats.window_requests,
+            window_seconds=stats.window_seconds,
+            ready_spot=self._ready_spot(),
+            use_spot=self._uses_spot(),
         )
         decision = decide(self._policy(), self.autoscaler, facts)
         self.autoscaler = decision.state
-        if decision.replicas.total != self.state.target:
-            self.state.target = decision.replicas.total
+        self._set_target(decision.replicas)
+
+    def _uses_spot(self) -> bool:
+        return self._spot and asks_for_spot(self.tasks[self.state.version])
+
+    def _ready_spot(self) -> int:
+        state = self.state
+        return sum(
+            r.use_spot and r.status == ReplicaStatus.READY
+            for r in state.replicas
+            if r.version == state.version
+        )
+
+    def _kinds(self) -> ReplicaTarget:
+        """The autoscaler's target as spot and on-demand replicas, from the replicas READY now."""
+        return replica_kinds(self._policy(), self.autoscaler.target, self._uses_spot(), self._ready_spot())
+
+    def _set_target(self, kinds: ReplicaTarget) -> None:
+        state = self.state
+        wanted = (kinds.total, kinds.ondemand if self._uses_spot() else None)
+        if (state.target, state.ondemand_target) != wanted:
+            state.target, state.ondemand_target = wanted
             self._touch()
 
     def _policy(self) -> AutoscalerPolicy:

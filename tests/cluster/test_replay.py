@@ -1,9 +1,11 @@
-"""Recorded ``ClusterWorkflow`` and ``LaunchWorkflow`` histories must replay on the current code.
+"""Recorded ``ClusterWorkflow``, ``LaunchWorkflow`` and ``ServiceWorkflow`` histories must replay on
+the current code.
 
-Clusters live for days, and so does a launch in ``--retry-until-up``: a change to a workflow that
-would make a running one's history non-deterministic fails here, in CI, instead of in production.
-Such a change needs ``workflow.patched``; new scenarios are recorded with
-``python -m tests.cluster.record_histories`` and ``python -m tests.launch.record_histories``.
+Clusters and services live for days, and so does a launch in ``--retry-until-up``: a change to a
+workflow that would make a running one's history non-deterministic fails here, in CI, instead of in
+production. Such a change needs ``workflow.patched``; new scenarios are recorded with
+``python -m tests.cluster.record_histories``, ``python -m tests.launch.record_histories`` and
+``python -m tests.serve.record_histories``.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from temporalio.worker import Replayer
 
 from skyhop.workflows.cluster import ClusterWorkflow
 from skyhop.workflows.launch import LaunchWorkflow
+from skyhop.workflows.service import ServiceWorkflow
 from tests.conftest import run
 
 _TESTS = Path(__file__).parent.parent
@@ -28,6 +31,7 @@ HISTORIES = sorted(
     for path in [
         *(_TESTS / "cluster" / "histories").glob("*.json"),
         *(_TESTS / "launch" / "histories").glob("*.json"),
+        *(_TESTS / "serve" / "histories").glob("*.json"),
     ]
     if path != WORKFLOW_IDS
 )
@@ -50,6 +54,8 @@ def test_histories_are_recorded() -> None:
         "launch_leased_continue_as_new_first_run",
         "launch_leased_continue_as_new_second_run",
         "lock_lease",
+        "service_update_at_max_replicas",
+        "service_update_rolled_back",
     }
 
 
@@ -57,6 +63,8 @@ def test_histories_are_recorded() -> None:
 def test_history_replays(path: Path) -> None:
     workflow_id = json.loads(WORKFLOW_IDS.read_text()).get(path.stem, path.stem)
     history = WorkflowHistory.from_json(workflow_id, path.read_text())
-    replayer = Replayer(workflows=[ClusterWorkflow, LaunchWorkflow], data_converter=pydantic_data_converter)
+    replayer = Replayer(
+        workflows=[ClusterWorkflow, LaunchWorkflow, ServiceWorkflow], data_converter=pydantic_data_converter
+    )
     result = run(replayer.replay_workflow(history, raise_on_replay_failure=True))
     assert result.replay_failure is None

@@ -196,3 +196,30 @@ def test_a_task_without_a_service_section_is_refused_before_anything_starts(
     ]
     missing = skyhop("serve", "status", "plain", env=cli_env)
     assert missing.returncode == 1 and "service 'plain' not found" in missing.stderr
+
+
+def test_serve_update_takes_a_mode_and_says_what_each_does(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from skyhop.cli.app import app
+
+    shown = CliRunner().invoke(app, ["serve", "update", "--help"], terminal_width=200)
+    assert shown.exit_code == 0
+    assert "--mode" in shown.output and "blue_green:" in shown.output and "rolls back" in shown.output
+    spec = tmp_path / "svc.yaml"
+    spec.write_text("run: serve\nservice:\n  readiness_probe: /\n  replicas: 1\nresources:\n  infra: local\n")
+    refused = CliRunner().invoke(app, ["serve", "update", "svc", str(spec), "--mode", "sideways"])
+    assert refused.exit_code == 2
+    assert refused.output.strip().splitlines() == ["Error: --mode 'sideways': one of rolling, blue_green"]
+
+
+def test_serve_status_says_an_update_was_rolled_back() -> None:
+    from skyhop.cli.serving import status_notes
+    from skyhop.contract.serve import ServiceState, ServiceUpdate, UpdateMode
+
+    state = ServiceState(
+        name="svc", user="u", version=1, update_message="the update to version 2 was rolled back"
+    )
+    assert status_notes(state) == ["the update to version 2 was rolled back"]
+    state.update = ServiceUpdate(version=3, previous=1, mode=UpdateMode.BLUE_GREEN)
+    assert status_notes(state)[-1] == "updating to version 3 (blue_green) from version 1"

@@ -15,8 +15,9 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
 from temporalio import activity
-from temporalio.client import Client, WorkflowHandle
+from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
@@ -28,6 +29,7 @@ from skyhop.activities.provisioning import AttemptOutcome
 from skyhop.activities.serve import LoadBalancerSync, ProbeAnswer, ReplicaPortInput, ReplicaProbe
 from skyhop.contract import LONG_QUEUE, SHORT_QUEUE, WORKFLOW_QUEUE, WorkflowType
 from skyhop.contract.serve import (
+    ROLLBACK_AFTER,
     LoadBalancerInfo,
     LoadBalancerStats,
     ReplicaStatus,
@@ -38,6 +40,7 @@ from skyhop.contract.serve import (
     ServiceStatus,
     ServiceVersionAccepted,
     ServiceVersionRequest,
+    UpdateMode,
     service_workflow_id,
 )
 from skyhop.providers.base import ClusterHandle, LocalAccess, NodeHandle, ProvisionRequest
@@ -50,7 +53,7 @@ from tests.conftest import run
 TEST_SERVER = str(Path(sys.executable).parent / "temporal-test-server")
 
 
-def _task(run_command: str, **policy: object) -> Task:
+def _task(run_command: str, resources: dict[str, object] | None = None, **policy: object) -> Task:
     service = {
         "readiness_probe": {
             "path": "/health",
@@ -66,7 +69,8 @@ def _task(run_command: str, **policy: object) -> Task:
             **policy,
         },
     }
-    return Task.model_validate({"run": run_command, "resources": {"infra": "local"}, "service": service})
+    resources = resources or {"infra": "local"}
+    return Task.model_validate({"run": run_command, "resources": resources, "service": service})
 
 
 class FakeFleet:
@@ -74,6 +78,14 @@ class FakeFleet:
 
     def __init__(self) -> None:
         self.up: set[str] = set()
+        self.most_up = 0
+        """The most clusters up at once."""
+        self.runs: dict[str, str] = {}
+        """Each cluster's run command."""
+        self.broken_runs: set[str] = set()
+        """Run commands that end at once (a bad release)."""
+        self.spot: dict[str, bool] = {}
+        """Whether each cluster was asked for spot."""
         self.not_answering: set[str] = set()
         self.run_ended: set[str] = set()
         self.pushes: list[list[int]] = []
@@ -84,6 +96,8 @@ class FakeFleet:
         @activity.defn(name="provision_attempt")
         async def provision_attempt(request: ProvisionRequest) -> AttemptOutcome:
             self.up.add(request.cluster_name)
+            self.most_up = max(self.most_up, len(self.up))
+            self.spot[request.cluster_name] = request.use_spot
             node = NodeHandle(
                 rank=0,
                 instance_id=request.cluster_name,
@@ -101,6 +115,7 @@ class FakeFleet:
         @activity.defn(name="start_job")
         async def start_job(request: RunJobInput) -> None:
             assert request.task.envs["SKYHOP_SERVE_PORT"] == "8080"
+            self.runs[request.handle.cluster_name] = request.task.run or ""
 
         @activity.defn(name="sync_load_balancer")
         async def sync_load_balancer(request: LoadBalancerSync) -> LoadBalancerInfo:
@@ -125,7 +140,7 @@ class FakeFleet:
         @activity.defn(name="probe_replica")
         async def probe_replica(request: ReplicaProbe) -> ProbeAnswer:
             name = request.handle.cluster_name
-            if name in self.run_ended:
+            if name in self.run_ended or self.runs.get(name) in self.broken_runs:
                 return ProbeAnswer(ready=False, ended=True, message="its run ended FAILED with exit code 1")
             if name in self.not_answering:
                 return ProbeAnswer(ready=False, message="/health: connection refused")
@@ -183,6 +198,50 @@ async def _until(
             return state
         await asyncio.sleep(0.05)
     raise AssertionError(f"timed out waiting for {what}: {state}")
+
+
+async def _until_skipping(
+    env: WorkflowEnvironment,
+    handle: WorkflowHandle[object, ServiceState],
+    test: Callable[[ServiceState], bool],
+    what: str,
+) -> ServiceState:
+    """Like ``_until``, skipping 10 s of workflow time between looks (for what takes timers)."""
+    for _ in range(600):
+        state = await _state(handle)
+        if test(state):
+            return state
+        await env.sleep(timedelta(seconds=10))
+    raise AssertionError(f"timed out waiting for {what}: {state}")
+
+
+async def _start_service(client: Client, task: Task) -> WorkflowHandle[object, ServiceState]:
+    request = ServiceRequest(name="svc", task=task, user="tester")
+    return await client.start_workflow(
+        WorkflowType.SERVICE,
+        request,
+        id=service_workflow_id("svc"),
+        task_queue=WORKFLOW_QUEUE,
+        result_type=ServiceState,
+    )
+
+
+async def _update(
+    handle: WorkflowHandle[object, ServiceState], task: Task, mode: UpdateMode = UpdateMode.ROLLING
+) -> int:
+    accepted = await handle.execute_update(
+        ServiceOperation.UPDATE_VERSION,
+        ServiceVersionRequest(task=task, mode=mode),
+        result_type=ServiceVersionAccepted,
+    )
+    return accepted.version
+
+
+async def _down(handle: WorkflowHandle[object, ServiceState], fleet: FakeFleet) -> None:
+    await handle.cancel()
+    final = await handle.result()
+    assert final.status == ServiceStatus.DOWN and final.replicas == [] and final.load_balancer is None
+    assert fleet.up == set() and not fleet.load_balancer_running
 
 
 def _ready(state: ServiceState) -> list[int]:
@@ -263,9 +322,106 @@ def test_autoscaling_update_replacement_and_down() -> None:
             state = await _until(handle, lambda s: _ready(s) == [5], "the carried replica READY")
             assert state.version == 2 and state.replaced == 1
 
-            await handle.cancel()
-            final = await handle.result()
-            assert final.status == ServiceStatus.DOWN and final.replicas == [] and final.load_balancer is None
-            assert fleet.up == set() and not fleet.load_balancer_running
+            await _down(handle, fleet)
+
+    run(scenario())
+
+
+def test_a_failed_update_rolls_back_by_itself_and_says_so() -> None:
+    fleet = FakeFleet()
+    fleet.broken_runs.add("serve v2")
+
+    async def scenario() -> None:
+        async with service_env(fleet) as (env, client):
+            handle = await _start_service(client, _task("serve v1", max_replicas=2))
+            await _until(handle, lambda s: _ready(s) == [1] and s.status == ServiceStatus.READY, "v1 READY")
+            served_from = len(fleet.pushes) - 1
+
+            assert await _update(handle, _task("serve v2", max_replicas=2)) == 2
+            state = await _until_skipping(env, handle, lambda s: s.update_message is not None, "the rollback")
+            assert state.version == 1 and state.update is None
+            assert state.update_message is not None
+            assert state.update_message.startswith(
+                f"the update to version 2 was rolled back to version 1: {ROLLBACK_AFTER} of its replicas "
+                "failed before they were READY (the last: its run ended FAILED with exit code 1)"
+            ), state.update_message
+            state = await _until(handle, lambda s: [r.replica_id for r in s.replicas] == [1], "v2 gone")
+            assert _ready(state) == [1] and fleet.up == {"svc-replica-1"}
+            # Version 1's replica served throughout, and max_replicas (2) held.
+            assert all(push == [1] for push in fleet.pushes[served_from:]), fleet.pushes
+            assert fleet.most_up == 2
+
+            # The next update takes the next number: 2 was given to the rolled-back one.
+            assert await _update(handle, _task("serve v3", max_replicas=2)) == 3
+            state = await _until_skipping(
+                env,
+                handle,
+                lambda s: s.update is None and [r.version for r in s.replicas] == [3],
+                "v3 serving",
+            )
+            assert state.update_message is None and _ready(state) != []
+            assert all(fleet.pushes[served_from:]) and fleet.most_up == 2
+            await _down(handle, fleet)
+
+    run(scenario())
+
+
+def test_a_blue_green_update_switches_traffic_in_one_push() -> None:
+    fleet = FakeFleet()
+
+    async def scenario() -> None:
+        async with service_env(fleet) as (env, client):
+            handle = await _start_service(client, _task("serve v1", min_replicas=2, max_replicas=4))
+            await _until(handle, lambda s: fleet.pushes[-1:] == [[1, 2]], "v1's two replicas pushed")
+            served_from = len(fleet.pushes) - 1
+
+            # Room for one set only (2 x 2 > 3): refused, nothing changes.
+            with pytest.raises(WorkflowUpdateFailedError) as refused:
+                await _update(
+                    handle, _task("serve v2", min_replicas=2, max_replicas=3), UpdateMode.BLUE_GREEN
+                )
+            assert "max_replicas (3); use --mode rolling" in str(refused.value.cause)
+            assert (await _state(handle)).version == 1
+
+            # The new set comes up; one of it READY is not sent traffic until both are.
+            fleet.not_answering.add("svc-replica-4")
+            v2 = _task("serve v2", min_replicas=2, max_replicas=4)
+            assert await _update(handle, v2, UpdateMode.BLUE_GREEN) == 2
+            await _until_skipping(env, handle, lambda s: _ready(s) == [1, 2, 3], "v2's first replica READY")
+            await env.sleep(timedelta(seconds=120))
+            assert all(push == [1, 2] for push in fleet.pushes[served_from:]), fleet.pushes
+            fleet.not_answering.clear()
+            state = await _until_skipping(env, handle, lambda s: s.update is None, "the switch")
+            assert fleet.pushes[served_from:] == [[1, 2], [3, 4]], fleet.pushes
+            state = await _until(handle, lambda s: [r.replica_id for r in s.replicas] == [3, 4], "v1 gone")
+            assert _ready(state) == [3, 4] and state.version == 2 and fleet.most_up == 4
+            await _down(handle, fleet)
+
+    run(scenario())
+
+
+def test_spot_replicas_with_on_demand_fallback() -> None:
+    fleet = FakeFleet()
+    spot = {"infra": "aws/us-east-1", "instance_type": "m6i.large", "use_spot": True}
+    fallback = {"base_ondemand_fallback_replicas": 1, "dynamic_ondemand_fallback": True}
+    task = _task("serve", spot, min_replicas=2, max_replicas=4, **fallback)
+
+    async def scenario() -> None:
+        async with service_env(fleet) as (env, client):
+            handle = await _start_service(client, task)
+            # Two replicas: one on-demand (the base), one spot, and while the spot one is not READY
+            # an on-demand one covering for it.
+            fleet.not_answering.add("svc-replica-3")
+            state = await _until(handle, lambda s: _ready(s) == [1, 2], "the on-demand replicas READY")
+            assert (state.target, state.ondemand_target) == (3, 2)
+            assert fleet.spot == {"svc-replica-1": False, "svc-replica-2": False, "svc-replica-3": True}
+            # The spot one is READY: at the next tick the cover goes, the base on-demand one stays.
+            fleet.not_answering.clear()
+            state = await _until_skipping(
+                env, handle, lambda s: [r.replica_id for r in s.replicas] == [1, 3], "the cover gone"
+            )
+            assert (state.target, state.ondemand_target) == (2, 1)
+            assert [r.use_spot for r in state.replicas] == [False, True] and fleet.most_up == 3
+            await _down(handle, fleet)
 
     run(scenario())
