@@ -97,9 +97,11 @@ def pod_manifest(
     gpu_terms: list[dict[str, Any]],
     *,
     scale_up: bool = False,
+    labels: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """The pod of node ``rank``: the task's resources, on a node with the offering's GPU type;
-    ``scale_up``: a cluster autoscaler may add a node for it (else ``NO_SCALE_UP``)."""
+    ``scale_up``: a cluster autoscaler may add a node for it (else ``NO_SCALE_UP``); ``labels``:
+    the task's ``resources.labels`` (skyhop's own win, so a pod is always found by its cluster)."""
     amounts = _quantities(offering, ask)
     spec: dict[str, Any] = {
         "restartPolicy": "Never",
@@ -124,7 +126,7 @@ def pod_manifest(
         "kind": "Pod",
         "metadata": {
             "name": pod_name(cluster_name, rank),
-            "labels": {CLUSTER_LABEL: cluster_name, RANK_LABEL: str(rank), **MANAGED_BY},
+            "labels": {**(labels or {}), CLUSTER_LABEL: cluster_name, RANK_LABEL: str(rank), **MANAGED_BY},
             "annotations": {} if scale_up else dict(NO_SCALE_UP),
         },
         "spec": spec,

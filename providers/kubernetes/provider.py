@@ -88,7 +88,7 @@ class KubernetesProvider(Provider):
 
     name = "kubernetes"
     capabilities: ClassVar[Capabilities] = Capabilities(
-        multi_node=True, container_nodes=True, open_ports=True, custom_image=True
+        multi_node=True, container_nodes=True, open_ports=True, custom_image=True, labels=True
     )
 
     # -- what there is -------------------------------------------------------------------------
@@ -169,7 +169,14 @@ class KubernetesProvider(Provider):
             terms = await self._gpu_terms(api, request.offering)
             for rank in missing:
                 manifest = pod_manifest(
-                    name, rank, request.offering, request.node_request, image, terms, scale_up=scale_up
+                    name,
+                    rank,
+                    request.offering,
+                    request.node_request,
+                    image,
+                    terms,
+                    scale_up=scale_up,
+                    labels=request.labels,
                 )
                 await _blocking(self._create, api, manifest)
         wait = _Wait(settings.unschedulable_wait_s if scale_up else 0.0, request.scale_up_region)

@@ -47,9 +47,11 @@ def test_a_gpu_node_is_a_pod_with_its_gpus_that_runs_jobs_and_a_retry_makes_no_s
     fake_kubernetes: FakeKubernetes, provider: KubernetesProvider
 ) -> None:
     cluster = unique_cluster("kgpu")
-    request = _request(fake_kubernetes, cluster, "4CPU--16GB--T4:1")
+    labels = {"team": "ml", "skyhop.dev/cluster": "not-this"}  # resources.labels; skyhop's own win
+    request = _request(fake_kubernetes, cluster, "4CPU--16GB--T4:1", labels=labels)
     handle = run(provider.launch(request))
     (pod,) = _ours(fake_kubernetes, cluster)
+    assert pod["metadata"]["labels"]["team"] == "ml"  # type: ignore[index]
     container = pod["spec"]["containers"][0]  # type: ignore[index]
     assert container["resources"]["limits"]["nvidia.com/gpu"] == "1"
     assert container["resources"]["requests"] == {"cpu": "4000m", "memory": "16384Mi", "nvidia.com/gpu": "1"}
