@@ -130,6 +130,8 @@ class LocalAccess(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     kind: Literal["local"] = "local"
+    netns: str | None = None
+    """The network namespace its processes run in (a ``sim`` node with an address of its own)."""
 
 
 class SshAccess(BaseModel):

@@ -18,6 +18,8 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from skyhop.providers.sim.network import cable, namespace_pids
+
 __all__ = ["Bridge", "Namespace", "can_netns", "fake_nvidia_smi", "ip", "namespace_pids"]
 
 
@@ -33,12 +35,6 @@ def can_netns() -> bool:
     if made:
         subprocess.run(["ip", "netns", "del", probe], capture_output=True)
     return made
-
-
-def namespace_pids(netns: str) -> list[int]:
-    """Every process in the namespace, including daemons that left their parent's session."""
-    out = subprocess.run(["ip", "netns", "pids", netns], capture_output=True, text=True)
-    return [int(pid) for pid in out.stdout.split()]
 
 
 def fake_nvidia_smi(folder: Path, gpus: list[str]) -> Path:
@@ -97,19 +93,8 @@ class Bridge:
         """Namespace ``netns`` at ``.{10 + index}``, cabled to the bridge, routed through its gateway."""
         veth, peer = f"{self.kind}v{self.tag}{index}", f"{self.kind}p{self.tag}{index}"
         space = Namespace(netns, f"{self.subnet}.{10 + index}", veth)
-        ip("netns", "add", netns)
         self.namespaces.append(space)
-        ip("link", "add", veth, "type", "veth", "peer", "name", peer)
-        ip("link", "set", peer, "netns", netns)
-        ip("link", "set", veth, "master", self.name, "up")
-        inside = [
-            ("addr", "add", f"{space.address}/24", "dev", peer),
-            ("link", "set", peer, "up"),
-            ("link", "set", "lo", "up"),
-            ("route", "add", "default", "via", self.gateway),
-        ]
-        for args in inside:
-            ip("netns", "exec", netns, "ip", *args)
+        cable(netns, self.name, space.address, self.gateway, veth, peer)
         return space
 
     def remove(self, space: Namespace) -> None:

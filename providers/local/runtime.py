@@ -16,7 +16,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from skyhop.providers.base import Capabilities, NodeHandle, NodeRuntime
+from skyhop.providers.base import Capabilities, LocalAccess, NodeHandle, NodeRuntime
 from skyhop.providers.runtime import node_runner
 from skyhop.providers.runtime.jobs import JobSpec, JobsQuery, JobsReport, NodeJobState
 from skyhop.providers.runtime.programs import NODE_PROGRAMS
@@ -91,7 +91,10 @@ class LocalNodeRuntime(NodeRuntime):
         env = {"HOME": str(self.root), **spec.env}  # the task's own HOME, if it sets one, wins
         payload = json.dumps(spec.model_copy(update={"cwd": cwd, "env": env}).model_dump()).encode()
         # The runner forks a daemon; it runs in its own process, never in this threaded one.
+        netns = self.node.access.netns if isinstance(self.node.access, LocalAccess) else None
+        inside = ["ip", "netns", "exec", netns] if netns else []  # the job's machine: its network
         proc = await asyncio.create_subprocess_exec(
+            *inside,
             sys.executable,
             "-I",
             "-S",

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import os
 import shutil
@@ -38,6 +39,7 @@ from urllib.parse import quote, unquote
 from skyhop.providers.home import skyhop_home
 from skyhop.providers.runtime import node_runner
 from skyhop.providers.runtime.mounts import unmount_under
+from skyhop.providers.sim import network
 
 if TYPE_CHECKING:
     from skyhop.providers.sim.plan import FaultPlan
@@ -77,6 +79,12 @@ class SimCloud:
 
     def _cluster_path(self, cluster: str) -> Path:
         return self.root / "clusters" / f"{quote(cluster, safe='-_')}.json"
+
+    def netns(self, instance_id: str) -> str:
+        """The network namespace of an instance when the plan has a ``network``: unique to this
+        cloud's folder, so two clouds on one machine (two tests' homes) never share one."""
+        tag = hashlib.sha1(str(self.root.resolve()).encode()).hexdigest()[:6]
+        return f"skyhop-{tag}-{instance_id}"
 
     def _owner_path(self, instance_id: str) -> Path:
         return self.root / "instances" / instance_id
@@ -172,6 +180,7 @@ class SimCloud:
         A matching fault rule raises its error, after creating ``after_nodes`` of the ranks.
         """
         with self._call() as plan, self._cluster(cluster) as instances:
+            subnet = None if plan.network is None else _subnet(plan.network.bridge)
             live = {(i["rank"], i["zone"]) for i in instances.values() if i["state"] != "terminated"}
             with self._cloud(plan) as cloud:
                 counters = cloud["counters"]
@@ -211,6 +220,8 @@ class SimCloud:
                     "preempt_at": None if after is None else now + after,
                     "timer": None,
                 }
+                if plan.network is not None and subnet is not None:
+                    self._cable(item, first_id + offset, plan.network.bridge, *subnet)
                 self._arm(item)
             created = len(new_ranks)
             if rule is not None:
@@ -365,6 +376,21 @@ class SimCloud:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pgid, signal.SIGKILL)
 
+    def _cable(self, item: dict[str, Any], number: int, bridge: str, prefix: str, gateway: str) -> None:
+        """Give a new instance its namespace and address (``.10`` to ``.249``, by instance number)."""
+        netns = item["netns"] = self.netns(item["instance_id"])
+        item["address"] = address = f"{prefix}.{10 + (number - 1) % 240}"
+        veth, peer = network.veth_names(netns)
+        try:
+            network.cable(netns, bridge, address, gateway, veth, peer)
+        except subprocess.CalledProcessError as exc:
+            network.unplug(netns, veth)
+            item["netns"] = None  # a node without its network is not one the plan asked for
+            self._halt(item, "terminated")
+            from skyhop.providers.sim.plan import PlanError
+
+            raise PlanError(f"network: cabling {netns} to {bridge}: {exc.stderr.strip()}") from None
+
     def _halt(self, item: dict[str, Any], target: str) -> None:
         self._disarm(item)
         folder = self.node_dir(item["instance_id"])
@@ -378,9 +404,23 @@ class SimCloud:
         jobs = folder / "jobs"
         for key in sorted(p.name for p in jobs.iterdir()) if jobs.is_dir() else []:
             node_runner.cancel(str(folder), key, grace_s=0.0)
+        netns = item.get("netns")
+        if netns is not None and target == "terminated":
+            network.unplug(netns, network.veth_names(netns)[0])
+        elif netns is not None:
+            network.kill_all(netns)  # a stopped machine keeps its address, not its processes
         if target == "terminated":
             shutil.rmtree(folder, ignore_errors=True)
         item["state"] = target
+
+
+def _subnet(bridge: str) -> tuple[str, str]:
+    try:
+        return network.bridge_subnet(bridge)
+    except ValueError as exc:
+        from skyhop.providers.sim.plan import PlanError
+
+        raise PlanError(f"network: {exc}") from None
 
 
 def _write_text(path: Path, text: str) -> None:

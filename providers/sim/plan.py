@@ -17,6 +17,8 @@
       - region: us-east-1
         call: describe              # the rule's error fails listing instances (status checks) instead
         error: transient
+    network:                        # optional: each node gets its own address (needs root, iproute2)
+      bridge: skyhop-br0            # an existing bridge with an IPv4 /24 address (``providers.sim.network``)
 
 The first rule that matches a call and still has attempts left decides it, so the cloud's
 behaviour depends only on the plan and the sequence of calls.
@@ -48,7 +50,7 @@ from skyhop.providers.errors import (
     TransientError,
 )
 
-__all__ = ["ERRORS", "FaultPlan", "FaultRule", "PlanError", "load_plan"]
+__all__ = ["ERRORS", "FaultPlan", "FaultRule", "PlanError", "SimNetwork", "load_plan"]
 
 ErrorName = Literal["capacity", "quota", "credentials", "not_supported", "invalid", "transient"]
 CallName = Literal["run_instances", "describe"]
@@ -120,6 +122,15 @@ class FaultRule(BaseModel):
         return ERRORS[self.error](message, self.code or _DEFAULT_CODES[self.error])
 
 
+class SimNetwork(BaseModel):
+    """Give each instance a network namespace on ``bridge`` and an address of its own; absent, every
+    node is this machine's 127.0.0.1 (nodes then share its ports)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    bridge: str = Field(min_length=1, max_length=15)
+
+
 class FaultPlan(BaseModel):
     """The whole plan; an absent file is the empty plan (nothing fails)."""
 
@@ -128,6 +139,7 @@ class FaultPlan(BaseModel):
     catalog: str | None = None
     latency_s: float = Field(default=0.0, ge=0)
     faults: list[FaultRule] = []
+    network: SimNetwork | None = None
     digest: str = ""
     """Hash of the file's text; the cloud restarts its attempt counters when the plan changes."""
 

@@ -83,7 +83,7 @@ class SimProvider(CloudProvider):
                 rank=i["rank"],
                 zone=i["zone"],
                 state=InstanceState(i["state"]),
-                private_ip="127.0.0.1",
+                private_ip=i.get("address") or "127.0.0.1",
             )
             for i in items
         ]
@@ -111,12 +111,15 @@ class SimProvider(CloudProvider):
         await self._api(lambda: self.cloud.start([i.instance_id for i in instances]))
 
     def node(self, request: ProvisionRequest, instance: Instance) -> NodeHandle:
+        """A folder on this machine; with the plan's ``network``, its processes run in the
+        instance's namespace and its ip is the namespace's address."""
+        ip = instance.private_ip or "127.0.0.1"
         return NodeHandle(
             rank=instance.rank,
             instance_id=instance.instance_id,
-            ip="127.0.0.1",
+            ip=ip,
             runtime_dir=str(self.cloud.node_dir(instance.instance_id)),
-            access=LocalAccess(),
+            access=LocalAccess(netns=None if ip == "127.0.0.1" else self.cloud.netns(instance.instance_id)),
         )
 
     async def preempted(self, handle: ClusterHandle, gone: list[str]) -> set[str]:
@@ -126,7 +129,8 @@ class SimProvider(CloudProvider):
         await asyncio.gather(*(self.runtime(node).prepare() for node in handle.nodes))
 
     async def open_ports(self, handle: ClusterHandle, ports: list[str]) -> None:
-        """Nothing to do: sim nodes are processes on this machine, every port is already reachable."""
+        """Nothing to do: sim nodes' ports are reachable from this machine (through the plan's
+        bridge when they have addresses of their own)."""
 
     def runtime(self, node: NodeHandle) -> NodeRuntime:
         return LocalNodeRuntime(node)

@@ -40,11 +40,16 @@ def write_catalog(path: Path, zones: list[tuple[str, str]] = ZONES) -> Path:
     return path
 
 
-def write_plan(catalog: Path, faults: list[dict[str, Any]], latency_s: float = 0.0) -> SimCloud:
-    """Replace the sim cloud's plan (its attempt counters restart with it)."""
+def write_plan(
+    catalog: Path, faults: list[dict[str, Any]], latency_s: float = 0.0, bridge: str | None = None
+) -> SimCloud:
+    """Replace the sim cloud's plan (its attempt counters restart with it); with ``bridge``, each
+    node gets a network namespace and an address of its own on it."""
     cloud = SimCloud()
     cloud.root.mkdir(parents=True, exist_ok=True)
-    plan = {"catalog": str(catalog), "latency_s": latency_s, "faults": faults}
+    plan: dict[str, Any] = {"catalog": str(catalog), "latency_s": latency_s, "faults": faults}
+    if bridge is not None:
+        plan["network"] = {"bridge": bridge}
     cloud.plan_path.write_text(yaml.safe_dump(plan))
     return cloud
 

@@ -12,7 +12,8 @@ Routes (every answer names the replica, so a test sees who served it):
 ``--one-per-connection`` makes it close a connection cleanly, without answering, when a second
 request comes on it (a replica whose idle timeout closed a kept-alive connection as the load balancer
 reused it). ``--reset`` makes it read each request (but ``/count`` and ``/release``) and then reset the
-connection without a byte of answer (a replica dying mid-request). It prints ``ready <port>`` once it listens.
+connection without a byte of answer (a replica dying mid-request). It prints ``ready <port>`` once it listens,
+on ``--host`` (127.0.0.1 unless told).
 """
 
 from __future__ import annotations
@@ -139,8 +140,8 @@ class Replica:
         writer.write(_chunk(b"data: last\n\n") + b"0\r\n\r\n")
 
 
-async def _serve(port: int, replica: Replica) -> None:
-    server = await asyncio.start_server(replica.handle, "127.0.0.1", port, backlog=1024)
+async def _serve(host: str, port: int, replica: Replica) -> None:
+    server = await asyncio.start_server(replica.handle, host, port, backlog=1024)
     print(f"ready {server.sockets[0].getsockname()[1]}", flush=True)
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -151,6 +152,7 @@ async def _serve(port: int, replica: Replica) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
+    parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--id", type=int, default=0)
     parser.add_argument("--reset", action="store_true")
@@ -161,7 +163,7 @@ def main() -> None:
         import uvloop
 
         runner = uvloop.run
-    runner(_serve(args.port, Replica(args.id, args.reset, args.one_per_connection)))
+    runner(_serve(args.host, args.port, Replica(args.id, args.reset, args.one_per_connection)))
 
 
 if __name__ == "__main__":

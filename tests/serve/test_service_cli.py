@@ -6,18 +6,16 @@ One service for every assertion (each replica is ``python -m http.server`` on th
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
 import signal
-import threading
 import time
 import uuid
 from pathlib import Path
-from urllib.parse import urlsplit
 
 from tests.conftest import skyhop
 from tests.helpers import WorkerProcess, wait_for
+from tests.serve.service_cli import Client, alive, check_replaced, get, ready_replicas, replaced, status
 
 SERVICE_YAML = """\
 name: {name}
@@ -38,68 +36,6 @@ run: |
 """
 
 
-class Client:
-    """Sends GET / through the load balancer, one after another, until stopped; keeps every answer."""
-
-    def __init__(self, endpoint: str) -> None:
-        self.endpoint = endpoint
-        self.answers: list[str] = []
-        self.failures: list[str] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._send)
-
-    def _send(self) -> None:
-        while not self._stop.is_set():
-            try:
-                status, body = _get(self.endpoint)
-            except OSError as exc:
-                self.failures.append(repr(exc))
-                continue
-            if status != 200:
-                self.failures.append(f"status {status}")
-            self.answers.append(body)
-
-    def __enter__(self) -> Client:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-
-def _status(env: dict[str, str], name: str) -> dict[str, object]:
-    result = skyhop("serve", "status", name, "--json", env=env)
-    assert result.returncode == 0, result.stderr
-    (item,) = json.loads(result.stdout)["items"]
-    assert isinstance(item, dict)
-    return item
-
-
-def _ready(item: dict[str, object]) -> list[dict[str, object]]:
-    replicas = item["replicas"]
-    assert isinstance(replicas, list)
-    return [r for r in replicas if r["status"] == "READY"]
-
-
-def _get(endpoint: str) -> tuple[int, str]:
-    parts = urlsplit(endpoint)
-    connection = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=30)
-    try:
-        connection.request("GET", "/")
-        response = connection.getresponse()
-        return response.status, response.read().decode().strip()
-    finally:
-        connection.close()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 def test_serve_up_kill_a_replica_then_down(
     live_worker: WorkerProcess, cli_env: dict[str, str], tmp_path: Path
 ) -> None:
@@ -116,14 +52,14 @@ def test_serve_up_kill_a_replica_then_down(
     assert endpoint.startswith("http://127.0.0.1:")
 
     try:
-        wait_for(lambda: len(_ready(_status(cli_env, name))) == 2, 90, "two READY replicas")
-        assert _get(endpoint) == (200, "v1")
+        wait_for(lambda: len(ready_replicas(status(cli_env, name))) == 2, 90, "two READY replicas")
+        assert get(endpoint) == (200, "v1")
         print(f"serve up to two READY replicas: {time.monotonic() - began:.1f} s")
-        item = _status(cli_env, name)
+        item = status(cli_env, name)
         assert item["status"] == "READY" and item["endpoint"] == endpoint
         lb = item["load_balancer"]
         assert isinstance(lb, dict)
-        victim, survivor = _ready(item)
+        victim, survivor = ready_replicas(item)
 
         # A client sends requests throughout; the load balancer retries a refused one elsewhere.
         with Client(endpoint) as client:
@@ -131,18 +67,9 @@ def test_serve_up_kill_a_replica_then_down(
             killed_at = time.monotonic()
             os.kill(victim_pid, signal.SIGKILL)
 
-            def replaced() -> bool:
-                ready = _ready(_status(cli_env, name))
-                ids = {r["replica_id"] for r in ready}
-                return len(ready) == 2 and victim["replica_id"] not in ids
-
-            wait_for(replaced, 90, "the killed replica to be replaced by a READY one")
+            wait_for(lambda: replaced(cli_env, name, victim["replica_id"]), 90, "a READY replacement")
             print(f"replica death to replacement READY: {time.monotonic() - killed_at:.1f} s")
-        assert client.failures == [], client.failures[:5]
-        assert client.answers and set(client.answers) == {"v1"}
-        after = _status(cli_env, name)
-        assert after["replaced"] == 1
-        assert survivor["replica_id"] in {r["replica_id"] for r in _ready(after)}
+        check_replaced(cli_env, name, client, survivor["replica_id"], {"v1"})
 
         logs = skyhop("serve", "logs", name, "--replica", str(survivor["replica_id"]), env=cli_env)
         assert logs.returncode == 0, logs.stderr
@@ -159,11 +86,11 @@ def test_serve_up_kill_a_replica_then_down(
             assert update.returncode == 0, update.stderr
 
             def rolled() -> bool:
-                item = _status(cli_env, name)
+                item = status(cli_env, name)
                 replicas = item["replicas"]
                 assert isinstance(replicas, list)
                 versions = [r["version"] for r in replicas]
-                return versions == [2, 2] and len(_ready(item)) == 2
+                return versions == [2, 2] and len(ready_replicas(item)) == 2
 
             wait_for(rolled, 90, "both replicas on version 2")
             print(f"rolling update of 2 replicas: {time.monotonic() - began:.1f} s")
@@ -174,8 +101,8 @@ def test_serve_up_kill_a_replica_then_down(
         down = skyhop("serve", "down", name, "-y", env=cli_env)
         print(f"serve down: {time.monotonic() - began:.1f} s")
     assert down.returncode == 0, down.stderr
-    assert not _alive(int(lb["pid"]))
-    assert [p for p in pids.glob("*.pid") if _alive(int(p.read_text()))] == []
+    assert not alive(int(lb["pid"]))
+    assert [p for p in pids.glob("*.pid") if alive(int(p.read_text()))] == []
     clusters = Path(os.environ["SKYHOP_HOME"]) / "clusters"
     assert list(clusters.glob(f"{name}-replica-*")) == []
     gone = skyhop("serve", "status", name, env=cli_env)
