@@ -104,6 +104,12 @@ def alive(cluster: str) -> list[dict[str, object]]:
     return SimCloud().describe(cluster)
 
 
+def preempt_now(cluster: str) -> None:
+    """Preempt the cluster's nodes now, once the test saw its run get as far as it needs: a plan's
+    ``preempt_after_s`` counts from the launch, and on a loaded machine a run can start after it."""
+    SimCloud().schedule_preemption([str(i["instance_id"]) for i in alive(cluster)], 0.0)
+
+
 def gate(folder: Path, name: str = "go") -> str:
     """A shell loop a job waits in until the test opens the gate (``open_gate``): no timing involved."""
     return f"while [ ! -e {folder / name} ]; do sleep 0.05; done"

@@ -30,6 +30,7 @@ from tests.managed_jobs.support import (
     job_log,
     next_job_id,
     open_gate,
+    preempt_now,
     start_job,
     state_of,
     until_log,
@@ -61,7 +62,7 @@ def test_cancel_leaves_no_instance(
         task = Task(run=gate(tmp_path), resources=SIM)
     else:
         # Preempted while running; the second cluster's setup then waits: the job is RECOVERING.
-        write_plan(sim_catalog, [{"preempt_after_s": 2.0}])
+        write_plan(sim_catalog, [])
         setup = f"if [ -e {marker} ]; then {gate(tmp_path)}; fi; touch {marker}"
         task = Task(setup=setup, run=gate(tmp_path), resources=SIM)
 
@@ -72,7 +73,7 @@ def test_cancel_leaves_no_instance(
 
         if phase == ManagedJobStatus.RECOVERING:
             await until_state(handle, lambda s: marker.exists(), "the first setup")
-            write_plan(sim_catalog, [])  # the first node keeps its preemption; the next one has none
+            preempt_now(cluster)  # while its run waits; the next cluster's setup then waits
 
         def in_phase(state: ManagedJobState) -> bool:
             # RECOVERING: once the second cluster is up (its setup waits), so the cancel must remove it.
@@ -280,7 +281,7 @@ def test_a_setup_that_fails_ends_the_job_failed_setup(
 def test_a_preempted_task_of_a_parallel_group_recovers_alone(
     temporal_server: DevServer, live_worker: WorkerProcess, sim_catalog: Path, tmp_path: Path
 ) -> None:
-    write_plan(sim_catalog, [{"region": "us-east-1", "preempt_after_s": 3.0}])
+    write_plan(sim_catalog, [])
     tasks = [
         Task(name="spot", run=f"echo peer $SKYHOP_JOBGROUP_STEADY_IPS; {gate(tmp_path)}", resources=SIM),
         Task(name="steady", run=gate(tmp_path), resources=Resources(infra="sim/us-west-2")),
@@ -292,7 +293,7 @@ def test_a_preempted_task_of_a_parallel_group_recovers_alone(
         state = await state_of(handle)
         clusters = [t.cluster_name for t in state.tasks]
         until_log(state.job_id, 0, 1, "peer 127.0.0.1")
-        write_plan(sim_catalog, [])  # the first node keeps its preemption; the next one has none
+        preempt_now(clusters[0])
         await until_state(
             handle, lambda s: s.tasks[0].recoveries == 1, "the preemption", each=lambda: alive(clusters[0])
         )

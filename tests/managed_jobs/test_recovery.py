@@ -18,6 +18,7 @@ from tests.managed_jobs.support import (
     gate,
     job_log,
     open_gate,
+    preempt_now,
     start_job,
     state_of,
     until_log,
@@ -26,9 +27,6 @@ from tests.managed_jobs.support import (
 from tests.providers.sim_support import write_plan
 
 pytestmark = pytest.mark.integration
-
-PREEMPT_AFTER_S = 3.0
-"""Long enough for a sim cluster to come up and start its run, so it is preempted while running."""
 
 
 def _task(run_cmd: str, setup: str | None = None, **recovery: object) -> Task:
@@ -42,7 +40,7 @@ def _task(run_cmd: str, setup: str | None = None, **recovery: object) -> Task:
 def test_preempted_twice_then_succeeds_with_every_attempt_logged(
     temporal_server: DevServer, live_worker: WorkerProcess, sim_catalog: Path, tmp_path: Path
 ) -> None:
-    write_plan(sim_catalog, [{"preempt_after_s": PREEMPT_AFTER_S}])
+    write_plan(sim_catalog, [])
     task = _task(f'echo "attempt of $SKYHOP_TASK_ID"; {gate(tmp_path)}; echo finished')
 
     async def scenario() -> None:
@@ -59,9 +57,10 @@ def test_preempted_twice_then_succeeds_with_every_attempt_logged(
             most_alive = max(most_alive, len(alive(cluster)))
 
         until_log(job_id, 0, 1, "attempt of")
+        preempt_now(cluster)
         await until_state(handle, lambda s: s.tasks[0].recoveries == 1, "the first preemption", each=watch)
         until_log(job_id, 0, 2, "attempt of")
-        write_plan(sim_catalog, [])  # the third cluster is not preempted
+        preempt_now(cluster)  # the third cluster is not preempted
         await until_state(handle, lambda s: s.tasks[0].recoveries == 2, "the second preemption", each=watch)
         until_log(job_id, 0, 3, "attempt of")
         await until_state(handle, lambda s: s.status == ManagedJobStatus.RUNNING, "the third run", each=watch)
@@ -87,7 +86,7 @@ def test_preempted_twice_then_succeeds_with_every_attempt_logged(
 def test_failover_relaunches_in_the_preempted_region_first(
     temporal_server: DevServer, live_worker: WorkerProcess, sim_catalog: Path, tmp_path: Path
 ) -> None:
-    write_plan(sim_catalog, [{"preempt_after_s": PREEMPT_AFTER_S}])
+    write_plan(sim_catalog, [])
     task = _task(f"echo up; {gate(tmp_path)}", strategy="FAILOVER")
 
     async def scenario() -> None:
@@ -96,7 +95,7 @@ def test_failover_relaunches_in_the_preempted_region_first(
         state = await state_of(handle)
         cluster = state.tasks[0].cluster_name
         until_log(state.job_id, 0, 1, "up")
-        write_plan(sim_catalog, [])  # the first node keeps its preemption; the next one has none
+        preempt_now(cluster)
         await until_state(
             handle, lambda s: s.tasks[0].recoveries == 1, "the preemption", each=lambda: alive(cluster)
         )
@@ -117,7 +116,7 @@ def test_a_preemption_is_decided_from_the_hubs_answer_with_no_probe_of_its_own(
     Its own probe (an activity and a workflow task more) is only for a hub that got no answer
     (``test_a_status_api_that_fails_is_never_taken_for_a_preemption``).
     """
-    write_plan(sim_catalog, [{"preempt_after_s": PREEMPT_AFTER_S}])
+    write_plan(sim_catalog, [])
     task = _task(f"echo up; {gate(tmp_path)}")
 
     async def scenario() -> None:
@@ -125,7 +124,7 @@ def test_a_preemption_is_decided_from_the_hubs_answer_with_no_probe_of_its_own(
         handle = await start_job(client, [task])
         state = await state_of(handle)
         until_log(state.job_id, 0, 1, "up")
-        write_plan(sim_catalog, [])  # the first node keeps its preemption; the next one has none
+        preempt_now(state.tasks[0].cluster_name)
         await until_state(handle, lambda s: s.tasks[0].recoveries == 1, "the preemption")
         until_log(state.job_id, 0, 2, "up")
         open_gate(tmp_path)
@@ -237,7 +236,7 @@ def test_a_status_api_that_fails_is_never_taken_for_a_preemption(
 def test_preempted_during_setup_recovers_rather_than_failing_setup(
     temporal_server: DevServer, live_worker: WorkerProcess, sim_catalog: Path, tmp_path: Path
 ) -> None:
-    write_plan(sim_catalog, [{"preempt_after_s": PREEMPT_AFTER_S}])
+    write_plan(sim_catalog, [])
     marker = tmp_path / "first-setup"
     # The first cluster's setup waits until its node is taken; the next one's goes through.
     setup = f"if [ ! -e {marker} ]; then touch {marker}; {gate(tmp_path)}; fi"
@@ -248,7 +247,7 @@ def test_preempted_during_setup_recovers_rather_than_failing_setup(
         handle = await start_job(client, [task])
         cluster = (await state_of(handle)).tasks[0].cluster_name
         await until_state(handle, lambda s: marker.exists(), "the first setup")
-        write_plan(sim_catalog, [])  # the next cluster is not preempted
+        preempt_now(cluster)
         final = await until_state(
             handle, lambda s: s.status.done, "the job's end", each=lambda: alive(cluster)
         )
