@@ -153,6 +153,7 @@ def build_workers(
                 watch_hub.follow_run,
                 serving.sync_load_balancer,
                 serving.load_balancer_stats,
+                serving.watch_for_held,
                 serving.stop_load_balancer,
                 serving.choose_replica_port,
                 serving.probe_replica,

@@ -3,7 +3,10 @@
 The load balancer runs on the host of the worker that started it, recorded in
 ``~/.skyhop/serve/<service>/load_balancer.json``: ``sync_load_balancer`` starts one only when that
 record names no live one (so a retried or repeated call never starts a second), on the port it had
-before (the endpoint stays put across a restart), and pushes the READY set to it.
+before (the endpoint stays put across a restart), and pushes the READY set to it. It holds a request
+that comes while no replica is READY for ``SKYHOP_SERVE_HOLD_TIMEOUT`` seconds (the worker's
+environment; default ``ProxyTimeouts.hold``), and ``watch_for_held`` tells a service that runs no
+replica the moment one is held, so the controller scales up at once rather than at its next tick.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import socket
 import time
 import urllib.error
 import urllib.request
+from enum import StrEnum
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -31,9 +35,13 @@ from skyhop.providers.runtime.jobs import NodeJobStatus
 from skyhop.serve.control import create_token_file, read_token_file
 from skyhop.serve.control_client import ControlError, LoadBalancerControl
 from skyhop.serve.launch import LoadBalancerExited, LoadBalancerProcess
+from skyhop.serve.proxy import ProxyTimeouts
 from skyhop.spec.service import ReadinessProbe
 
 __all__ = [
+    "HOLD_TIMEOUT_ENV",
+    "WATCH_HELD_S",
+    "HeldWatch",
     "LoadBalancerSync",
     "ProbeAnswer",
     "ReplicaPortInput",
@@ -44,9 +52,26 @@ __all__ = [
     "probe_replica",
     "stop_load_balancer",
     "sync_load_balancer",
+    "watch_for_held",
 ]
 
 _STOP_GRACE_S = 10.0
+HOLD_TIMEOUT_ENV = "SKYHOP_SERVE_HOLD_TIMEOUT"
+"""Seconds a load balancer this worker starts holds a request while no replica is READY."""
+WATCH_HELD_S = 300.0
+"""How long one ``watch_for_held`` watches before it returns (the controller starts the next)."""
+_WATCH_EVERY_S = 0.2
+
+
+class HeldWatch(StrEnum):
+    """How a ``watch_for_held`` ended."""
+
+    HELD = "held"
+    """The load balancer holds a request for want of a READY replica."""
+    QUIET = "quiet"
+    """None came within ``WATCH_HELD_S``."""
+    NO_LOAD_BALANCER = "no_load_balancer"
+    """The load balancer is not running (the controller's next sync starts it)."""
 
 
 class LoadBalancerSync(BaseModel):
@@ -99,6 +124,20 @@ def _live(service: str) -> LoadBalancerInfo | None:
     return info if str(_token_file(service)).encode() in cmdline else None
 
 
+def hold_timeout() -> float:
+    """``SKYHOP_SERVE_HOLD_TIMEOUT`` (seconds above 0), else ``ProxyTimeouts.hold``."""
+    text = os.environ.get(HOLD_TIMEOUT_ENV, "").strip()
+    if not text:
+        return ProxyTimeouts.hold
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not 0 < value < float("inf"):
+        raise ValueError(f"{HOLD_TIMEOUT_ENV}={text!r}: give a number of seconds above 0")
+    return value
+
+
 def _start(request: LoadBalancerSync) -> LoadBalancerInfo:
     folder = load_balancer_folder(request.service)
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -106,15 +145,18 @@ def _start(request: LoadBalancerSync) -> LoadBalancerInfo:
     if not token_file.exists():
         create_token_file(token_file)
     log = folder / "load_balancer.log"
+    extra = ["--hold-timeout", str(hold_timeout())]
     try:
         process = LoadBalancerProcess.start(
-            token_file, log, policy=request.policy, port=request.port, detached=True
+            token_file, log, policy=request.policy, port=request.port, extra=extra, detached=True
         )
     except LoadBalancerExited:
         if not request.port:
             raise
         # Its old port is taken meanwhile: a new endpoint is better than none.
-        process = LoadBalancerProcess.start(token_file, log, policy=request.policy, detached=True)
+        process = LoadBalancerProcess.start(
+            token_file, log, policy=request.policy, extra=extra, detached=True
+        )
     ready = process.ready
     if process.proc.stdout is not None:
         process.proc.stdout.close()  # it has said all it says there
@@ -152,6 +194,28 @@ async def load_balancer_stats(service: str) -> LoadBalancerStats | None:
         return await _control(service, info).stats()
     except ControlError:
         return None
+
+
+@activity.defn
+async def watch_for_held(service: str) -> HeldWatch:
+    """Watch a service that runs no replica: return as soon as its load balancer holds a request
+    (a look every 0.2 s over loopback, heartbeating so a cancel reaches it), or after
+    ``WATCH_HELD_S`` with none."""
+    info = _live(service)
+    if info is None:
+        return HeldWatch.NO_LOAD_BALANCER
+    control = _control(service, info)
+    deadline = time.monotonic() + WATCH_HELD_S
+    while time.monotonic() < deadline:
+        try:
+            stats = await control.stats()
+        except ControlError:
+            return HeldWatch.NO_LOAD_BALANCER
+        if stats.held:
+            return HeldWatch.HELD
+        activity.heartbeat()
+        await asyncio.sleep(_WATCH_EVERY_S)
+    return HeldWatch.QUIET
 
 
 @activity.defn

@@ -12,7 +12,9 @@ split into spot and on-demand replicas (``ondemand_target``) says which kind eac
 Whenever the READY set changes it is pushed to the service's load balancer (``sync_load_balancer``,
 which also starts the load balancer, once, on this worker's host); every ``AUTOSCALE_EVERY`` the
 load balancer's request counts go through the autoscaler's pure ``decide``, whose state the
-workflow keeps.
+workflow keeps. While the target is zero replicas, ``watch_for_held`` watches the load balancer and
+returns the moment it holds a request, and the autoscaler decides then (from zero it scales up at
+once), so the first request waits for a launch, not for a tick as well.
 
 Nothing is written to the history while the replicas are READY but their probes (an activity and
 a timer per replica per probe interval) and the autoscaler's tick; once the history is long, at a
@@ -31,7 +33,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from skyhop.activities import serve
-    from skyhop.activities.serve import LoadBalancerSync
+    from skyhop.activities.serve import WATCH_HELD_S, HeldWatch, LoadBalancerSync
     from skyhop.contract import SHORT_QUEUE, WorkflowType
     from skyhop.contract.failures import innermost_message
     from skyhop.contract.search import STATUS
@@ -80,6 +82,10 @@ _UPDATES_PATCH = "service-max-replicas-and-rollback"
 _UNCAPPED = 1 << 30
 _SPOT_PATCH = "service-spot-fallback"
 """Runs from before it launched every replica as the task asked, with no on-demand fallback."""
+_HELD_PATCH = "service-wake-on-held-request"
+"""Runs from before a request held at zero replicas woke the autoscaler (it waited for its tick)."""
+_WATCH = timedelta(seconds=WATCH_HELD_S + 60)
+_WATCH_HEARTBEAT = timedelta(seconds=30)
 
 
 def relaunch_delay(failed_starts: int) -> float:
@@ -112,6 +118,9 @@ class ServiceWorkflow:
         """``max_replicas`` holds during updates, and a failed update rolls back (``_UPDATES_PATCH``)."""
         self._spot = False
         """Spot replicas with on-demand fallback, as the autoscaler says (``_SPOT_PATCH``)."""
+        self._wake_on_held = False
+        """At zero replicas, a held request wakes the autoscaler (``_HELD_PATCH``)."""
+        self._watch: asyncio.Task[None] | None = None
         self._timers: set[asyncio.Task[None]] = set()
         """Held so that the event loop's weak references are not their only ones."""
 
@@ -174,6 +183,7 @@ class ServiceWorkflow:
     async def run(self, request: ServiceRequest) -> ServiceState:
         self._capped = workflow.patched(_UPDATES_PATCH)
         self._spot = workflow.patched(_SPOT_PATCH)
+        self._wake_on_held = workflow.patched(_HELD_PATCH)
         self._set_target(self._kinds())
         try:
             await self._sync_load_balancer()
@@ -194,6 +204,7 @@ class ServiceWorkflow:
             self._publish()
             self._continue_if_long()
             self._wake_for_relaunch()
+            self._watch_for_held()
             await workflow.wait_condition(lambda: self._changed or self._tick_due)
             if self._tick_due:
                 self._tick_due = False
@@ -222,6 +233,34 @@ class ServiceWorkflow:
         timer = asyncio.create_task(wake())
         self._timers.add(timer)
         timer.add_done_callback(self._timers.discard)
+
+    def _watch_for_held(self) -> None:
+        """At zero replicas, one ``watch_for_held`` at a time: a held request wakes the autoscaler."""
+        if not self._wake_on_held or self._watch is not None or self.autoscaler.target != 0:
+            return
+        if self.state.load_balancer is None:
+            return  # the next sync starts it, and the watch with it
+        self._watch = asyncio.create_task(self._held_watch())
+
+    async def _held_watch(self) -> None:
+        try:
+            seen = await workflow.execute_activity(
+                serve.watch_for_held,
+                self.state.name,
+                task_queue=SHORT_QUEUE,
+                start_to_close_timeout=_WATCH,
+                heartbeat_timeout=_WATCH_HEARTBEAT,
+                retry_policy=SHORT_RETRY,
+            )
+        except ActivityError:
+            seen = HeldWatch.NO_LOAD_BALANCER
+        finally:
+            self._watch = None
+        if seen == HeldWatch.HELD:
+            self._tick_due = True  # decide now: from zero, the autoscaler scales up at once
+        elif seen == HeldWatch.QUIET:
+            self._touch()  # watch again
+        # No load balancer: the next tick finds it gone and starts it again, then the watch.
 
     # -- replicas --------------------------------------------------------------------------------
 
@@ -426,6 +465,8 @@ class ServiceWorkflow:
         for record in self.state.replicas:
             if record.status != ReplicaStatus.FAILED:
                 record.status = ReplicaStatus.SHUTTING_DOWN
+        if self._watch is not None:
+            self._watch.cancel()
         runs = list(self._runs.values())
         for run in runs:
             run.cancel()

@@ -56,6 +56,7 @@ def test_histories_are_recorded() -> None:
         "lock_lease",
         "service_update_at_max_replicas",
         "service_update_rolled_back",
+        "service_scale_from_zero",
     }
 
 

@@ -4,7 +4,8 @@ Run it only when adding a scenario. A code change that makes an existing history
 would break services that are running right now: guard the change with ``workflow.patched``
 instead of re-recording. ``update_at_max_replicas`` was recorded on the code before the update
 and spot changes (it launched a third replica for a service of ``replicas: 2`` during an update);
-``update_rolled_back`` on the code that rolls a failed update back.
+``update_rolled_back`` on the code that rolls a failed update back; ``scale_from_zero`` on the
+code that noticed a held request only at its next autoscaler tick.
 """
 
 from __future__ import annotations
@@ -68,10 +69,23 @@ async def update_rolled_back(
     await _skip_until(env, handle, lambda s: s.update_message is not None and len(s.replicas) == 2)
 
 
+async def scale_from_zero(
+    fleet: FakeFleet, env: WorkflowEnvironment, handle: WorkflowHandle[object, ServiceState]
+) -> None:
+    await _skip_until(env, handle, lambda s: s.load_balancer is not None and s.replicas == [])
+    fleet.window_requests = 1
+    await _skip_until(env, handle, lambda s: _ready(s) == [1])
+    fleet.window_requests = 0
+    await _skip_until(env, handle, lambda s: s.target == 0 and s.replicas == [])
+
+
 SCENARIOS: dict[str, Scenario] = {
     "update_at_max_replicas": update_at_max_replicas,
     "update_rolled_back": update_rolled_back,
+    "scale_from_zero": scale_from_zero,
 }
+ZERO_TO_ONE = {"scale_from_zero"}
+"""Scenarios of a service with ``min_replicas: 0, max_replicas: 1`` (the others run 2 replicas)."""
 
 
 async def record(name: str) -> None:
@@ -87,7 +101,8 @@ async def record(name: str) -> None:
 
 
 async def _start(client: Client, name: str) -> WorkflowHandle[object, ServiceState]:
-    task = _task("serve v1", min_replicas=2, max_replicas=2)
+    bounds = (0, 1) if name in ZERO_TO_ONE else (2, 2)
+    task = _task("serve v1", min_replicas=bounds[0], max_replicas=bounds[1])
     return await client.start_workflow(
         WorkflowType.SERVICE,
         ServiceRequest(name="svc", task=task, user="recorder"),

@@ -58,9 +58,9 @@ def ready_replicas(item: dict[str, object]) -> list[dict[str, object]]:
     return [r for r in replicas if r["status"] == "READY"]
 
 
-def get(endpoint: str, headers: dict[str, str] | None = None) -> tuple[int, str]:
+def get(endpoint: str, headers: dict[str, str] | None = None, timeout: float = 30) -> tuple[int, str]:
     parts = urlsplit(endpoint)
-    connection = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=30)
+    connection = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=timeout)
     try:
         connection.request("GET", parts.path or "/", headers=headers or {})
         response = connection.getresponse()

@@ -3,19 +3,25 @@ section's checks, and the load balancer activity's one-per-service start."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import uuid
 from pathlib import Path
 
 import pytest
+from temporalio.testing import ActivityEnvironment
 
 from skyhop.activities.serve import (
+    HOLD_TIMEOUT_ENV,
+    HeldWatch,
     LoadBalancerSync,
+    hold_timeout,
     load_balancer_folder,
     load_balancer_stats,
     stop_load_balancer,
     sync_load_balancer,
+    watch_for_held,
 )
 from skyhop.contract.serve import LoadBalancingPolicy, ReplicaRecord, ReplicaStatus, UpdateMode
 from skyhop.serve.service_spec import asks_for_spot, autoscaler_policy, check_service, on_demand, replica_port
@@ -220,6 +226,38 @@ def test_one_load_balancer_per_service_restarted_on_its_port_and_stopped(start_r
         await stop_load_balancer(service)  # nothing left: nothing to do
 
     run(scenario())
+
+
+def test_a_held_request_is_seen_at_once_and_held_as_long_as_the_worker_says(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    service = f"lb-{uuid.uuid4().hex[:8]}"
+    monkeypatch.setenv(HOLD_TIMEOUT_ENV, "3")
+
+    async def scenario() -> None:
+        watch = ActivityEnvironment()
+        assert await watch.run(watch_for_held, service) == HeldWatch.NO_LOAD_BALANCER
+        request = LoadBalancerSync(service=service, policy=LoadBalancingPolicy.LEAST_LOAD, replicas=[])
+        info = await sync_load_balancer(request)
+        try:
+            held = asyncio.create_task(asyncio.to_thread(get, info.port, "/id"))
+            assert await watch.run(watch_for_held, service) == HeldWatch.HELD
+            assert await held == (503, b"no READY replica within 3s\n")
+        finally:
+            await stop_load_balancer(service)
+
+    run(scenario())
+
+
+@pytest.mark.parametrize("setting", ["0", "-1", "inf", "nan", "soon"])
+def test_a_bad_hold_timeout_is_refused_naming_the_setting(
+    monkeypatch: pytest.MonkeyPatch, setting: str
+) -> None:
+    monkeypatch.setenv(HOLD_TIMEOUT_ENV, setting)
+    with pytest.raises(ValueError, match=f"{HOLD_TIMEOUT_ENV}='{setting}': give a number of seconds above 0"):
+        hold_timeout()
+    monkeypatch.setenv(HOLD_TIMEOUT_ENV, "")
+    assert hold_timeout() == 120.0
 
 
 def test_a_fallback_replica_asks_for_spot_nowhere() -> None:

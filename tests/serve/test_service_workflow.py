@@ -26,7 +26,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 from skyhop.activities import planning
 from skyhop.activities.models import RunJobInput
 from skyhop.activities.provisioning import AttemptOutcome
-from skyhop.activities.serve import LoadBalancerSync, ProbeAnswer, ReplicaPortInput, ReplicaProbe
+from skyhop.activities.serve import HeldWatch, LoadBalancerSync, ProbeAnswer, ReplicaPortInput, ReplicaProbe
 from skyhop.contract import LONG_QUEUE, SHORT_QUEUE, WORKFLOW_QUEUE, WorkflowType
 from skyhop.contract.serve import (
     ROLLBACK_AFTER,
@@ -46,7 +46,7 @@ from skyhop.contract.serve import (
 from skyhop.providers.base import ClusterHandle, LocalAccess, NodeHandle, ProvisionRequest
 from skyhop.spec import Task
 from skyhop.workflows.runner import SKYHOP_RESTRICTIONS
-from skyhop.workflows.service import ServiceWorkflow
+from skyhop.workflows.service import AUTOSCALE_EVERY, ServiceWorkflow
 from tests.cluster.fakes import register_search_attributes
 from tests.conftest import run
 
@@ -90,6 +90,8 @@ class FakeFleet:
         self.run_ended: set[str] = set()
         self.pushes: list[list[int]] = []
         self.window_requests = 0
+        self.held = 0
+        """Requests the load balancer holds for want of a READY replica."""
         self.load_balancer_running = False
 
     def activities(self) -> tuple[list[Callable[..., Any]], list[Callable[..., Any]]]:
@@ -129,6 +131,15 @@ class FakeFleet:
                 window_seconds=60, window_requests=self.window_requests, held=0, replicas=[], generation=1
             )
 
+        @activity.defn(name="watch_for_held")
+        async def watch_for_held(service: str) -> HeldWatch:
+            for _ in range(40):
+                if self.held:
+                    return HeldWatch.HELD
+                activity.heartbeat()
+                await asyncio.sleep(0.05)
+            return HeldWatch.QUIET
+
         @activity.defn(name="stop_load_balancer")
         async def stop_load_balancer(service: str) -> None:
             self.load_balancer_running = False
@@ -150,6 +161,7 @@ class FakeFleet:
         short: list[Callable[..., Any]] = [
             sync_load_balancer,
             load_balancer_stats,
+            watch_for_held,
             stop_load_balancer,
             choose_replica_port,
             probe_replica,
@@ -322,6 +334,34 @@ def test_autoscaling_update_replacement_and_down() -> None:
             state = await _until(handle, lambda s: _ready(s) == [5], "the carried replica READY")
             assert state.version == 2 and state.replaced == 1
 
+            await _down(handle, fleet)
+
+    run(scenario())
+
+
+def test_at_zero_replicas_a_held_request_launches_one_without_waiting_for_a_tick() -> None:
+    fleet = FakeFleet()
+
+    async def scenario() -> None:
+        async with service_env(fleet) as (env, client):
+            handle = await _start_service(client, _task("serve v1", min_replicas=0, max_replicas=1))
+            state = await _until(handle, lambda s: s.load_balancer is not None, "the load balancer")
+            assert state.target == 0 and state.replicas == [] and fleet.up == set()
+
+            async def serve_then_idle(replica_id: int) -> ServiceState:
+                """A request held, served by a new replica; then no traffic, back to zero."""
+                fleet.held = fleet.window_requests = 1
+                state = await _until(handle, lambda s: _ready(s) == [replica_id], "a READY replica")
+                assert state.target == 1 and fleet.pushes[-1] == [replica_id]
+                fleet.held = fleet.window_requests = 0
+                await _until_skipping(env, handle, lambda s: s.replicas == [], "scaled to zero")
+                assert fleet.up == set() and fleet.pushes[-1] == []
+                return state
+
+            # No time is skipped while it launches: it came before the autoscaler's first tick.
+            first = await serve_then_idle(1)
+            assert first.replicas[0].launched_at - first.started_at < AUTOSCALE_EVERY.total_seconds()
+            await serve_then_idle(2)  # and again, from zero
             await _down(handle, fleet)
 
     run(scenario())
