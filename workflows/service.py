@@ -34,7 +34,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 with workflow.unsafe.imports_passed_through():
     from skyhop.activities import serve
     from skyhop.activities.serve import WATCH_HELD_S, HeldWatch, LoadBalancerSync
-    from skyhop.contract import SHORT_QUEUE, WorkflowType
+    from skyhop.contract import LONG_QUEUE, SHORT_QUEUE, WorkflowType
     from skyhop.contract.failures import innermost_message
     from skyhop.contract.search import STATUS
     from skyhop.contract.serve import (
@@ -247,7 +247,7 @@ class ServiceWorkflow:
             seen = await workflow.execute_activity(
                 serve.watch_for_held,
                 self.state.name,
-                task_queue=SHORT_QUEUE,
+                task_queue=LONG_QUEUE,  # minutes of waiting: never a slot of the short queue's
                 start_to_close_timeout=_WATCH,
                 heartbeat_timeout=_WATCH_HEARTBEAT,
                 retry_policy=SHORT_RETRY,

@@ -157,11 +157,10 @@ class FakeFleet:
                 return ProbeAnswer(ready=False, message="/health: connection refused")
             return ProbeAnswer(ready=True, message="200 from /health")
 
-        long: list[Callable[..., Any]] = [provision_attempt, terminate, start_job]
+        long: list[Callable[..., Any]] = [provision_attempt, terminate, start_job, watch_for_held]
         short: list[Callable[..., Any]] = [
             sync_load_balancer,
             load_balancer_stats,
-            watch_for_held,
             stop_load_balancer,
             choose_replica_port,
             probe_replica,
