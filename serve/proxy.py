@@ -149,13 +149,16 @@ class Proxy:
         """A kept-alive connection (True) or a new one (False)."""
         idle = replica.take_idle()
         if idle is not None:
+            self.replicas.accepted(replica)
             return idle, True
         endpoint = replica.endpoint
         try:
             async with asyncio.timeout(self.timeouts.connect):
                 connection = await asyncio.open_connection(endpoint.host, endpoint.port, limit=HEAD_LIMIT)
         except (OSError, TimeoutError) as exc:
+            self.replicas.refused(replica)
             raise _ReplicaFailed(True, b"502 Bad Gateway", f"replica {endpoint.replica_id}: {exc}") from None
+        self.replicas.accepted(replica)
         return connection, False
 
     async def _attempt(
