@@ -239,12 +239,15 @@ async def copy_body(
             await _flush(writer)
     elif head.framing is Framing.LENGTH:
         remaining = head.length
-        while remaining:
-            data = await _read(reader, min(remaining, _COPY_SIZE))
+        while remaining:  # _read and _flush inlined: this loop runs for most responses
+            data = await reader.read(min(remaining, _COPY_SIZE))
+            if not data:
+                raise PeerClosed("connection closed inside a body")
             remaining -= len(data)
             writer.write(prefix + data if prefix else data)
             prefix = b""
-            await _flush(writer)
+            if writer.backlogged():
+                await writer.drain()
             if remaining:
                 moved()
     elif head.framing is Framing.UNTIL_CLOSE:

@@ -130,7 +130,16 @@ class Proxy:
                 continue
             tried.add(replica.endpoint.replica_id)
             try:
-                return await self._attempt(replica, head, outgoing, body, idempotent, reader, writer)
+                with self.replicas.sending(replica):
+                    connection = replica.take_idle()  # most requests: no await, no coroutine
+                    reused = connection is not None
+                    if connection is None:
+                        connection = await self._connect(replica)
+                    else:
+                        self.replicas.accepted(replica)
+                    return await self._exchange(
+                        replica, connection, reused, head, outgoing, body, idempotent, reader, writer
+                    )
             except _ReplicaFailed as failure:
                 if failure.stale:  # a new connection to the same replica may serve it
                     tried.discard(replica.endpoint.replica_id)
@@ -145,12 +154,8 @@ class Proxy:
         await writer.drain()
         return True
 
-    async def _connect(self, replica: Replica) -> tuple[Connection, bool]:
-        """A kept-alive connection (True) or a new one (False)."""
-        idle = replica.take_idle()
-        if idle is not None:
-            self.replicas.accepted(replica)
-            return idle, True
+    async def _connect(self, replica: Replica) -> Connection:
+        """A new connection (there was no kept-alive one); a refusal cools the replica down."""
         endpoint = replica.endpoint
         try:
             async with asyncio.timeout(self.timeouts.connect):
@@ -159,23 +164,7 @@ class Proxy:
             self.replicas.refused(replica)
             raise _ReplicaFailed(True, b"502 Bad Gateway", f"replica {endpoint.replica_id}: {exc}") from None
         self.replicas.accepted(replica)
-        return connection, False
-
-    async def _attempt(
-        self,
-        replica: Replica,
-        head: Head,
-        outgoing: bytes,
-        body: bytes | None,
-        idempotent: bool,
-        client_reader: asyncio.StreamReader,
-        client: asyncio.StreamWriter,
-    ) -> bool:
-        with self.replicas.sending(replica):
-            connection, reused = await self._connect(replica)
-            return await self._exchange(
-                replica, connection, reused, head, outgoing, body, idempotent, client_reader, client
-            )
+        return connection
 
     async def _exchange(
         self,
