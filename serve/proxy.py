@@ -27,6 +27,7 @@ from skyhop.serve.http1 import (
     parse_head,
     read_head,
 )
+from skyhop.serve.idle import IdleTimers
 from skyhop.serve.replicas import Connection, Replica, ReplicaSet
 
 __all__ = ["Proxy", "ProxyTimeouts"]
@@ -86,6 +87,7 @@ class Proxy:
     def __init__(self, replicas: ReplicaSet, timeouts: ProxyTimeouts) -> None:
         self.replicas = replicas
         self.timeouts = timeouts
+        self._idle_timers = IdleTimers(tick=min(timeouts.response / 4, 1.0))
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -180,18 +182,14 @@ class Proxy:
     ) -> bool:
         """One request and its response over ``connection``, which is kept only if both ended cleanly."""
         upstream_reader, upstream = connection
-        loop = asyncio.get_running_loop()
         wait = self.timeouts.response
         response: Head | None = None
         reusable = False
         try:
             try:
                 # One idle timer for the whole exchange, moved on as bytes come.
-                async with asyncio.timeout(wait) as timer:
-
-                    def progress() -> None:
-                        timer.reschedule(loop.time() + wait)
-
+                with self._idle_timers.timer(wait) as timer:
+                    progress = timer.moved
                     response = await self._send(
                         replica,
                         head,
@@ -205,7 +203,7 @@ class Proxy:
                         progress,
                     )
                     if response.first[1] == b"101":
-                        timer.reschedule(None)
+                        timer.disable()
                         await self._tunnel(response.raw, client_reader, client, upstream_reader, upstream)
                         return False
                     forwarded = response.forwardable()
