@@ -241,7 +241,6 @@ class Proxy:
         progress: Callable[[], None],
     ) -> Head:
         """Send the request and read the final response head (interim 1xx but 101 skipped)."""
-        name = f"replica {replica.endpoint.replica_id}"
         no_body = head.first[0] == b"HEAD"
         streamed = body is None
         answered = False
@@ -261,14 +260,16 @@ class Proxy:
                 if response.first[1][:1] != b"1" or response.first[1] == b"101":
                     return response
         except BadMessage as exc:
-            raise _ReplicaFailed(False, b"502 Bad Gateway", f"{name} answered badly: {exc}") from None
+            message = f"replica {replica.endpoint.replica_id} answered badly: {exc}"
+            raise _ReplicaFailed(False, b"502 Bad Gateway", message) from None
         except _CONNECTION_ERRORS as exc:
             # A kept-alive connection the replica closed (a clean close, no byte back) is the race of
             # its idle timeout: it never read the request, whatever the method. Any other failure
             # after sending may have acted: only an idempotent request may run twice.
             stale = not streamed and reused and closed_unanswered
             retry = stale or (not streamed and not answered and idempotent)
-            raise _ReplicaFailed(retry, b"502 Bad Gateway", f"{name}: {exc}", stale) from None
+            message = f"replica {replica.endpoint.replica_id}: {exc}"
+            raise _ReplicaFailed(retry, b"502 Bad Gateway", message, stale) from None
 
     async def _tunnel(
         self,
