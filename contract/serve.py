@@ -105,6 +105,8 @@ class ReplicaLoad(BaseModel):
     """Requests whose connection to it failed (refused, reset, timed out)."""
     window_requests: int
     """Requests sent to it in the last ``LoadBalancerStats.window_seconds``."""
+    cooling: float = 0.0
+    """Seconds it is still passed over after refusing a connection (0: taking requests)."""
 
 
 class LoadBalancerStats(BaseModel):

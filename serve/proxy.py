@@ -27,6 +27,7 @@ from skyhop.serve.http1 import (
     parse_head,
     read_head,
 )
+from skyhop.serve.idle import IdleTimers
 from skyhop.serve.replicas import Connection, Replica, ReplicaSet
 
 __all__ = ["Proxy", "ProxyTimeouts"]
@@ -86,6 +87,7 @@ class Proxy:
     def __init__(self, replicas: ReplicaSet, timeouts: ProxyTimeouts) -> None:
         self.replicas = replicas
         self.timeouts = timeouts
+        self._idle_timers = IdleTimers(tick=min(timeouts.response / 4, 1.0))
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -130,7 +132,16 @@ class Proxy:
                 continue
             tried.add(replica.endpoint.replica_id)
             try:
-                return await self._attempt(replica, head, outgoing, body, idempotent, reader, writer)
+                with self.replicas.sending(replica):
+                    connection = replica.take_idle()  # most requests: no await, no coroutine
+                    reused = connection is not None
+                    if connection is None:
+                        connection = await self._connect(replica)
+                    else:
+                        self.replicas.accepted(replica)
+                    return await self._exchange(
+                        replica, connection, reused, head, outgoing, body, idempotent, reader, writer
+                    )
             except _ReplicaFailed as failure:
                 if failure.stale:  # a new connection to the same replica may serve it
                     tried.discard(replica.endpoint.replica_id)
@@ -145,34 +156,17 @@ class Proxy:
         await writer.drain()
         return True
 
-    async def _connect(self, replica: Replica) -> tuple[Connection, bool]:
-        """A kept-alive connection (True) or a new one (False)."""
-        idle = replica.take_idle()
-        if idle is not None:
-            return idle, True
+    async def _connect(self, replica: Replica) -> Connection:
+        """A new connection (there was no kept-alive one); a refusal cools the replica down."""
         endpoint = replica.endpoint
         try:
             async with asyncio.timeout(self.timeouts.connect):
                 connection = await asyncio.open_connection(endpoint.host, endpoint.port, limit=HEAD_LIMIT)
         except (OSError, TimeoutError) as exc:
+            self.replicas.refused(replica)
             raise _ReplicaFailed(True, b"502 Bad Gateway", f"replica {endpoint.replica_id}: {exc}") from None
-        return connection, False
-
-    async def _attempt(
-        self,
-        replica: Replica,
-        head: Head,
-        outgoing: bytes,
-        body: bytes | None,
-        idempotent: bool,
-        client_reader: asyncio.StreamReader,
-        client: asyncio.StreamWriter,
-    ) -> bool:
-        with self.replicas.sending(replica):
-            connection, reused = await self._connect(replica)
-            return await self._exchange(
-                replica, connection, reused, head, outgoing, body, idempotent, client_reader, client
-            )
+        self.replicas.accepted(replica)
+        return connection
 
     async def _exchange(
         self,
@@ -188,18 +182,14 @@ class Proxy:
     ) -> bool:
         """One request and its response over ``connection``, which is kept only if both ended cleanly."""
         upstream_reader, upstream = connection
-        loop = asyncio.get_running_loop()
         wait = self.timeouts.response
         response: Head | None = None
         reusable = False
         try:
             try:
                 # One idle timer for the whole exchange, moved on as bytes come.
-                async with asyncio.timeout(wait) as timer:
-
-                    def progress() -> None:
-                        timer.reschedule(loop.time() + wait)
-
+                with self._idle_timers.timer(wait) as timer:
+                    progress = timer.moved
                     response = await self._send(
                         replica,
                         head,
@@ -213,7 +203,7 @@ class Proxy:
                         progress,
                     )
                     if response.first[1] == b"101":
-                        timer.reschedule(None)
+                        timer.disable()
                         await self._tunnel(response.raw, client_reader, client, upstream_reader, upstream)
                         return False
                     forwarded = response.forwardable()
@@ -251,7 +241,6 @@ class Proxy:
         progress: Callable[[], None],
     ) -> Head:
         """Send the request and read the final response head (interim 1xx but 101 skipped)."""
-        name = f"replica {replica.endpoint.replica_id}"
         no_body = head.first[0] == b"HEAD"
         streamed = body is None
         answered = False
@@ -271,14 +260,16 @@ class Proxy:
                 if response.first[1][:1] != b"1" or response.first[1] == b"101":
                     return response
         except BadMessage as exc:
-            raise _ReplicaFailed(False, b"502 Bad Gateway", f"{name} answered badly: {exc}") from None
+            message = f"replica {replica.endpoint.replica_id} answered badly: {exc}"
+            raise _ReplicaFailed(False, b"502 Bad Gateway", message) from None
         except _CONNECTION_ERRORS as exc:
             # A kept-alive connection the replica closed (a clean close, no byte back) is the race of
             # its idle timeout: it never read the request, whatever the method. Any other failure
             # after sending may have acted: only an idempotent request may run twice.
             stale = not streamed and reused and closed_unanswered
             retry = stale or (not streamed and not answered and idempotent)
-            raise _ReplicaFailed(retry, b"502 Bad Gateway", f"{name}: {exc}", stale) from None
+            message = f"replica {replica.endpoint.replica_id}: {exc}"
+            raise _ReplicaFailed(retry, b"502 Bad Gateway", message, stale) from None
 
     async def _tunnel(
         self,

@@ -3,6 +3,11 @@
 Every request sent to a replica goes through ``ReplicaSet.sending``, a context manager that counts
 it in flight and always counts it out, whatever ends it (a reset, a timeout, a client gone, a
 cancel): SkyServe's counters leak on error paths and then send all traffic to one replica.
+
+A replica that refuses connections (its process died) cools down: ``pick`` passes it over for a
+while, doubling from 1 s, until it accepts one again or a new set is pushed. Without that, least
+load would favour it: a refused request leaves at once, so the dead replica always looks idlest
+and takes thousands of doomed first attempts in the seconds before its readiness probe fails.
 """
 
 from __future__ import annotations
@@ -10,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Iterator
 
 from skyhop.contract.serve import LoadBalancerStats, LoadBalancingPolicy, ReplicaEndpoint, ReplicaLoad
 
@@ -18,6 +22,10 @@ __all__ = ["Replica", "ReplicaSet", "RequestWindow"]
 
 _IDLE_CONNECTIONS = 64
 """Keep-alive connections kept open per replica for the next requests."""
+_FIRST_COOLDOWN = 1.0
+"""Seconds a replica is passed over after its first refused connection; each refusal in a row
+doubles it, up to ``_LONGEST_COOLDOWN`` (the readiness probe takes a dead replica out well before)."""
+_LONGEST_COOLDOWN = 30.0
 
 
 class RequestWindow:
@@ -54,6 +62,10 @@ class Replica:
         self.window = RequestWindow(window_seconds)
         self.idle: list[Connection] = []
         self.retired = False
+        self.cooldown = 0.0
+        """The last cooldown in seconds (0: it accepted its last connection)."""
+        self.cool_until = 0.0
+        """``time.monotonic()`` until which ``pick`` passes it over."""
 
     def take_idle(self) -> Connection | None:
         while self.idle:
@@ -83,7 +95,27 @@ class Replica:
             total=self.total,
             failed=self.failed,
             window_requests=self.window.count(now),
+            cooling=max(self.cool_until - now, 0.0),
         )
+
+
+class _Sending:
+    """``ReplicaSet.sending``'s context manager: a class, not ``@contextmanager``, as it runs for
+    every request and a generator-based one costs a generator and two extra frames each time."""
+
+    __slots__ = ("_replica",)
+
+    def __init__(self, replica: Replica) -> None:
+        self._replica = replica
+
+    def __enter__(self) -> None:
+        replica = self._replica
+        replica.in_flight += 1
+        replica.total += 1
+        replica.window.add(time.monotonic())
+
+    def __exit__(self, *exc: object) -> None:
+        self._replica.in_flight -= 1
 
 
 class ReplicaSet:
@@ -98,6 +130,20 @@ class ReplicaSet:
         self.demand = RequestWindow(window_seconds)
         self._next = 0
         self._changed = asyncio.Event()
+        self._cooling = False
+        """Whether any replica has a cooldown (so ``pick`` looks at the clock only then)."""
+
+    def refused(self, replica: Replica) -> None:
+        """``replica``'s connection was refused, reset or timed out before a byte was sent."""
+        replica.cooldown = min(replica.cooldown * 2 or _FIRST_COOLDOWN, _LONGEST_COOLDOWN)
+        replica.cool_until = time.monotonic() + replica.cooldown
+        self._cooling = True
+
+    def accepted(self, replica: Replica) -> None:
+        """``replica`` took a connection: it is tried as any other again."""
+        if replica.cooldown:
+            replica.cooldown = replica.cool_until = 0.0
+            self._cooling = any(r.cooldown for r in self.replicas)
 
     def replace(self, endpoints: list[ReplicaEndpoint]) -> None:
         """Take a new READY set: kept replicas keep their counters and connections."""
@@ -108,26 +154,42 @@ class ReplicaSet:
             if kept is not None and kept.endpoint != endpoint:
                 kept.retire()
                 kept = None
+            if kept is not None:  # the controller probed it READY since: trust that over a refusal
+                kept.cooldown = kept.cool_until = 0.0
             replicas.append(kept or Replica(endpoint, self.window_seconds))
         for gone in by_id.values():
             gone.retire()
         self.replicas = replicas
+        self._cooling = False
         self.generation += 1
         self._next = 0
         self._changed.set()
         self._changed = asyncio.Event()
 
     def pick(self, exclude: set[int]) -> Replica | None:
-        """The replica for the next attempt, never one in ``exclude`` (those already tried)."""
+        """The replica for the next attempt, never one in ``exclude`` (those already tried), and not
+        one cooling down unless only such are left (a refusal may be over; a 502 surely is not)."""
         candidates = (
             [r for r in self.replicas if r.endpoint.replica_id not in exclude] if exclude else self.replicas
         )
+        if self._cooling:
+            now = time.monotonic()
+            warm = [r for r in candidates if r.cool_until <= now]
+            candidates = warm or candidates
         if not candidates:
             return None
         start = self._next % len(candidates)
         self._next += 1
         if self.policy is LoadBalancingPolicy.ROUND_ROBIN:
-            return candidates[start]
+            best = candidates[start]
+        else:
+            best = self._least_loaded(candidates, start)
+        if best.cool_until:  # a trial of a refusing replica: the requests after it wait for its outcome
+            best.cool_until = time.monotonic() + best.cooldown
+        return best
+
+    @staticmethod
+    def _least_loaded(candidates: list[Replica], start: int) -> Replica:
         # Least load, ties broken by rotating the starting point.
         count = len(candidates)
         best = candidates[start]
@@ -152,16 +214,9 @@ class ReplicaSet:
         finally:
             self.held -= 1
 
-    @contextlib.contextmanager
-    def sending(self, replica: Replica) -> Iterator[None]:
-        """Count one request in flight to ``replica`` for as long as the block runs."""
-        replica.in_flight += 1
-        replica.total += 1
-        replica.window.add(time.monotonic())
-        try:
-            yield
-        finally:
-            replica.in_flight -= 1
+    def sending(self, replica: Replica) -> _Sending:
+        """Count one request in flight to ``replica`` for as long as the ``with`` block runs."""
+        return _Sending(replica)
 
     def stats(self) -> LoadBalancerStats:
         now = time.monotonic()

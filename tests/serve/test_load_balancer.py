@@ -3,6 +3,7 @@ pushed in, in-flight counts on every error path, policies, scale from zero, and 
 
 from __future__ import annotations
 
+import math
 import os
 import socket
 import threading
@@ -62,12 +63,21 @@ def test_an_sse_stream_passes_through_unbuffered(start_replica: StartReplica, st
     wait_for(all_idle(lb), 30, "the stream to be counted out")
 
 
+def dead_and_live(
+    start_replica: StartReplica, start_lb: StartLB
+) -> tuple[LoadBalancer, ReplicaEndpoint, Replica]:
+    """A least-load balancer over replica 0, which refuses connections (nothing listens on its
+    port), and replica 1, a live one."""
+    live, dead = start_replica(1), ReplicaEndpoint(replica_id=0, host="127.0.0.1", port=free_port())
+    lb = start_lb()
+    lb.push(dead, live)
+    return lb, dead, live
+
+
 def test_a_refused_replica_is_skipped_for_every_method(
     start_replica: StartReplica, start_lb: StartLB
 ) -> None:
-    live = start_replica(1)
-    lb = start_lb()
-    lb.push(ReplicaEndpoint(replica_id=0, host="127.0.0.1", port=free_port()), live)
+    lb, dead, live = dead_and_live(start_replica, start_lb)
     for _ in range(6):
         assert get(lb.port, "/id") == (200, b"replica 1")
         # Nothing reached the dead replica, so even a POST may go to the other one.
@@ -75,14 +85,53 @@ def test_a_refused_replica_is_skipped_for_every_method(
     stats = run(lb.control.stats())
     assert stats.replicas[0].failed >= 1
     assert [r.in_flight for r in stats.replicas] == [0, 0]
-    # With the live replica busy, least load prefers the dead one: the retry must still go elsewhere.
+    # With the live replica busy, least load prefers the dead one (its cooldown cleared by a push,
+    # as when its probe passes again): the retry must still go elsewhere.
     slow = threading.Thread(target=get, args=(lb.port, "/slow?seconds=5"))
     slow.start()
     wait_for(lambda: lb.in_flight() == [0, 1], 30, "the slow request in flight on the live replica")
+    lb.push(dead, live)
     failed = run(lb.control.stats()).replicas[0].failed
     assert get(lb.port, "/id", timeout=10) == (200, b"replica 1")
     assert run(lb.control.stats()).replicas[0].failed == failed + 1
     slow.join()
+
+
+def test_a_refusing_replica_cools_down_instead_of_drawing_every_request(
+    start_replica: StartReplica, start_lb: StartLB
+) -> None:
+    """A refusal ends at once, so least load would send nearly every request to a dead replica."""
+    lb, dead, _ = dead_and_live(start_replica, start_lb)
+    started = time.monotonic()
+    for _ in range(40):
+        assert get(lb.port, "/id") == (200, b"replica 1")
+    elapsed = time.monotonic() - started
+    stats = run(lb.control.stats())
+    # Tried once, then after 1 s, 2 s more, 4 s more...: about log2(elapsed) trials, not 40.
+    assert stats.replicas[0].failed <= 2 + math.log2(elapsed + 1), (stats, elapsed)
+    assert stats.replicas[0].cooling > 0
+    assert [r.in_flight for r in stats.replicas] == [0, 0]
+    # Back up on the same port: it takes requests again once its cooldown is over (at most 2 s of it
+    # is left here, as the loop above took at most a few seconds on a quiet machine).
+    revived = start_replica(0, "--port", str(dead.port))
+
+    def revived_serves() -> bool:
+        get(lb.port, "/id")
+        return revived.count() > 0
+
+    wait_for(revived_serves, 60, "the revived replica to be tried again")
+    assert run(lb.control.stats()).replicas[0].cooling == 0
+
+
+def test_a_cooling_replica_is_still_tried_when_it_is_the_only_one(start_lb: StartLB) -> None:
+    lb = start_lb()
+    lb.push(ReplicaEndpoint(replica_id=0, host="127.0.0.1", port=free_port()))
+    for n in range(1, 4):
+        assert get(lb.port, "/id")[0] == 502
+        stats = run(lb.control.stats())
+        assert stats.replicas[0].failed == n, "a cooling replica beats a certain 503"
+        assert stats.replicas[0].cooling > 0
+    assert lb.in_flight() == [0]
 
 
 def test_a_replica_that_resets_mid_request_gets_idempotent_requests_retried_elsewhere(
