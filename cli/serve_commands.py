@@ -132,20 +132,43 @@ def update(
 @serve_app.command("logs")
 def logs(
     name: ServiceName,
-    replica: Annotated[
-        int | None, typer.Option("--replica", help="This replica's run (default: the first).", min=1)
+    replica_id: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="[REPLICA_ID]",
+            help="This replica's run (its ID in skyhop serve status; default: the first replica).",
+            show_default=False,
+        ),
     ] = None,
-    load_balancer: Annotated[bool, typer.Option("--load-balancer", help="The load balancer's log.")] = False,
+    replica: Annotated[str | None, typer.Option("--replica", hidden=True, show_default=False)] = None,
+    load_balancer: Annotated[
+        bool, typer.Option("--load-balancer", help="The load balancer's log instead of a replica's.")
+    ] = False,
     follow: Annotated[
         bool, typer.Option("--follow/--no-follow", help="Keep streaming (Ctrl-C stops).")
     ] = False,
 ) -> None:
-    """Print a replica's output (its run's log), or the load balancer's log."""
-    if replica is not None and load_balancer:
-        fail("give --replica or --load-balancer, not both", EXIT_USAGE)
+    """Print a replica's output (its run's log), or the load balancer's log.
+
+    skyhop serve logs NAME 2 prints replica 2's; skyhop serve logs NAME --load-balancer the load
+    balancer's.
+    """
+    if replica_id is not None and replica is not None and replica_id != replica:
+        fail(f"replica {replica_id} or replica {replica}: give one REPLICA_ID", EXIT_USAGE)
+    given = replica_id if replica_id is not None else replica  # --replica N: the older spelling
+    if given is not None and load_balancer:
+        fail("give a REPLICA_ID or --load-balancer, not both", EXIT_USAGE)
+    chosen: int | None = None
+    if given is not None:
+        chosen = int(given) if given.isdecimal() and int(given) >= 1 else None
+        if chosen is None:
+            fail(
+                f"replica {given!r}: a replica's ID, a number from 1 (see: skyhop serve status {name})",
+                EXIT_USAGE,
+            )
     from skyhop.cli.serving import run_serve_logs
 
-    run_command(run_serve_logs(name, replica, load_balancer=load_balancer, follow=follow))
+    run_command(run_serve_logs(name, chosen, load_balancer=load_balancer, follow=follow))
 
 
 @serve_app.command("down")

@@ -132,8 +132,14 @@ class LoadBalancerReady(BaseModel):
 
 
 class ReplicaStatus(StrEnum):
-    """Where one replica stands (SkyServe's names)."""
+    """Where one replica stands (SkyServe's names). Values are stable: new ones are only added.
 
+    A replica in any ``failed`` state is being replaced, as FAILED always was; which one says why.
+    """
+
+    PENDING = "PENDING"
+    """Wanted, but not launched yet: it waits for the relaunch back-off after replicas that failed
+    before they were ever READY."""
     PROVISIONING = "PROVISIONING"
     """Its cluster is being brought up (with failover)."""
     STARTING = "STARTING"
@@ -143,14 +149,35 @@ class ReplicaStatus(StrEnum):
     NOT_READY = "NOT_READY"
     """Was READY, now fails its probe: no new requests; replaced if it does not recover in time."""
     FAILED = "FAILED"
-    """Its run ended, it never became ready, or it stayed NOT_READY too long: being replaced."""
+    """Its run ended with a failure, it could not be started, or its cluster could not be removed."""
+    FAILED_INITIAL_DELAY = "FAILED_INITIAL_DELAY"
+    """Never answered its probe within ``initial_delay_seconds``."""
+    FAILED_PROBING = "FAILED_PROBING"
+    """Was READY, then failed its probe for longer than ``consecutive_failure_threshold_timeout``."""
+    PREEMPTED = "PREEMPTED"
+    """Its run ended or its probe failed, and the provider says its nodes are gone (preempted)."""
     SHUTTING_DOWN = "SHUTTING_DOWN"
     """Its cluster is being removed (scaled down, an older version, or ``serve down``)."""
+
+    @property
+    def failed(self) -> bool:
+        """Failed in any way: no longer live, being removed, then replaced."""
+        return self in _FAILED_STATUSES
 
     @property
     def settled(self) -> bool:
         """Up and probed (the replica holds nothing in flight): a safe point to continue as new."""
         return self in (ReplicaStatus.READY, ReplicaStatus.NOT_READY)
+
+
+_FAILED_STATUSES = frozenset(
+    {
+        ReplicaStatus.FAILED,
+        ReplicaStatus.FAILED_INITIAL_DELAY,
+        ReplicaStatus.FAILED_PROBING,
+        ReplicaStatus.PREEMPTED,
+    }
+)
 
 
 class ServiceStatus(StrEnum):
@@ -198,7 +225,7 @@ class ReplicaRecord(BaseModel):
     failing_since: float | None = None
     """When the current run of failed probes began (workflow time)."""
     message: str | None = None
-    """Why it is FAILED or NOT_READY (the last probe's answer)."""
+    """Why it failed (any ``failed`` status) or is NOT_READY (the last probe's answer)."""
 
     @property
     def host(self) -> str | None:

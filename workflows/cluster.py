@@ -39,7 +39,7 @@ from temporalio.exceptions import ActivityError, ApplicationError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     from skyhop.activities import cluster_ops, jobs, provisioning
-    from skyhop.activities.cluster_ops import CancelJobsInput, ProbeResult, StartClusterInput, StopResult
+    from skyhop.activities.cluster_ops import CancelJobsInput, StartClusterInput, StopResult
     from skyhop.activities.models import RunJobInput, WaitJobInput
     from skyhop.contract import (
         CLUSTER_WORKFLOW,
@@ -89,6 +89,7 @@ with workflow.unsafe.imports_passed_through():
         attach_buckets,
         delete_created_buckets,
         history_is_long,
+        node_statuses,
         prepare_nodes,
         release_buckets,
         run_long,
@@ -592,16 +593,10 @@ class ClusterWorkflow:
         if record.handle is None or not self.lock.free or record.status == ClusterStatus.TERMINATED:
             return
         handle = record.handle
-        probe: ProbeResult = await workflow.execute_activity(
-            cluster_ops.probe_cluster,
-            handle,
-            task_queue=SHORT_QUEUE,
-            start_to_close_timeout=timedelta(seconds=60),
-            retry_policy=SHORT_RETRY,
-        )
-        if probe.statuses is None or not self.lock.free or record.handle != handle:
+        statuses = await node_statuses(handle, SHORT_RETRY)
+        if statuses is None or not self.lock.free or record.handle != handle:
             return
-        verdict = reconcile(record, probe.statuses)
+        verdict = reconcile(record, statuses)
         if not verdict.bad:
             if verdict.status is not None:
                 record.status = verdict.status

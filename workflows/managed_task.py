@@ -22,15 +22,12 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from skyhop.activities import cluster_ops, jobs
-    from skyhop.activities.cluster_ops import ProbeResult
+    from skyhop.activities import jobs
     from skyhop.activities.models import AttemptLog, FollowedRun, RunJobInput, WatchedJob
     from skyhop.contract import (
-        SHORT_QUEUE,
         ErrorType,
         JobRecord,
         JobStatus,
@@ -56,7 +53,13 @@ with workflow.unsafe.imports_passed_through():
     from skyhop.workflows.failover import history_table
     from skyhop.workflows.provisioner import Provisioner, ProvisionSpec, remove_nodes
     from skyhop.workflows.recovery import PREEMPTED, Search, Verdict, nodes_lost, searches_for, verdict
-    from skyhop.workflows.stages import prepare_nodes, raise_if_cancelled, raise_if_cancelled_by, run_long
+    from skyhop.workflows.stages import (
+        node_statuses,
+        prepare_nodes,
+        raise_if_cancelled,
+        raise_if_cancelled_by,
+        run_long,
+    )
     from skyhop.workflows.watch_hub import RunEnds
 
 __all__ = ["Group", "ManagedTask"]
@@ -64,7 +67,6 @@ __all__ = ["Group", "ManagedTask"]
 _LONG_TIMEOUT = timedelta(hours=24)
 _PROBE_FIRST = timedelta(seconds=1)
 _PROBE_MAX = timedelta(minutes=5)
-_PROBE_RETRY = RetryPolicy(maximum_attempts=1)
 """The workflow retries a probe itself, on a timer it shows (``waiting``)."""
 
 
@@ -385,17 +387,10 @@ class ManagedTask:
         failures = 0
         while True:
             try:
-                probe: ProbeResult = await workflow.execute_activity(
-                    cluster_ops.probe_cluster,
-                    handle,
-                    task_queue=SHORT_QUEUE,
-                    start_to_close_timeout=timedelta(seconds=60),
-                    retry_policy=_PROBE_RETRY,
-                    summary="are the nodes still there?",
-                )
-                if probe.statuses is not None or answered:
+                statuses = await node_statuses(handle)
+                if statuses is not None or answered:
                     state.waiting = state.retry_at = None
-                    return probe.statuses is not None and nodes_lost(probe.statuses)
+                    return statuses is not None and nodes_lost(statuses)
                 reason = f"{provider} cannot tell whether the nodes are up"
             except ActivityError as exc:
                 raise_if_cancelled_by(exc)

@@ -2,7 +2,8 @@
 
 It keeps ``target`` replicas of the current version running, each a ``ServiceReplica`` on a
 cluster of its own (``workflows.service_replica``), and what to launch or remove is
-``workflows.service_plan.plan_replicas``: a FAILED replica is replaced, a scale-down removes the
+``workflows.service_plan.plan_replicas``: a failed replica (FAILED, FAILED_INITIAL_DELAY,
+FAILED_PROBING, PREEMPTED: ``workflows.service_replica``) is replaced, a scale-down removes the
 replicas that serve nothing first, and ``update_version`` moves to a new version whose replicas are
 READY before the old ones go, never past ``max_replicas`` (rolling, or blue-green: the whole new
 set READY, then one push swaps it in). An update whose replicas fail before they are ever READY
@@ -15,6 +16,10 @@ load balancer's request counts go through the autoscaler's pure ``decide``, whos
 workflow keeps. While the target is zero replicas, ``watch_for_held`` watches the load balancer and
 returns the moment it holds a request, and the autoscaler decides then (from zero it scales up at
 once), so the first request waits for a launch, not for a tick as well.
+
+Replicas that failed before they were ever READY make the next launches wait, longer each time
+(``relaunch_delay``); those the plan wants meanwhile are listed PENDING until the wait is over. A
+PREEMPTED replica is not its version's fault: it is replaced at once and counts toward no rollback.
 
 Nothing is written to the history while the replicas are READY but their probes (an activity and
 a timer per replica per probe interval) and the autoscaler's tick; once the history is long, at a
@@ -86,6 +91,9 @@ _HELD_PATCH = "service-wake-on-held-request"
 """Runs from before a request held at zero replicas woke the autoscaler (it waited for its tick)."""
 _WATCH = timedelta(seconds=WATCH_HELD_S + 60)
 _WATCH_HEARTBEAT = timedelta(seconds=30)
+_STATES_PATCH = "service-replica-states"
+"""Runs from before a failed replica asked the provider whether it was preempted, and before
+replicas waiting for the relaunch back-off were listed PENDING."""
 
 
 def relaunch_delay(failed_starts: int) -> float:
@@ -121,6 +129,8 @@ class ServiceWorkflow:
         self._wake_on_held = False
         """At zero replicas, a held request wakes the autoscaler (``_HELD_PATCH``)."""
         self._watch: asyncio.Task[None] | None = None
+        self._states = False
+        """PENDING and PREEMPTED replicas (``_STATES_PATCH``)."""
         self._timers: set[asyncio.Task[None]] = set()
         """Held so that the event loop's weak references are not their only ones."""
 
@@ -184,6 +194,7 @@ class ServiceWorkflow:
         self._capped = workflow.patched(_UPDATES_PATCH)
         self._spot = workflow.patched(_SPOT_PATCH)
         self._wake_on_held = workflow.patched(_HELD_PATCH)
+        self._states = workflow.patched(_STATES_PATCH)
         self._set_target(self._kinds())
         try:
             await self._sync_load_balancer()
@@ -267,25 +278,36 @@ class ServiceWorkflow:
     def _reconcile(self) -> None:
         state, now = self.state, workflow.time()
         plan = self._plan()
-        for record in state.replicas:
-            if record.replica_id in plan.remove:
+        for record in list(state.replicas):
+            if record.replica_id not in plan.remove:
+                continue
+            if record.status == ReplicaStatus.PENDING:
+                state.replicas.remove(record)  # never launched: nothing to remove
+            else:
                 record.status = ReplicaStatus.SHUTTING_DOWN  # out of the READY set at once
                 self._runs[record.replica_id].cancel()
-        if state.relaunch_at is not None and now < state.relaunch_at:
+        backing_off = state.relaunch_at is not None and now < state.relaunch_at
+        if backing_off and not self._states:
             return
-        state.relaunch_at = None
+        if not backing_off:
+            state.relaunch_at = None
         for index in range(plan.launch):
-            record = ReplicaRecord(
-                replica_id=state.next_replica_id,
-                version=state.version,
-                status=ReplicaStatus.PROVISIONING,
-                cluster_name=replica_cluster_name(state.name, state.next_replica_id),
-                launched_at=now,
-                use_spot=state.ondemand_target is not None and index >= plan.launch_ondemand,
+            state.replicas.append(
+                ReplicaRecord(
+                    replica_id=state.next_replica_id,
+                    version=state.version,
+                    status=ReplicaStatus.PENDING,
+                    cluster_name=replica_cluster_name(state.name, state.next_replica_id),
+                    launched_at=now,
+                    use_spot=state.ondemand_target is not None and index >= plan.launch_ondemand,
+                )
             )
             state.next_replica_id += 1
-            state.replicas.append(record)
-            self._start(record)
+        if not backing_off:
+            for record in state.replicas:
+                if record.status == ReplicaStatus.PENDING:
+                    record.status, record.launched_at = ReplicaStatus.PROVISIONING, now
+                    self._start(record)
         if state.update is not None and update_done(state.replicas, state.version, state.target):
             state.update = None
 
@@ -295,7 +317,9 @@ class ServiceWorkflow:
         mode = state.update.mode if state.update is not None else UpdateMode.ROLLING
         if not self._capped:
             return plan_replicas(state.replicas, state.version, state.target, _UNCAPPED, mode)
-        running = [r for r in state.replicas if r.replica_id in self._runs]
+        running = [
+            r for r in state.replicas if r.replica_id in self._runs or r.status == ReplicaStatus.PENDING
+        ]
         ceiling = self._policy().ceiling
         return plan_replicas(running, state.version, state.target, ceiling, mode, state.ondemand_target)
 
@@ -303,11 +327,11 @@ class ServiceWorkflow:
         task = self.tasks[record.version]
         if self._spot and not record.use_spot and asks_for_spot(task):
             task = on_demand(task)  # an on-demand fallback replica
-        replica = ServiceReplica(self.state.name, record, task, self._touch)
+        replica = ServiceReplica(self.state.name, record, task, self._touch, asks_provider=self._states)
         self._runs[record.replica_id] = asyncio.create_task(self._life(replica))
 
     async def _life(self, replica: ServiceReplica) -> None:
-        """A replica from launch to removal; a FAILED one is then replaced by ``_reconcile``."""
+        """A replica from launch to removal; a failed one is then replaced by ``_reconcile``."""
         record, state = replica.record, self.state
         try:
             await replica.run()
@@ -319,9 +343,11 @@ class ServiceWorkflow:
             self._runs.pop(record.replica_id, None)
             self._touch()
             return
-        if record.status == ReplicaStatus.FAILED:
+        if record.status.failed:
             state.replaced += 1
-            if record.ready_at is None:
+            if record.status == ReplicaStatus.PREEMPTED:
+                pass  # not its version's fault: replaced at once, and no update rolls back for it
+            elif record.ready_at is None:
                 state.failed_starts += 1
                 state.relaunch_at = workflow.time() + relaunch_delay(state.failed_starts)
                 update = state.update
@@ -462,8 +488,10 @@ class ServiceWorkflow:
         self._stopping = True
         self.state.status = ServiceStatus.SHUTTING_DOWN
         self._publish()
-        for record in self.state.replicas:
-            if record.status != ReplicaStatus.FAILED:
+        state = self.state
+        state.replicas = [r for r in state.replicas if r.status != ReplicaStatus.PENDING]  # no cluster
+        for record in state.replicas:
+            if not record.status.failed:
                 record.status = ReplicaStatus.SHUTTING_DOWN
         if self._watch is not None:
             self._watch.cancel()

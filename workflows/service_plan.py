@@ -1,8 +1,9 @@
 """Which replicas a service launches and removes next: a pure function of its replicas and target.
 
-- The current version runs ``target`` replicas: a FAILED one is replaced (it is no longer live), and
+- The current version runs ``target`` replicas: a failed one (FAILED, FAILED_PROBING, ...) is
+  replaced (it is no longer live), a PENDING one counts as launched, and
   on a scale-down the replicas that serve nothing go first, then the newest.
-- Replicas never number more than ``ceiling`` (``max_replicas``), updates included: one FAILED or
+- Replicas never number more than ``ceiling`` (``max_replicas``), updates included: one failed or
   SHUTTING_DOWN takes room until it leaves the list (its cluster is gone).
 - A rolling update never lets the READY count fall below the target while there is room: an older
   version's replica goes only once the READY replicas without it still reach the target (one that
@@ -40,7 +41,7 @@ class ReplicaPlan(BaseModel):
 
 
 def _live(record: ReplicaRecord) -> bool:
-    return record.status not in (ReplicaStatus.FAILED, ReplicaStatus.SHUTTING_DOWN)
+    return not record.status.failed and record.status != ReplicaStatus.SHUTTING_DOWN
 
 
 def _ready(record: ReplicaRecord) -> bool:

@@ -5,10 +5,14 @@ failover, waiting for capacity) and ``prepare_nodes`` a launch and a managed job
 (``start_job``, with ``SKYHOP_SERVE_PORT`` set to the port ``choose_replica_port`` gave it), then
 probes it on a workflow timer (``probe_replica``: has the run ended, does it answer the readiness
 probe). Its ``ReplicaRecord`` says where it stands; ``changed`` tells the service, which pushes the
-READY set to the load balancer. The run returns once the replica has FAILED (its run ended, it was
-not ready within ``initial_delay_seconds``, or it stayed NOT_READY for
-``consecutive_failure_threshold_timeout``), and its cluster is removed whatever ends it: that, or a
-cancellation (scaled down, replaced by a newer version, ``serve down``).
+READY set to the load balancer. The run returns once the replica has failed, in SkyServe's kinds:
+FAILED (its run ended, or could not be started), FAILED_INITIAL_DELAY (not ready within
+``initial_delay_seconds``), FAILED_PROBING (was READY, then NOT_READY for
+``consecutive_failure_threshold_timeout``), or PREEMPTED (its run ended or its probe failed, and
+the provider says its nodes are gone: asked with ``node_statuses``, as a managed job asks, when the
+run ends, when a READY replica first fails its probe, and before any other failure is declared).
+Its cluster is removed whatever ends it: that, or a cancellation (scaled down, replaced by a newer
+version, ``serve down``).
 """
 
 from __future__ import annotations
@@ -27,12 +31,14 @@ with workflow.unsafe.imports_passed_through():
     from skyhop.contract import SHORT_QUEUE, JobRecord, JobStatus, setup_key
     from skyhop.contract.failures import innermost_message
     from skyhop.contract.serve import SERVE_PORT_ENV, ReplicaRecord, ReplicaStatus
+    from skyhop.providers.base import NodeStatus
     from skyhop.serve.service_spec import replica_port, service_of
     from skyhop.spec import Task
     from skyhop.storage.plan import cluster_storage, storage_plan
     from skyhop.workflows.options import SHORT_RETRY
     from skyhop.workflows.provisioner import Provisioner, ProvisionSpec, remove_nodes
-    from skyhop.workflows.stages import prepare_nodes, raise_if_cancelled_by, run_long
+    from skyhop.workflows.recovery import nodes_lost
+    from skyhop.workflows.stages import node_statuses, prepare_nodes, raise_if_cancelled_by, run_long
 
 __all__ = ["DEFAULT_FAILURE_TIMEOUT_S", "DEFAULT_PROBE_INTERVAL_S", "ServiceReplica"]
 
@@ -47,20 +53,33 @@ _PROBE_RETRY = RetryPolicy(maximum_attempts=1)
 
 
 class _Failed(Exception):
-    def __init__(self, message: str) -> None:
+    def __init__(self, status: ReplicaStatus, message: str) -> None:
         super().__init__(message)
-        self.message = message
+        self.status, self.message = status, message
 
 
 class ServiceReplica:
-    """Replica ``record`` of ``service``, running ``task``; ``changed`` hears each status change."""
+    """Replica ``record`` of ``service``, running ``task``; ``changed`` hears each status change.
 
-    def __init__(self, service: str, record: ReplicaRecord, task: Task, changed: Callable[[], None]) -> None:
+    ``asks_provider``: whether a failure asks the provider about the nodes (PREEMPTED); False only
+    for a service whose history began before replicas did.
+    """
+
+    def __init__(
+        self,
+        service: str,
+        record: ReplicaRecord,
+        task: Task,
+        changed: Callable[[], None],
+        *,
+        asks_provider: bool = True,
+    ) -> None:
         self.service = service
         self.record = record
         self.task = task
         self.probe = service_of(task).readiness_probe
         self._changed = changed
+        self._asks_provider = asks_provider
 
     async def run(self) -> None:
         """Until the replica FAILED; its cluster is gone by the time this returns or raises."""
@@ -70,9 +89,9 @@ class ServiceReplica:
                 await self._bring_up()
             await self._probe_until_failed()
         except _Failed as failed:
-            self._set(ReplicaStatus.FAILED, failed.message)
+            self._set(failed.status, failed.message)
         except BaseException:
-            if record.status != ReplicaStatus.FAILED:
+            if not record.status.failed:
                 self._set(ReplicaStatus.SHUTTING_DOWN, record.message)
             await self._remove()
             raise
@@ -121,7 +140,7 @@ class ServiceReplica:
             )
         except (ActivityError, ApplicationError) as exc:
             raise_if_cancelled_by(exc)
-            raise _Failed(f"could not start: {innermost_message(exc)}") from exc
+            raise _Failed(ReplicaStatus.FAILED, f"could not start: {innermost_message(exc)}") from exc
         record.job_key = job.key
         record.launched_at = workflow.time()  # the initial delay counts from the run's start
 
@@ -134,7 +153,7 @@ class ServiceReplica:
             answer = await self._probe_once()
             now = workflow.time()
             if answer.ended:
-                raise _Failed(answer.message)
+                raise await self._failure(ReplicaStatus.FAILED, answer.message)
             if answer.ready:
                 record.failing_since = None
                 if record.status != ReplicaStatus.READY:
@@ -142,19 +161,23 @@ class ServiceReplica:
                     self._set(ReplicaStatus.READY)
             elif record.status == ReplicaStatus.STARTING:
                 if now - record.launched_at >= probe.initial_delay_seconds:
-                    raise _Failed(
+                    raise await self._failure(
+                        ReplicaStatus.FAILED_INITIAL_DELAY,
                         f"not ready within initial_delay_seconds ({probe.initial_delay_seconds:g}): "
-                        f"{answer.message}"
+                        f"{answer.message}",
                     )
             else:
                 if record.failing_since is None:
                     record.failing_since = now
                 if record.status == ReplicaStatus.READY:
+                    if (gone := await self._nodes_gone()) is not None:
+                        raise _Failed(ReplicaStatus.PREEMPTED, f"{gone}: {answer.message}")
                     self._set(ReplicaStatus.NOT_READY, answer.message)
                 elif now - record.failing_since >= failure_timeout:
-                    raise _Failed(
+                    raise await self._failure(
+                        ReplicaStatus.FAILED_PROBING,
                         f"not ready for {failure_timeout:g} s (consecutive_failure_threshold_timeout): "
-                        f"{answer.message}"
+                        f"{answer.message}",
                     )
             await workflow.sleep(interval)
 
@@ -176,6 +199,32 @@ class ServiceReplica:
         except ActivityError as exc:
             raise_if_cancelled_by(exc)
             return ProbeAnswer(ready=False, message=f"could not probe: {innermost_message(exc)}")
+
+    async def _failure(self, status: ReplicaStatus, message: str) -> _Failed:
+        """The failure to end the replica with: PREEMPTED if the provider says its nodes are gone."""
+        gone = await self._nodes_gone()
+        return (
+            _Failed(status, message)
+            if gone is None
+            else _Failed(ReplicaStatus.PREEMPTED, f"{gone}: {message}")
+        )
+
+    async def _nodes_gone(self) -> str | None:
+        """How the provider says the replica's nodes are gone or not UP (``node 0 was preempted``);
+        None when they are up, or it cannot tell, or could not be asked."""
+        handle = self.record.handle
+        if not self._asks_provider or handle is None:
+            return None
+        try:
+            statuses = await node_statuses(handle)
+        except ActivityError as exc:
+            raise_if_cancelled_by(exc)
+            return None
+        if statuses is None or not nodes_lost(statuses):
+            return None
+        return ", ".join(
+            status.describe_node(rank) for rank, status in enumerate(statuses) if status != NodeStatus.UP
+        )
 
     async def _remove(self) -> None:
         handle, self.record.handle = self.record.handle, None

@@ -1,4 +1,5 @@
-"""Steps both workflows take: running a long activity, and readying fresh nodes for a task.
+"""Steps the workflows share: running a long activity, readying fresh nodes for a task, and asking
+the provider whether a cluster's nodes are still there.
 
 Long activities are awaited until their cancellation completes, and such an activity may finish
 with a result instead (an attempt that returns its capacity failure just before it sees the
@@ -15,11 +16,13 @@ from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
+from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
-    from skyhop.activities import jobs, storage, sync
+    from skyhop.activities import cluster_ops, jobs, storage, sync
+    from skyhop.activities.cluster_ops import ProbeResult
     from skyhop.activities.models import (
         AttachInput,
         BucketsInput,
@@ -27,8 +30,8 @@ with workflow.unsafe.imports_passed_through():
         SetupInput,
         SyncWorkdirInput,
     )
-    from skyhop.contract import LONG_QUEUE, ClusterStorage, LaunchStage
-    from skyhop.providers.base import ClusterHandle
+    from skyhop.contract import LONG_QUEUE, SHORT_QUEUE, ClusterStorage, LaunchStage
+    from skyhop.providers.base import ClusterHandle, NodeStatus
     from skyhop.spec import Task
     from skyhop.spec.packed import PackedFiles
     from skyhop.storage.plan import MountPlan, local_file_mounts
@@ -38,6 +41,7 @@ __all__ = [
     "attach_buckets",
     "delete_created_buckets",
     "history_is_long",
+    "node_statuses",
     "prepare_nodes",
     "raise_if_cancelled",
     "raise_if_cancelled_by",
@@ -121,6 +125,26 @@ async def delete_created_buckets(cluster_name: str, used: ClusterStorage, *, tim
     if used.buckets:
         request = BucketsInput(cluster_name=cluster_name, buckets=used.buckets)
         await run_long(storage.delete_buckets, request, timeout=timeout)
+
+
+_ASK_ONCE = RetryPolicy(maximum_attempts=1)
+"""The provider is asked once per call: the caller decides when to ask again."""
+
+
+async def node_statuses(
+    handle: ClusterHandle, retry_policy: RetryPolicy = _ASK_ONCE
+) -> list[NodeStatus] | None:
+    """The provider's view of each node (``probe_cluster``), or None when it cannot tell (an SSH
+    pool); an ``ActivityError`` when it could not be asked."""
+    probe: ProbeResult = await workflow.execute_activity(
+        cluster_ops.probe_cluster,
+        handle,
+        task_queue=SHORT_QUEUE,
+        start_to_close_timeout=timedelta(seconds=60),
+        retry_policy=retry_policy,
+        summary="are the nodes still there?",
+    )
+    return probe.statuses
 
 
 def raise_if_cancelled() -> None:

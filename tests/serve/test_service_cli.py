@@ -71,7 +71,7 @@ def test_serve_up_kill_a_replica_then_down(
             print(f"replica death to replacement READY: {time.monotonic() - killed_at:.1f} s")
         check_replaced(cli_env, name, client, survivor["replica_id"], {"v1"})
 
-        logs = skyhop("serve", "logs", name, "--replica", str(survivor["replica_id"]), env=cli_env)
+        logs = skyhop("serve", "logs", name, str(survivor["replica_id"]), env=cli_env)
         assert logs.returncode == 0, logs.stderr
         assert '"GET / HTTP/1.1" 200' in logs.stdout
         lb_log = skyhop("serve", "logs", name, "--load-balancer", env=cli_env)
@@ -150,3 +150,21 @@ def test_serve_status_says_an_update_was_rolled_back() -> None:
     assert status_notes(state) == ["the update to version 2 was rolled back"]
     state.update = ServiceUpdate(version=3, previous=1, mode=UpdateMode.BLUE_GREEN)
     assert status_notes(state)[-1] == "updating to version 3 (blue_green) from version 1"
+
+
+def test_serve_logs_takes_the_replica_id_as_an_argument() -> None:
+    from typer.testing import CliRunner
+
+    from skyhop.cli.app import app
+
+    shown = CliRunner().invoke(app, ["serve", "logs", "--help"], terminal_width=200)
+    assert shown.exit_code == 0
+    assert "[REPLICA_ID]" in shown.output and "--load-balancer" in shown.output
+    assert "--replica " not in shown.output  # the older spelling still works, unlisted
+    for args in (["svc", "abc"], ["svc", "0"], ["svc", "--replica", "-1"]):
+        refused = CliRunner().invoke(app, ["serve", "logs", *args])
+        assert refused.exit_code == 2, refused.output
+        assert len(refused.output.strip().splitlines()) == 1 and "a replica's ID" in refused.output
+    both = CliRunner().invoke(app, ["serve", "logs", "svc", "2", "--load-balancer"])
+    assert both.exit_code == 2
+    assert both.output.strip() == "Error: give a REPLICA_ID or --load-balancer, not both"

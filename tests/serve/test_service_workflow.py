@@ -24,6 +24,7 @@ from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from skyhop.activities import planning
+from skyhop.activities.cluster_ops import ProbeResult
 from skyhop.activities.models import RunJobInput
 from skyhop.activities.provisioning import AttemptOutcome
 from skyhop.activities.serve import HeldWatch, LoadBalancerSync, ProbeAnswer, ReplicaPortInput, ReplicaProbe
@@ -43,7 +44,7 @@ from skyhop.contract.serve import (
     UpdateMode,
     service_workflow_id,
 )
-from skyhop.providers.base import ClusterHandle, LocalAccess, NodeHandle, ProvisionRequest
+from skyhop.providers.base import ClusterHandle, LocalAccess, NodeHandle, NodeStatus, ProvisionRequest
 from skyhop.spec import Task
 from skyhop.workflows.runner import SKYHOP_RESTRICTIONS
 from skyhop.workflows.service import AUTOSCALE_EVERY, ServiceWorkflow
@@ -88,6 +89,11 @@ class FakeFleet:
         """Whether each cluster was asked for spot."""
         self.not_answering: set[str] = set()
         self.run_ended: set[str] = set()
+        self.preempted: set[str] = set()
+        """Clusters whose nodes the provider says were taken back."""
+        self.provider_asked: list[str] = []
+        self.hold_removals = False
+        """While set, a cluster's removal waits (heartbeating): a failed replica stays listed."""
         self.pushes: list[list[int]] = []
         self.window_requests = 0
         self.held = 0
@@ -112,6 +118,9 @@ class FakeFleet:
 
         @activity.defn(name="terminate")
         async def terminate(handle: ClusterHandle) -> None:
+            while self.hold_removals:
+                activity.heartbeat()
+                await asyncio.sleep(0.05)
             self.up.discard(handle.cluster_name)
 
         @activity.defn(name="start_job")
@@ -157,6 +166,12 @@ class FakeFleet:
                 return ProbeAnswer(ready=False, message="/health: connection refused")
             return ProbeAnswer(ready=True, message="200 from /health")
 
+        @activity.defn(name="probe_cluster")
+        async def probe_cluster(handle: ClusterHandle) -> ProbeResult:
+            self.provider_asked.append(handle.cluster_name)
+            gone = handle.cluster_name in self.preempted
+            return ProbeResult(statuses=[NodeStatus.PREEMPTED if gone else NodeStatus.UP])
+
         long: list[Callable[..., Any]] = [provision_attempt, terminate, start_job, watch_for_held]
         short: list[Callable[..., Any]] = [
             sync_load_balancer,
@@ -164,6 +179,7 @@ class FakeFleet:
             stop_load_balancer,
             choose_replica_port,
             probe_replica,
+            probe_cluster,
         ]
         return long, short
 
@@ -461,6 +477,118 @@ def test_spot_replicas_with_on_demand_fallback() -> None:
             )
             assert (state.target, state.ondemand_target) == (2, 1)
             assert [r.use_spot for r in state.replicas] == [False, True] and fleet.most_up == 3
+            await _down(handle, fleet)
+
+    run(scenario())
+
+
+def _statuses(state: ServiceState) -> dict[int, ReplicaStatus]:
+    return {r.replica_id: r.status for r in state.replicas}
+
+
+def test_a_replica_never_ready_fails_its_initial_delay() -> None:
+    fleet = FakeFleet()
+    fleet.not_answering.add("svc-replica-1")
+
+    async def scenario() -> None:
+        async with service_env(fleet) as (env, client):
+            handle = await _start_service(client, _task("serve"))
+            await _until(handle, lambda s: _statuses(s) == {1: ReplicaStatus.STARTING}, "replica 1 STARTING")
+            fleet.hold_removals = True
+            state = await _until_skipping(
+                env, handle, lambda s: 1 not in _statuses(s) or _statuses(s)[1].failed, "replica 1 failed"
+            )
+            assert state.replicas[0].status == ReplicaStatus.FAILED_INITIAL_DELAY, state.replicas
+            assert (state.replicas[0].message or "").startswith(
+                "not ready within initial_delay_seconds (600)"
+            )
+            assert fleet.provider_asked == ["svc-replica-1"]  # asked once, before saying why
+            fleet.hold_removals = False
+            state = await _until(handle, lambda s: _statuses(s) == {2: ReplicaStatus.READY}, "only 2, READY")
+            assert state.replaced == 1 and state.failed_starts == 1 and "svc-replica-1" not in fleet.up
+            await _down(handle, fleet)
+
+    run(scenario())
+
+
+def test_replicas_waiting_for_the_relaunch_back_off_are_pending() -> None:
+    fleet = FakeFleet()
+    fleet.broken_runs.add("serve")
+
+    async def scenario() -> None:
+        async with service_env(fleet) as (env, client):
+            handle = await _start_service(client, _task("serve"))
+            # Runs that end at once: after two, the next replica waits its turn, listed PENDING.
+            state = await _until(
+                handle, lambda s: ReplicaStatus.PENDING in _statuses(s).values(), "a PENDING replica"
+            )
+            assert state.failed_starts >= 1 and state.relaunch_at is not None
+            pending = next(r for r in state.replicas if r.status == ReplicaStatus.PENDING)
+            assert pending.handle is None and pending.cluster_name not in fleet.spot
+            fleet.broken_runs.clear()
+            state = await _until_skipping(
+                env, handle, lambda s: _ready(s) == [pending.replica_id], "it READY"
+            )
+            assert state.relaunch_at is None
+            await _down(handle, fleet)
+
+    run(scenario())
+
+
+def test_a_ready_replica_failing_its_probe_too_long_fails_probing() -> None:
+    fleet = FakeFleet()
+
+    async def scenario() -> None:
+        async with service_env(fleet) as (env, client):
+            handle = await _start_service(client, _task("serve"))
+            await _until(handle, lambda s: _ready(s) == [1], "replica 1 READY")
+            fleet.not_answering.add("svc-replica-1")
+            fleet.hold_removals = True
+            state = await _until_skipping(
+                env, handle, lambda s: _statuses(s).get(1) == ReplicaStatus.NOT_READY, "replica 1 NOT_READY"
+            )
+            assert state.replicas[0].message == "/health: connection refused"
+            state = await _until_skipping(
+                env, handle, lambda s: _statuses(s).get(1) != ReplicaStatus.NOT_READY, "replica 1 failed"
+            )
+            assert state.replicas[0].status == ReplicaStatus.FAILED_PROBING, state.replicas
+            assert (state.replicas[0].message or "").startswith(
+                "not ready for 180 s (consecutive_failure_threshold_timeout)"
+            )
+            # Up, so not preempted: asked when it first failed and before it was declared failed.
+            assert fleet.provider_asked == ["svc-replica-1", "svc-replica-1"]
+            fleet.hold_removals = False
+            # It was READY once: its replacement is launched at once, no back-off.
+            state = await _until(handle, lambda s: _statuses(s) == {2: ReplicaStatus.READY}, "only 2, READY")
+            assert state.replaced == 1 and state.failed_starts == 0 and "svc-replica-1" not in fleet.up
+            await _down(handle, fleet)
+
+    run(scenario())
+
+
+def test_a_replica_whose_nodes_the_provider_took_back_is_preempted_and_replaced() -> None:
+    fleet = FakeFleet()
+
+    async def scenario() -> None:
+        async with service_env(fleet) as (env, client):
+            handle = await _start_service(client, _task("serve", min_replicas=2))
+            await _until(handle, lambda s: _ready(s) == [1, 2], "two READY replicas")
+            # Replica 1's probe fails and the provider says its node is gone; replica 2's run ends,
+            # its node still UP: a plain failure.
+            fleet.preempted.add("svc-replica-1")
+            fleet.not_answering.add("svc-replica-1")
+            fleet.run_ended.add("svc-replica-2")
+            fleet.hold_removals = True
+            state = await _until_skipping(
+                env, handle, lambda s: all(r.status.failed for r in s.replicas[:2]), "both failed"
+            )
+            statuses = _statuses(state)
+            assert (statuses[1], statuses[2]) == (ReplicaStatus.PREEMPTED, ReplicaStatus.FAILED)
+            assert state.replicas[0].message == "node 0 was preempted: /health: connection refused"
+            assert state.replicas[1].message == "its run ended FAILED with exit code 1"
+            fleet.hold_removals = False
+            state = await _until(handle, lambda s: _ready(s) == [3, 4], "both replaced")
+            assert state.replaced == 2 and fleet.up == {"svc-replica-3", "svc-replica-4"}
             await _down(handle, fleet)
 
     run(scenario())
