@@ -72,8 +72,9 @@ def test_cancel_leaves_no_instance(
         cluster = (await state_of(handle)).tasks[0].cluster_name
 
         if phase == ManagedJobStatus.RECOVERING:
-            await until_state(handle, lambda s: marker.exists(), "the first setup")
-            preempt_now(cluster)  # while its run waits; the next cluster's setup then waits
+            # Preempted while its run waits at the gate; the next cluster's setup then waits.
+            await until_state(handle, lambda s: s.status == ManagedJobStatus.RUNNING, "the first run")
+            preempt_now(cluster)
 
         def in_phase(state: ManagedJobState) -> bool:
             # RECOVERING: once the second cluster is up (its setup waits), so the cancel must remove it.
