@@ -91,6 +91,9 @@ _HELD_PATCH = "service-wake-on-held-request"
 """Runs from before a request held at zero replicas woke the autoscaler (it waited for its tick)."""
 _WATCH = timedelta(seconds=WATCH_HELD_S + 60)
 _WATCH_HEARTBEAT = timedelta(seconds=30)
+_DRAIN_PATCH = "service-drain-before-removal"
+"""Runs from before a leaving replica waited for the load balancer to drop it (its nodes went at
+once, and requests routed to it meanwhile failed where no other replica could take them)."""
 _STATES_PATCH = "service-replica-states"
 """Runs from before a failed replica asked the provider whether it was preempted, and before
 replicas waiting for the relaunch back-off were listed PENDING."""
@@ -130,6 +133,8 @@ class ServiceWorkflow:
         """At zero replicas, a held request wakes the autoscaler (``_HELD_PATCH``)."""
         self._watch: asyncio.Task[None] | None = None
         self._states = False
+        self._drain = False
+        """A leaving replica's nodes go once the load balancer was told (``_DRAIN_PATCH``)."""
         """PENDING and PREEMPTED replicas (``_STATES_PATCH``)."""
         self._timers: set[asyncio.Task[None]] = set()
         """Held so that the event loop's weak references are not their only ones."""
@@ -195,6 +200,7 @@ class ServiceWorkflow:
         self._spot = workflow.patched(_SPOT_PATCH)
         self._wake_on_held = workflow.patched(_HELD_PATCH)
         self._states = workflow.patched(_STATES_PATCH)
+        self._drain = workflow.patched(_DRAIN_PATCH)
         self._set_target(self._kinds())
         try:
             await self._sync_load_balancer()
@@ -327,7 +333,10 @@ class ServiceWorkflow:
         task = self.tasks[record.version]
         if self._spot and not record.use_spot and asks_for_spot(task):
             task = on_demand(task)  # an on-demand fallback replica
-        replica = ServiceReplica(self.state.name, record, task, self._touch, asks_provider=self._states)
+        drained = self._out_of_load_balancer if self._drain else None
+        replica = ServiceReplica(
+            self.state.name, record, task, self._touch, asks_provider=self._states, drained=drained
+        )
         self._runs[record.replica_id] = asyncio.create_task(self._life(replica))
 
     async def _life(self, replica: ServiceReplica) -> None:
@@ -364,6 +373,12 @@ class ServiceWorkflow:
             in_use.add(state.update.previous)  # what a rollback returns to
         self.tasks = {version: task for version, task in self.tasks.items() if version in in_use}
         self._touch()
+
+    def _out_of_load_balancer(self, replica_id: int) -> bool:
+        """Whether the load balancer was last told a READY set without the replica (or is going away,
+        or its set is unknown after a failed push: nothing to wait for then)."""
+        pushed = self._pushed
+        return self._stopping or pushed is None or all(e.replica_id != replica_id for e in pushed)
 
     def _touch(self) -> None:
         self._changed = True

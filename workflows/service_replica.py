@@ -17,6 +17,7 @@ version, ``serve down``).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from datetime import timedelta
 
@@ -40,7 +41,7 @@ with workflow.unsafe.imports_passed_through():
     from skyhop.workflows.recovery import nodes_lost
     from skyhop.workflows.stages import node_statuses, prepare_nodes, raise_if_cancelled_by, run_long
 
-__all__ = ["DEFAULT_FAILURE_TIMEOUT_S", "DEFAULT_PROBE_INTERVAL_S", "ServiceReplica"]
+__all__ = ["DEFAULT_FAILURE_TIMEOUT_S", "DEFAULT_PROBE_INTERVAL_S", "DRAIN_WAIT", "ServiceReplica"]
 
 DEFAULT_PROBE_INTERVAL_S = 10.0
 """Between two probes of a replica (``endpoint_probe_interval_seconds``), SkyServe's default."""
@@ -48,6 +49,8 @@ DEFAULT_FAILURE_TIMEOUT_S = 180.0
 """How long a READY replica may fail its probes before it is replaced
 (``consecutive_failure_threshold_timeout``), SkyServe's default."""
 _LONG_TIMEOUT = timedelta(hours=24)
+DRAIN_WAIT = timedelta(seconds=60)
+"""Longest a leaving replica waits for the load balancer to be told before its nodes go."""
 _PROBE_RETRY = RetryPolicy(maximum_attempts=1)
 """A probe that could not be made counts as failed; the next one is on the workflow's timer."""
 
@@ -62,7 +65,9 @@ class ServiceReplica:
     """Replica ``record`` of ``service``, running ``task``; ``changed`` hears each status change.
 
     ``asks_provider``: whether a failure asks the provider about the nodes (PREEMPTED); False only
-    for a service whose history began before replicas did.
+    for a service whose history began before replicas did. ``drained(replica_id)``: whether the load
+    balancer no longer sends the replica requests; its nodes are removed only then (or after
+    ``DRAIN_WAIT``), so no request is routed to a replica whose process is already gone.
     """
 
     def __init__(
@@ -73,6 +78,7 @@ class ServiceReplica:
         changed: Callable[[], None],
         *,
         asks_provider: bool = True,
+        drained: Callable[[int], bool] | None = None,
     ) -> None:
         self.service = service
         self.record = record
@@ -80,6 +86,7 @@ class ServiceReplica:
         self.probe = service_of(task).readiness_probe
         self._changed = changed
         self._asks_provider = asks_provider
+        self._drained = drained
 
     async def run(self) -> None:
         """Until the replica FAILED; its cluster is gone by the time this returns or raises."""
@@ -227,6 +234,11 @@ class ServiceReplica:
         )
 
     async def _remove(self) -> None:
+        drained, replica_id = self._drained, self.record.replica_id
+        if drained is not None and self.record.handle is not None:
+            # On time-out the load balancer could not be told: the replica goes all the same.
+            with contextlib.suppress(TimeoutError):
+                await workflow.wait_condition(lambda: drained(replica_id), timeout=DRAIN_WAIT)
         handle, self.record.handle = self.record.handle, None
         if handle is not None:  # else a cancelled search removed what its attempt created
             await remove_nodes(handle, f"remove replica {self.record.replica_id}")
