@@ -36,6 +36,13 @@ class GpuOffer(BaseModel):
     """Where that spot price is: spot markets differ per region, so it may not be ``region``."""
 
 
+def _asked(accelerator: str, count: float, name: str | None, wanted: float | None) -> bool:
+    """Whether ``count`` ``accelerator`` is what ``show-gpus NAME[:COUNT]`` asked for (None: any)."""
+    if name and accelerator.upper() != name.upper():
+        return False
+    return wanted is None or abs(count - wanted) <= 0.01
+
+
 def _offers(catalog: Catalog, name: str, count: float, region: str | None) -> list[Offering]:
     """Launchable offerings for ``count`` ``name`` on this cloud, on-demand and spot together."""
     policy = policy_for(catalog.provider)
@@ -66,7 +73,7 @@ def list_gpus(
         pairs = {(t.accelerator, t.accelerator_count) for t in catalog.types.values() if t.accelerator}
         pairs |= set(catalog.attachable)
         for acc, n in sorted(p for p in pairs if p[0] is not None):
-            if (name and acc.upper() != name.upper()) or (count is not None and abs(n - count) > 0.01):
+            if not _asked(acc, n, name, count):
                 continue
             rows += _rows(catalog, acc, n, region, all_regions)
     return sorted(
@@ -117,14 +124,14 @@ def offering_gpus(
     region: str | None = None,
 ) -> list[GpuOffer]:
     """Accelerators of a provider whose offerings are what is free now, not a catalog (Kubernetes:
-    one offering per node shape with free GPUs): one row per accelerator, count and region, the
-    largest host first, so the list says how many GPUs a task can have on one node right now."""
+    one offering per node shape with free GPUs): one row per accelerator, count and region, on the
+    largest host with them, so the list says how many GPUs a task can have on one node right now."""
     best: dict[tuple[str, float, str | None], Offering] = {}
     for o in offerings:
         if region and o.region != region:
             continue
         for acc, n in o.accelerators.items():
-            if (name and acc.upper() != name.upper()) or (count is not None and abs(n - count) > 0.01):
+            if not _asked(acc, n, name, count):
                 continue
             key = (acc, n, o.region)
             if key not in best or (o.cpus, o.memory_gib) > (best[key].cpus, best[key].memory_gib):
