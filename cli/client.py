@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
 from pathlib import Path
 
 from temporalio.client import Client, TLSConfig
@@ -11,6 +13,9 @@ from skyhop.cli.payload_key import load_payload_key
 from skyhop.contract.converter import skyhop_data_converter
 
 __all__ = ["connect"]
+
+# How long a server that answers but says its frontend is still starting gets to finish starting.
+_STARTING_GRACE_S = 60.0
 
 
 async def connect(config: TemporalConfig, address: str) -> Client:
@@ -22,10 +27,16 @@ async def connect(config: TemporalConfig, address: str) -> Client:
             client_private_key=Path(config.tls_key).read_bytes() if config.tls_key else None,
             server_root_ca_cert=Path(config.tls_ca).read_bytes() if config.tls_ca else None,
         )
-    return await Client.connect(
-        address,
-        namespace=config.namespace,
-        tls=tls,
-        api_key=config.api_key,
-        data_converter=skyhop_data_converter(load_payload_key(config)),
-    )
+    converter = skyhop_data_converter(load_payload_key(config))
+    deadline = time.monotonic() + _STARTING_GRACE_S
+    while True:
+        try:
+            return await Client.connect(
+                address, namespace=config.namespace, tls=tls, api_key=config.api_key, data_converter=converter
+            )
+        except RuntimeError as exc:
+            # A dev server listens before its frontend is ready; a worker started with it (the
+            # embedded server, docker-compose) must wait rather than exit. Anything else is final.
+            if "not healthy yet" not in str(exc) or time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.2)
