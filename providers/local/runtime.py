@@ -18,6 +18,7 @@ from pathlib import Path
 
 from skyhop.providers.base import Capabilities, LocalAccess, NodeHandle, NodeRuntime
 from skyhop.providers.runtime import node_runner
+from skyhop.providers.runtime.errors import NodeGoneError
 from skyhop.providers.runtime.jobs import JobSpec, JobsQuery, JobsReport, NodeJobState
 from skyhop.providers.runtime.programs import NODE_PROGRAMS
 from skyhop.providers.runtime.sync import rsync_command
@@ -87,6 +88,10 @@ class LocalNodeRuntime(NodeRuntime):
         await asyncio.to_thread(shutil.copy2, local_path, dest)
 
     async def start_job(self, spec: JobSpec) -> None:
+        if not (self.root / "node_runner.py").is_file():
+            # Its machine was terminated (a preempted sim node's folder goes with it): starting
+            # again can never work, and the caller must hear "gone", not retry an OSError forever.
+            raise NodeGoneError(f"node {self.node.rank} is gone (its folder {self.root} was removed)")
         cwd = str(self._resolve(spec.cwd)) if spec.cwd else None
         env = {"HOME": str(self.root), **spec.env}  # the task's own HOME, if it sets one, wins
         payload = json.dumps(spec.model_copy(update={"cwd": cwd, "env": env}).model_dump()).encode()

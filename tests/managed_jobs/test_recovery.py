@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -254,5 +255,55 @@ def test_preempted_during_setup_recovers_rather_than_failing_setup(
         assert final.status == ManagedJobStatus.SUCCEEDED, final.end
         assert [a.outcome for a in final.tasks[0].attempts] == ["preempted", "succeeded"]
         assert final.tasks[0].recoveries == 1 and job_log(final.job_id, 0, 2) == "ran\n"
+
+    run(scenario())
+
+
+def test_preempted_between_setup_and_run_recovers(
+    temporal_server: DevServer, live_worker: WorkerProcess, sim_catalog: Path, tmp_path: Path
+) -> None:
+    """In a parallel group, a set-up task waits for the others' setups before its run starts: its
+    nodes taken in that wait, starting the run finds them gone, and the task must recover."""
+    write_plan(sim_catalog, [])
+    spot = Resources(infra="sim", use_spot=True)
+    tasks = [
+        Task(name="a", setup="true", run="echo a-ran", resources=spot),
+        Task(name="b", setup=gate(tmp_path), run="echo b-ran", resources=spot),
+    ]
+
+    async def scenario() -> None:
+        client = await client_for(temporal_server.address)
+        handle = await start_job(client, tasks, name="grp", parallel=True)
+        cluster = (await state_of(handle)).tasks[0].cluster_name
+
+        async def setups_done() -> int:
+            scheduled: dict[int, str] = {}
+            done = 0
+            async for event in handle.fetch_history_events():
+                if event.HasField("activity_task_scheduled_event_attributes"):
+                    scheduled[event.event_id] = (
+                        event.activity_task_scheduled_event_attributes.activity_type.name
+                    )
+                elif event.HasField("activity_task_completed_event_attributes"):
+                    done += (
+                        scheduled[event.activity_task_completed_event_attributes.scheduled_event_id]
+                        == "run_setup"
+                    )
+            return done
+
+        # Only task a's setup can end (b's waits at the gate): a waits for b's before its run starts.
+        deadline = asyncio.get_running_loop().time() + 60
+        while await setups_done() == 0:
+            assert asyncio.get_running_loop().time() < deadline, "task a's setup did not end"
+            await asyncio.sleep(0.1)
+        preempt_now(cluster)
+        open_gate(tmp_path)  # b's setup ends: a's run starts on its gone nodes
+        final = await until_state(
+            handle, lambda s: s.status.done, "the job's end", each=lambda: alive(cluster)
+        )
+        assert final.status == ManagedJobStatus.SUCCEEDED, final.end
+        assert [a.outcome for a in final.tasks[0].attempts] == ["preempted", "succeeded"]
+        assert job_log(final.job_id, 0, 2) == "a-ran\n" and job_log(final.job_id, 1, 1) == "b-ran\n"
+        await assert_replays(client, handle)
 
     run(scenario())
