@@ -92,3 +92,15 @@ def test_a_typescript_client_without_the_codec_is_refused_and_nothing_runs(
     assert not run(cluster_workflow_exists())
     assert not marker.exists()
     assert not (skyhop_home() / "clusters" / cluster).exists()
+
+
+def test_a_launch_that_fails_reads_as_the_workers_error_through_the_codec(
+    temporal_server: DevServer, live_worker: WorkerProcess, cli_env: dict[str, str]
+) -> None:
+    """A failure's message travels encrypted (README): the TypeScript codec makes it readable again."""
+    cluster = f"ts-{uuid.uuid4().hex[:8]}"
+    failed = ts_launch(temporal_server.address, cluster, "true", cli_env, "--accelerators", "H100:8")
+    assert failed.returncode == 1, failed
+    message = failed.stderr.strip()
+    assert message.startswith("launch failed: NoFeasibleOffering: "), message
+    assert "H100" in message and "Encoded failure" not in message

@@ -3,7 +3,7 @@
 // `status` query. Prints one JSON line {"launch": LaunchResult, "job": JobRecord} and exits 0; a
 // failed launch prints "launch failed: <type>: <message>" on stderr and exits 1.
 //
-//   node launch.mjs --address HOST:PORT --cluster NAME --run 'echo hi' [--no-codec]
+//   node launch.mjs --address HOST:PORT --cluster NAME --run 'echo hi' [--accelerators H100:8] [--no-codec]
 //
 // The keyring comes from SKYHOP_KEY or SKYHOP_KEY_FILE (codec.mjs). --no-codec leaves payloads
 // as plain JSON, as a client that ignores README's "Payload encryption" would send them.
@@ -24,6 +24,7 @@ const { values: args } = parseArgs({
     namespace: { type: 'string', default: 'default' },
     cluster: { type: 'string' },
     run: { type: 'string' },
+    accelerators: { type: 'string' },
     'no-codec': { type: 'boolean', default: false },
   },
 });
@@ -62,7 +63,7 @@ async function main() {
   try {
     const request = {
       cluster_name: args.cluster,
-      task: { run: args.run, resources: { infra: 'local' } },
+      task: { run: args.run, resources: { infra: 'local', accelerators: args.accelerators } },
       user: 'ts-client',
     };
     const handle = await client.workflow.start('LaunchWorkflow', {
