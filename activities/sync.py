@@ -83,9 +83,9 @@ async def fetched(ref: ContentRef) -> str:
     What retrying cannot fix (the tree is not in the store, no credentials) fails the activity
     for good; a store that does not answer is retried.
     """
-    endpoint = load_store_config().endpoint_url
     try:
-        return str(await heartbeating(asyncio.to_thread(fetch, ref, content_cache(), endpoint)))
+        via = load_store_config()
+        return str(await heartbeating(asyncio.to_thread(fetch, ref, content_cache(), via)))
     except StorageError as exc:
         if type(exc).__name__ in RETRY_CANNOT_FIX:
             raise ApplicationError(str(exc), type=ErrorType.STORAGE_FAILED, non_retryable=True) from None

@@ -17,7 +17,8 @@ Environment variables win over the config file:
   every worker must use the same keys. The key itself is never read from
   ``config.yaml``, which is not meant to be a secret.
 - ``SKYHOP_STORE_URL``, ``SKYHOP_STORE_ENDPOINT_URL`` (``store.url``, ``store.endpoint_url``): the
-  content store that task files travel through (``storage.content.StoreConfig``).
+  content store that task files travel through (``storage.content.StoreConfig``);
+  ``SKYHOP_STORE_ACCESS_KEY_ID`` and ``SKYHOP_STORE_SECRET_ACCESS_KEY`` (environment only): its own keys.
 """
 
 from __future__ import annotations

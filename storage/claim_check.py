@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from skyhop.spec.packed import ContentRef
-from skyhop.storage.content import ContentStore, blob_key, manifest_key, open_store
+from skyhop.storage.content import ContentStore, StoreConfig, blob_key, manifest_key
 from skyhop.storage.manifest import Entry, Manifest, scan
 
 __all__ = ["PackReport", "fetch", "fetched_path", "pack"]
@@ -77,8 +77,11 @@ def fetched_path(cache: Path, ref: ContentRef, manifest: Manifest) -> Path:
     return tree if manifest.root == "dir" else tree / manifest.entries[0].path
 
 
-def fetch(ref: ContentRef, cache: Path, endpoint_url: str | None = None) -> Path:
-    """The tree of ``ref`` on this machine (fetched once; blocking): its folder or lone file."""
+def fetch(ref: ContentRef, cache: Path, via: StoreConfig | None = None) -> Path:
+    """The tree of ``ref`` on this machine (fetched once; blocking): its folder or lone file.
+
+    ``via`` is this machine's endpoint and credentials for the store ``ref`` names (default none).
+    """
     cache.mkdir(parents=True, exist_ok=True)
     final = cache / ref.manifest
     with (cache / f"{ref.manifest}.lock").open("w") as lock:
@@ -86,7 +89,7 @@ def fetch(ref: ContentRef, cache: Path, endpoint_url: str | None = None) -> Path
         done = final / "manifest.json"
         if done.is_file():
             return fetched_path(cache, ref, Manifest.model_validate_json(done.read_bytes()))
-        store = open_store(ref.store, endpoint_url)
+        store = (via or StoreConfig(ref.store)).reach(ref.store)
         data = store.get_bytes(manifest_key(ref.manifest))
         manifest = Manifest.model_validate_json(data)
         partial = cache / f"{ref.manifest}.partial"

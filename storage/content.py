@@ -16,7 +16,7 @@ import os
 import shutil
 import tempfile
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -35,6 +35,7 @@ __all__ = [
     "FolderContentStore",
     "S3ContentStore",
     "StoreConfig",
+    "StoreCredentials",
     "blob_key",
     "content_cache",
     "load_store_config",
@@ -133,7 +134,9 @@ class FolderContentStore(ContentStore):
 class S3ContentStore(ContentStore):
     """A bucket on S3 or any S3 API (MinIO, R2, moto) at ``endpoint_url``; boto3's credential chain."""
 
-    def __init__(self, bucket: str, prefix: str, endpoint_url: str | None) -> None:
+    def __init__(
+        self, bucket: str, prefix: str, endpoint_url: str | None, credentials: StoreCredentials | None = None
+    ) -> None:
         from skyhop.providers.extras import ExtraMissingError, require_extra
 
         try:
@@ -153,8 +156,13 @@ class S3ContentStore(ContentStore):
             read_timeout=60,
             max_pool_connections=_THREADS * 2,
         )
+        keys = {} if credentials is None else credentials.boto3_arguments()
         self._client = session.client(
-            "s3", region_name=session.region_name or "us-east-1", endpoint_url=endpoint_url, config=config
+            "s3",
+            region_name=session.region_name or "us-east-1",
+            endpoint_url=endpoint_url,
+            config=config,
+            **keys,
         )
 
     def _key(self, key: str) -> str:
@@ -214,13 +222,31 @@ class S3ContentStore(ContentStore):
             shutil.copyfileobj(response["Body"], out, 1 << 20)
 
 
-def open_store(url: str, endpoint_url: str | None = None) -> ContentStore:
-    """The store at ``url``; ``endpoint_url`` is this machine's way to an S3-compatible server."""
+@dataclass(frozen=True)
+class StoreCredentials:
+    """S3 keys for the content store alone (``SKYHOP_STORE_ACCESS_KEY_ID``/``_SECRET_ACCESS_KEY``).
+
+    A deployment's store (MinIO, R2) usually has keys of its own, while the same worker provisions on
+    AWS with the AWS keys of boto3's chain: setting the store's as ``AWS_ACCESS_KEY_ID`` would hand
+    them to the aws provider too. Read from the environment only, never from ``config.yaml``.
+    """
+
+    access_key_id: str
+    secret_access_key: str = field(repr=False)
+
+    def boto3_arguments(self) -> dict[str, str]:
+        return {"aws_access_key_id": self.access_key_id, "aws_secret_access_key": self.secret_access_key}
+
+
+def open_store(
+    url: str, endpoint_url: str | None = None, credentials: StoreCredentials | None = None
+) -> ContentStore:
+    """The store at ``url``; ``endpoint_url`` and ``credentials`` are this machine's way to an S3 API."""
     parsed = urlparse(url)
     if parsed.scheme == "file" and parsed.path.startswith("/"):
         return FolderContentStore(Path(parsed.path))
     if parsed.scheme == "s3" and parsed.netloc:
-        return S3ContentStore(parsed.netloc, parsed.path, endpoint_url)
+        return S3ContentStore(parsed.netloc, parsed.path, endpoint_url, credentials)
     raise StoreUnavailableError(
         "", f"content store {url!r}: use file:///absolute/folder or s3://bucket[/prefix]"
     )
@@ -233,15 +259,22 @@ class StoreConfig:
     ``store.url`` / ``SKYHOP_STORE_URL``: ``file:///folder`` or ``s3://bucket[/prefix]``; default
     the folder ``$SKYHOP_HOME/store/content`` (the embedded default: CLI and worker on one machine).
     ``store.endpoint_url`` / ``SKYHOP_STORE_ENDPOINT_URL``: an S3 API other than AWS's (MinIO, R2);
-    default boto3's own (``~/.aws/config``). Workers read a task's store from its reference and
-    use only their own endpoint and credentials.
+    default boto3's own (``~/.aws/config``). ``SKYHOP_STORE_ACCESS_KEY_ID`` and
+    ``SKYHOP_STORE_SECRET_ACCESS_KEY`` (both or neither; environment only): the store's own keys;
+    default boto3's credential chain. Workers read a task's store from its reference and use only
+    their own endpoint and credentials.
     """
 
     url: str
     endpoint_url: str | None = None
+    credentials: StoreCredentials | None = None
 
     def open(self) -> ContentStore:
-        return open_store(self.url, self.endpoint_url)
+        return self.reach(self.url)
+
+    def reach(self, url: str) -> ContentStore:
+        """The store at ``url`` (a task's reference) through this machine's endpoint and credentials."""
+        return open_store(url, self.endpoint_url, self.credentials)
 
 
 def load_store_config() -> StoreConfig:
@@ -262,7 +295,23 @@ def load_store_config() -> StoreConfig:
         or (skyhop_home() / "store" / "content").as_uri()
     )
     endpoint = os.environ.get("SKYHOP_STORE_ENDPOINT_URL") or section.get("endpoint_url") or None
-    return StoreConfig(url=str(url), endpoint_url=None if endpoint is None else str(endpoint))
+    return StoreConfig(
+        url=str(url), endpoint_url=None if endpoint is None else str(endpoint), credentials=_credentials()
+    )
+
+
+def _credentials() -> StoreCredentials | None:
+    key_id = os.environ.get("SKYHOP_STORE_ACCESS_KEY_ID") or None
+    secret = os.environ.get("SKYHOP_STORE_SECRET_ACCESS_KEY") or None
+    if key_id is None and secret is None:
+        return None
+    if key_id is None or secret is None:
+        raise StoreAccessError(
+            "",
+            "set both SKYHOP_STORE_ACCESS_KEY_ID and SKYHOP_STORE_SECRET_ACCESS_KEY for the content store, "
+            "or neither (boto3's credential chain)",
+        )
+    return StoreCredentials(key_id, secret)
 
 
 def content_cache() -> Path:
