@@ -48,13 +48,13 @@ def rsync(source: Path, dest: Path) -> float:
 async def through_store(store: object, tree: Path, cache: Path, node: Path) -> tuple[float, float, float]:
     """Pack (CLI), fetch (worker), rsync to the node: seconds of each."""
     from skyhop.storage.claim_check import fetch, pack
-    from skyhop.storage.content import ContentStore
+    from skyhop.storage.content import ContentStore, load_store_config
 
     assert isinstance(store, ContentStore)
     started = time.perf_counter()
     ref, _ = await pack(tree, store)
     packed = time.perf_counter()
-    fetched = fetch(ref, cache, os.environ.get("SKYHOP_STORE_ENDPOINT_URL"))
+    fetched = fetch(ref, cache, load_store_config())  # the worker's own endpoint and keys
     got = time.perf_counter()
     return packed - started, got - packed, rsync(fetched, node)
 
