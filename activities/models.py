@@ -70,6 +70,8 @@ class BucketsInput(BaseModel):
     """The task's storage entries (``prepare_buckets``)."""
     buckets: list[BucketRef] = []
     """Named buckets of every launch (``delete_buckets``: its labels decide)."""
+    packed: dict[str, ContentRef] = {}
+    """Local source path -> its tree as the client packed it: uploaded instead of the path."""
 
 
 class AttachInput(BaseModel):

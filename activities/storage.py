@@ -20,7 +20,7 @@ from temporalio.exceptions import ApplicationError
 
 from skyhop.activities.models import AttachInput, BucketsInput
 from skyhop.activities.node_jobs import install_programs, run_on_nodes
-from skyhop.activities.sync import heartbeating
+from skyhop.activities.sync import fetched, heartbeating
 from skyhop.contract import ErrorType
 from skyhop.providers.base import ClusterHandle, NodeHandle
 from skyhop.providers.registry import get_provider
@@ -60,11 +60,14 @@ async def prepare_buckets(request: BucketsInput) -> None:
             await _storage_call(asyncio.to_thread(store.create, ref.bucket, None, labels))
         elif not await _storage_call(asyncio.to_thread(store.exists, ref.bucket)):
             raise _failed(f"file_mounts.{plan.target}: bucket {ref.url} does not exist")
-        for source in map(Path, plan.upload):
+        for source in plan.upload:
+            # The client's path is on its machine: the worker uploads the tree it packed.
+            packed = request.packed.get(source)
+            data = Path(await fetched(packed)) if packed is not None else Path(source)
             prefix = ref.prefix
-            if plan.upload_by_name and source.is_dir():
-                prefix = "/".join(part for part in (ref.prefix, source.name) if part)
-            await _storage_call(heartbeating(asyncio.to_thread(store.upload, source, ref.bucket, prefix)))
+            if plan.upload_by_name and data.is_dir():
+                prefix = "/".join(part for part in (ref.prefix, Path(source).name) if part)
+            await _storage_call(heartbeating(asyncio.to_thread(store.upload, data, ref.bucket, prefix)))
 
 
 @activity.defn

@@ -1,4 +1,4 @@
-"""Before a task is sent: its workdir and local file mounts go into the content store, references into it.
+"""Before a task is sent: its workdir, local file mounts and storage sources go into the content store.
 
 Workers may run on other machines and never see this one's paths, so the bytes travel through
 the configured store (``storage.content.StoreConfig``) and history carries only the references
@@ -14,6 +14,7 @@ from pathlib import Path
 from skyhop.cli.output import EXIT_USAGE, fail, info
 from skyhop.spec import Task
 from skyhop.spec.packed import ContentRef, PackedFiles
+from skyhop.spec.storage import Storage
 
 __all__ = ["pack_task"]
 
@@ -26,7 +27,11 @@ async def pack_task(task: Task, *, file_mounts: bool = True) -> Task:
     from skyhop.storage.plan import local_file_mounts
 
     mounts = local_file_mounts(task.file_mounts) if file_mounts else {}
-    if not task.workdir and not mounts:
+    entries = (
+        [entry for entry in task.file_mounts.values() if isinstance(entry, Storage)] if file_mounts else []
+    )
+    sources = sorted({path for entry in entries for path in entry.local_sources})
+    if not task.workdir and not mounts and not sources:
         return task
     started = time.monotonic()
     reports: list[PackReport] = []
@@ -43,6 +48,7 @@ async def pack_task(task: Task, *, file_mounts: bool = True) -> Task:
 
         workdir = await packed(task.workdir) if task.workdir else None
         refs = {remote: await packed(local) for remote, local in mounts.items()}
+        uploads = {source: await packed(source) for source in sources}
     except (StorageError, OSError) as exc:
         fail(f"uploading the task's files failed: {exc}")
     files = sum(report.files for report in reports)
@@ -52,4 +58,4 @@ async def pack_task(task: Task, *, file_mounts: bool = True) -> Task:
         f"  ✓ Uploaded task files to {store.url}: {files} files, {new} new ({size / 1e6:.1f} MB)"
         f" ({time.monotonic() - started:.1f}s)"
     )
-    return task.model_copy(update={"packed": PackedFiles(workdir=workdir, file_mounts=refs)})
+    return task.model_copy(update={"packed": PackedFiles(workdir=workdir, file_mounts=refs, sources=uploads)})

@@ -1,8 +1,9 @@
 """References to the bytes a client packed into the content store (Temporal's claim-check pattern).
 
-The CLI uploads the workdir and local file mounts, content-addressed, into the deployment's
-content store (``storage.claim_check``) and sends the task with these references; workers fetch
-the trees from the store instead of reading the client's paths, which they need not share.
+The CLI uploads the workdir, local file mounts and storage entries' local sources,
+content-addressed, into the deployment's content store (``storage.claim_check``) and sends the
+task with these references; workers fetch the trees from the store instead of reading the
+client's paths, which they need not share.
 """
 
 from __future__ import annotations
@@ -34,3 +35,6 @@ class PackedFiles(BaseModel):
     workdir: ContentRef | None = None
     file_mounts: dict[str, ContentRef] = Field(default={}, max_length=MAX_FILE_MOUNTS)
     """Remote path -> the packed local file or folder of that file mount."""
+    sources: dict[str, ContentRef] = Field(default={}, max_length=MAX_FILE_MOUNTS)
+    """A storage entry's local ``source`` path (as the task names it) -> the packed file or folder
+    the worker uploads into the bucket in its place."""

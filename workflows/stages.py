@@ -95,7 +95,7 @@ async def prepare_nodes(
     if task.file_mounts:
         enter(LaunchStage.SYNC_FILE_MOUNTS)
         if mounts:
-            buckets = BucketsInput(cluster_name=handle.cluster_name, mounts=mounts)
+            buckets = BucketsInput(cluster_name=handle.cluster_name, mounts=mounts, packed=packed.sources)
             await run_long(storage.prepare_buckets, buckets, timeout=timeout)
             await attach_buckets(handle, mounts, timeout=timeout)
         local = local_file_mounts(task.file_mounts)

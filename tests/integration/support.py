@@ -7,8 +7,10 @@ import base64
 import contextlib
 import hmac
 import json
+import subprocess
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 from google.protobuf.message import Message
@@ -29,7 +31,7 @@ from skyhop.contract import (
     cluster_workflow_id,
 )
 from skyhop.spec import Task
-from tests.helpers import wait_for
+from tests.helpers import SKYHOP_CLI, wait_for
 
 __all__ = [
     "client_for",
@@ -38,6 +40,7 @@ __all__ = [
     "decrypted",
     "down",
     "launch",
+    "launch_submitted",
     "launched",
     "payload_mac",
     "record",
@@ -178,3 +181,22 @@ def cluster_up(address: str, cluster: str, task: Task) -> Iterator[str]:
         yield cluster
     finally:
         asyncio.run(teardown())
+
+
+def launch_submitted(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.Popen[str]:
+    """``skyhop launch ARGS`` as a user runs it, returned once it has started the launch workflow:
+    by then the CLI has packed every local path the task names, so the test may delete them."""
+    cli = subprocess.Popen(
+        [SKYHOP_CLI, "launch", *args],
+        env=env,
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert cli.stderr is not None
+    said = [cli.stderr.readline()]
+    while said[-1] and not said[-1].startswith("Launch "):
+        said.append(cli.stderr.readline())
+    assert said[-1], said
+    return cli

@@ -12,7 +12,6 @@ import contextlib
 import hashlib
 import os
 import shutil
-import subprocess
 import threading
 import uuid
 from collections.abc import Iterator
@@ -25,8 +24,8 @@ import pytest
 from skyhop.providers.home import skyhop_home
 from skyhop.storage.content import content_cache
 from tests.conftest import skyhop
-from tests.helpers import SKYHOP_CLI, WorkerProcess
-from tests.integration.support import unique_cluster
+from tests.helpers import WorkerProcess
+from tests.integration.support import launch_submitted, unique_cluster
 from tests.providers.aws_support import reset
 from tests.providers.conftest import moto
 
@@ -111,15 +110,7 @@ def test_a_worker_without_the_clis_folders_runs_the_task_from_s3_and_a_kill_mid_
     try:
         with calls.install():
             live_worker.freeze()
-            cli = subprocess.Popen(
-                [SKYHOP_CLI, "launch", "-y", "-d", "-c", cluster, "task.yaml"],
-                env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            )  # fmt: skip
-            assert cli.stderr is not None
-            said = [cli.stderr.readline()]
-            while said[-1] and not said[-1].startswith("Launch "):
-                said.append(cli.stderr.readline())
-            assert said[-1], said  # the workflow is started: the CLI's part of the files is done
+            cli = launch_submitted(["-y", "-d", "-c", cluster, "task.yaml"], env, tmp_path)
             assert calls.blob_puts == 6  # train.py, .gitignore, big.bin, a.txt, b.txt, config.json
             shutil.rmtree(src)  # the worker cannot read the CLI's folders: only the store
 

@@ -9,6 +9,7 @@ one of its files copied by URL. ``down`` then deletes only the buckets skyhop cr
 from __future__ import annotations
 
 import json
+import shutil
 import uuid
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from skyhop.providers.home import skyhop_home
 from skyhop.providers.runtime.mounts import mounts_under
 from tests.conftest import run, skyhop
 from tests.helpers import DevServer, WorkerProcess, wait_for
-from tests.integration.support import client_for, plaintext_history, unique_cluster
+from tests.integration.support import client_for, launch_submitted, plaintext_history, unique_cluster
 
 pytestmark = pytest.mark.integration
 
@@ -121,6 +122,33 @@ def test_every_mode_through_a_launch_and_down_deletes_only_what_skyhop_created(
     assert any(line.startswith(f"{names['user']}: a s3 bucket skyhop did not create") for line in lines)
     assert "no-such-bucket-x: no such bucket (nothing deleted)" in lines
     assert _buckets(s3) == {names["user"]}
+
+
+def test_a_local_source_reaches_its_bucket_from_the_content_store_not_the_clis_disk(
+    live_worker: WorkerProcess, cli_env: dict[str, str], s3: Any, tmp_path: Path
+) -> None:
+    cluster, bucket = unique_cluster(), _names()["copy"]
+    (tmp_path / "data" / "sub").mkdir(parents=True)
+    (tmp_path / "data" / "a.txt").write_text("packed a")
+    (tmp_path / "data" / "sub" / "b.txt").write_text("packed b")
+    (tmp_path / "task.yaml").write_text(
+        "resources: {infra: local}\n"
+        f"file_mounts: {{~/copied: {{name: {bucket}, source: ./data, mode: COPY, persistent: false}}}}\n"
+        "run: cat ~/copied/a.txt ~/copied/sub/b.txt\n"
+    )
+    try:
+        live_worker.freeze()
+        cli = launch_submitted(["-y", "-c", cluster, "task.yaml"], cli_env, tmp_path)
+        shutil.rmtree(tmp_path / "data")  # the worker may be on another machine: only the store has it
+        live_worker.thaw()
+        out, err = cli.communicate(timeout=300)
+        assert cli.returncode == 0, err[-3000:]
+        assert out == "packed apacked b"
+        assert _keys(s3, bucket) == {"a.txt": b"packed a", "sub/b.txt": b"packed b"}
+    finally:
+        live_worker.thaw()
+        down = skyhop("down", "-y", cluster, env=cli_env, timeout=300)
+    assert down.returncode == 0, down.stderr[-2000:]
 
 
 def test_down_deletes_every_launch_s_buckets_but_not_a_persistent_one_nor_re_creates_a_deleted_one(
