@@ -247,9 +247,17 @@ def spawn_private(argv: list[str], log: Path, env: dict[str, str] | None = None)
 
 
 def dev_server_argv(
-    *, port: int, ui_port: int, http_port: int, metrics_port: int, db_file: Path, namespace: str = "default"
+    *,
+    port: int,
+    ui_port: int,
+    http_port: int,
+    metrics_port: int,
+    db_file: Path,
+    namespace: str = "default",
+    ip: str = "127.0.0.1",
 ) -> list[str]:
-    """``temporal server start-dev`` as skyhop runs it: every port explicit and on 127.0.0.1.
+    """``temporal server start-dev`` as skyhop runs it: every port explicit and on ``ip`` (127.0.0.1
+    for the embedded default; a test machine's address in the multi-machine test).
 
     The HTTP API accepts only a Host that cannot resolve, so a page in the user's browser cannot
     start a workflow with a ``text/plain`` POST (the Web UI's own API checks a CSRF token).
@@ -257,7 +265,7 @@ def dev_server_argv(
     from skyhop.contract import SEARCH_ATTRIBUTES
 
     argv = [
-        temporal_binary(), "server", "start-dev", "--ip", "127.0.0.1", "--ui-ip", "127.0.0.1",
+        temporal_binary(), "server", "start-dev", "--ip", ip, "--ui-ip", ip,
         "--port", str(port), "--ui-port", str(ui_port),
         "--http-port", str(http_port), "--metrics-port", str(metrics_port),
         "--dynamic-config-value", f'frontend.httpAllowedHosts=["{_HTTP_API_HOST}"]',

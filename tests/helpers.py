@@ -71,9 +71,9 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
-def _listening(port: int) -> bool:
+def _listening(port: int, ip: str = "127.0.0.1") -> bool:
     with socket.socket() as sock:
-        return sock.connect_ex(("127.0.0.1", port)) == 0
+        return sock.connect_ex((ip, port)) == 0
 
 
 def _stop(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:
@@ -87,10 +87,12 @@ def _stop(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:
 
 
 class DevServer:
-    """``temporal server start-dev`` on free loopback ports, hardened exactly as the embedded default."""
+    """``temporal server start-dev`` on free loopback ports, hardened exactly as the embedded default;
+    or on the address of a test machine (``netns``, a network namespace it runs in)."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, *, ip: str = "127.0.0.1", netns: str | None = None) -> None:
         self.folder = folder
+        self.ip, self.netns = ip, netns
         self.port = free_port()
         self.ui_port = free_port()
         self.http_port = free_port()
@@ -100,7 +102,7 @@ class DevServer:
 
     @property
     def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.ip}:{self.port}"
 
     def start(self) -> None:
         argv = dev_server_argv(
@@ -109,9 +111,11 @@ class DevServer:
             http_port=self.http_port,
             metrics_port=self.metrics_port,
             db_file=self.db_file,
+            ip=self.ip,
         )
-        self.proc = spawn_private(argv, self.folder / "temporal.log")
-        wait_for(lambda: _listening(self.port), 60, "the Temporal dev server to listen")
+        inside = ["ip", "netns", "exec", self.netns] if self.netns else []
+        self.proc = spawn_private([*inside, *argv], self.folder / "temporal.log")
+        wait_for(lambda: _listening(self.port, self.ip), 60, "the Temporal dev server to listen")
 
     def stop(self) -> None:
         if self.proc is not None:
@@ -122,17 +126,23 @@ class DevServer:
 class WorkerProcess:
     """A real worker process (``python -m cli.worker_process``) pointed at a server."""
 
-    def __init__(self, address: str, folder: Path) -> None:
+    def __init__(
+        self, address: str, folder: Path, *, netns: str | None = None, env: dict[str, str] | None = None
+    ) -> None:
         self.address = address
         self.folder = folder
+        self.netns = netns
+        """A test machine's network namespace to run in (the multi-machine test)."""
+        self.env = env or dict(os.environ)
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
         ready = self.folder / f"worker-{time.monotonic_ns()}.ready"
         log = open(self.folder / "worker.log", "ab")  # noqa: SIM115 - lives as long as the process
-        env = {**os.environ, "SKYHOP_TEMPORAL_ADDRESS": self.address}
+        env = {**self.env, "SKYHOP_TEMPORAL_ADDRESS": self.address}
+        inside = ["ip", "netns", "exec", self.netns] if self.netns else []
         self.proc = subprocess.Popen(
-            worker_argv(self.address, ready),
+            [*inside, *worker_argv(self.address, ready)],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
         )  # fmt: skip
         wait_for(
