@@ -74,6 +74,14 @@ class ContentStore(ABC):
     def put_bytes(self, key: str, data: bytes) -> None: ...
 
     @abstractmethod
+    def put_if_absent(self, key: str, data: bytes) -> bool:
+        """Store ``data`` under ``key`` unless something is there already; whether this call wrote it.
+
+        For the few named objects (not content-addressed) that several workers may race to create:
+        exactly one writer wins and every other reads the winner's.
+        """
+
+    @abstractmethod
     def get_bytes(self, key: str) -> bytes:
         """The object; ``ContentNotFoundError`` when it is not there."""
 
@@ -106,17 +114,24 @@ class FolderContentStore(ContentStore):
     def put_bytes(self, key: str, data: bytes) -> None:
         self._write(key, lambda tmp: Path(tmp).write_bytes(data))
 
-    def _write(self, key: str, fill: Any) -> None:
+    def put_if_absent(self, key: str, data: bytes) -> bool:
+        # link() fails when the name exists, like O_EXCL, and no reader sees a half-written object.
+        try:
+            self._write(key, lambda tmp: Path(tmp).write_bytes(data), publish=os.link)
+        except FileExistsError:
+            return False
+        return True
+
+    def _write(self, key: str, fill: Any, publish: Any = os.replace) -> None:
         dest = self.root / key
         dest.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=".tmp-")
         os.close(fd)
         try:
             fill(tmp)
-            os.replace(tmp, dest)
-        except BaseException:
+            publish(tmp, dest)
+        finally:
             Path(tmp).unlink(missing_ok=True)
-            raise
 
     def get_bytes(self, key: str) -> bytes:
         try:
@@ -210,6 +225,22 @@ class S3ContentStore(ContentStore):
 
     def put_bytes(self, key: str, data: bytes) -> None:
         self._call(key, lambda: self._client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data))
+
+    def put_if_absent(self, key: str, data: bytes) -> bool:
+        from botocore.exceptions import ClientError
+
+        def put() -> bool:
+            try:
+                self._client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data, IfNoneMatch="*")
+            except ClientError as exc:
+                # 412: the object exists; 409: a concurrent conditional write of it is in flight.
+                code = str(exc.response.get("Error", {}).get("Code", ""))
+                if code in ("PreconditionFailed", "ConditionalRequestConflict"):
+                    return False
+                raise
+            return True
+
+        return bool(self._call(key, put))
 
     def get_bytes(self, key: str) -> bytes:
         response = self._call(key, lambda: self._client.get_object(Bucket=self.bucket, Key=self._key(key)))
