@@ -61,6 +61,9 @@ class ContentStore(ABC):
     url: str
     threads: int = 1
     """How many requests are worth making at once."""
+    revalidate_s: float = 0.0
+    """How long a reader may trust what it last saw of a named object (``get_if_changed``) before
+    asking again: nothing for a folder (a stat), a few seconds for a bucket (a request)."""
 
     @abstractmethod
     def has(self, key: str) -> bool:
@@ -88,6 +91,14 @@ class ContentStore(ABC):
     @abstractmethod
     def get_file(self, key: str, dest: Path) -> None:
         """Write the object to ``dest`` (replacing it); ``ContentNotFoundError`` when it is not there."""
+
+    @abstractmethod
+    def get_if_changed(self, key: str, seen: str | None) -> tuple[str, bytes | None]:
+        """(the object's version tag, its bytes, or None when the tag is still ``seen``).
+
+        For the named objects that are rewritten (``storage/shared_state.py``): an unchanged object
+        costs a stat or one bodiless request. ``ContentNotFoundError`` when it is not there.
+        """
 
     def missing(self, key: str) -> ContentNotFoundError:
         return ContentNotFoundError(
@@ -145,9 +156,21 @@ class FolderContentStore(ContentStore):
         except FileNotFoundError:
             raise self.missing(key) from None
 
+    def get_if_changed(self, key: str, seen: str | None) -> tuple[str, bytes | None]:
+        try:
+            with (self.root / key).open("rb") as f:
+                # A writer renames a whole new file in: its inode changes, so the tag does.
+                stat = os.fstat(f.fileno())
+                tag = f"{stat.st_ino}-{stat.st_size}-{stat.st_mtime_ns}"
+                return tag, None if tag == seen else f.read()
+        except FileNotFoundError:
+            raise self.missing(key) from None
+
 
 class S3ContentStore(ContentStore):
     """A bucket on S3 or any S3 API (MinIO, R2, moto) at ``endpoint_url``; boto3's credential chain."""
+
+    revalidate_s = 5.0
 
     def __init__(
         self, bucket: str, prefix: str, endpoint_url: str | None, credentials: StoreCredentials | None = None
@@ -251,6 +274,22 @@ class S3ContentStore(ContentStore):
         response = self._call(key, lambda: self._client.get_object(Bucket=self.bucket, Key=self._key(key)))
         with dest.open("wb") as out:
             shutil.copyfileobj(response["Body"], out, 1 << 20)
+
+    def get_if_changed(self, key: str, seen: str | None) -> tuple[str, bytes | None]:
+        from botocore.exceptions import ClientError
+
+        def get() -> tuple[str, bytes | None]:
+            conditions = {"IfNoneMatch": seen} if seen else {}
+            try:
+                response = self._client.get_object(Bucket=self.bucket, Key=self._key(key), **conditions)
+            except ClientError as exc:
+                if seen and str(exc.response.get("Error", {}).get("Code", "")) in ("304", "NotModified"):
+                    return seen, None
+                raise
+            return str(response["ETag"]), response["Body"].read()
+
+        result: tuple[str, bytes | None] = self._call(key, get)
+        return result
 
 
 @dataclass(frozen=True)
