@@ -16,10 +16,15 @@ import pytest
 from skyhop.cli.client import connect
 from skyhop.cli.config import TemporalConfig
 from skyhop.contract import cluster_workflow_id
+from skyhop.contract.managed_jobs import managed_job_workflow_id
+from skyhop.contract.watch_hub import watch_hub_shard, watch_hub_workflow_id
 from tests.conftest import run, skyhop
 from tests.helpers import DevServer, WorkerProcess, wait_for
 
 pytestmark = pytest.mark.integration
+
+_BOOKKEEPING = ("index_job_row", "follow_run", "launch_running", "submit_job")
+"""Activities that touch no node (Temporal and the job index only): on the shared queues."""
 
 
 @pytest.fixture
@@ -41,12 +46,12 @@ def _machine(server: DevServer, tmp_path: Path, name: str, shared: dict[str, str
     return WorkerProcess(server.address, home, env=env)
 
 
-def _scheduled(server: DevServer, cluster: str) -> list[tuple[str, str]]:
-    """(activity, task queue) of every activity the cluster's workflow scheduled, in order."""
+def _scheduled(server: DevServer, cluster: str, workflow_id: str | None = None) -> list[tuple[str, str]]:
+    """(activity, task queue) of every activity the cluster's workflow (or another) scheduled, in order."""
 
     async def read() -> list[tuple[str, str]]:
         client = await connect(TemporalConfig(), server.address)
-        handle = client.get_workflow_handle(cluster_workflow_id(cluster))
+        handle = client.get_workflow_handle(workflow_id or cluster_workflow_id(cluster))
         found = []
         async for event in handle.fetch_history_events():
             if event.HasField("activity_task_scheduled_event_attributes"):
@@ -101,11 +106,42 @@ def test_a_local_clusters_activities_run_only_on_its_machine(
         assert done.returncode == 0, done.stderr
         assert not (owner.folder / ".skyhop" / "clusters" / "hosted").exists()
         scheduled = _scheduled(server, "hosted")
-        node_work = [
-            (name, queue) for name, queue in scheduled if name not in ("launch_running", "submit_job")
-        ]
+        node_work = [(name, queue) for name, queue in scheduled if name not in _BOOKKEEPING]
         assert node_work and {queue.split("@")[-1] for _, queue in node_work} == {"machine-a"}, scheduled
         assert not (other.folder / ".skyhop" / "clusters").exists()
     finally:
         other.stop()
         owner.stop()
+
+
+def test_a_managed_job_on_a_local_cluster_is_watched_by_its_machines_hub(
+    server: DevServer, cli_env: dict[str, str], tmp_path: Path
+) -> None:
+    """The run is followed by the shard's hub of the cluster's machine: its poller reads that
+    machine's folders, whichever worker the managed job's workflow ran on."""
+    shared = {
+        "SKYHOP_STORE_URL": (tmp_path / "store").as_uri(),
+        "SKYHOP_KEY_FILE": cli_env["SKYHOP_KEY_FILE"],
+    }
+    machines = [_machine(server, tmp_path, name, shared) for name in ("machine-a", "machine-b")]
+    env = {
+        **cli_env,
+        **shared,
+        "SKYHOP_TEMPORAL_ADDRESS": server.address,
+        "SKYHOP_HOME": str(tmp_path / "laptop"),
+    }
+    try:
+        for machine in machines:
+            machine.start()
+        done = skyhop("jobs", "launch", "-y", "--infra", "local", "echo managed", env=env, timeout=300)
+        assert done.returncode == 0, done.stderr
+        job = managed_job_workflow_id(1)  # the first managed job of a new server
+        node_work = [queue for name, queue in _scheduled(server, "", job) if name not in _BOOKKEEPING]
+        hosts = {queue.partition("@")[2] for queue in node_work}
+        assert len(hosts) == 1 and hosts <= {"machine-a", "machine-b"}, node_work
+        [host] = hosts
+        hub = watch_hub_workflow_id(watch_hub_shard(1), host)
+        assert ("watch_followed", f"skyhop-long@{host}") in _scheduled(server, "", hub)
+    finally:
+        for machine in machines:
+            machine.stop()
