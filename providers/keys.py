@@ -24,6 +24,7 @@ from skyhop.providers.home import private_dir, skyhop_home
 
 if TYPE_CHECKING:
     from skyhop.contract.codec import Keyring
+    from skyhop.storage.content import StoreConfig
 
 __all__ = ["NODE_KEY_SECRET", "key_fingerprint", "key_paths", "public_key", "use_payload_keyring"]
 
@@ -52,9 +53,7 @@ def key_paths() -> tuple[Path, Path]:
     with open(folder / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not _cached(public, source, store.url):
-            from skyhop.storage.secrets import shared_secret
-
-            pem = shared_secret(store.open(), NODE_KEY_SECRET, _require_keyring(), lambda: _adopt(private))
+            pem = _fetch(store, private)
             _install(pem, private, public)
             _write(source, store.url.encode(), 0o600)
     return private, public
@@ -75,6 +74,22 @@ def _cached(public: Path, source: Path, url: str) -> bool:
         return public.is_file() and source.read_text() == url
     except OSError:
         return False
+
+
+def _fetch(store: StoreConfig, private: Path) -> bytes:
+    """The deployment's key from the store (made now if it has none), as a provider error when not:
+    a launch then fails over or stops with the store's one-line reason instead of retrying."""
+    from skyhop.providers.errors import ProviderUnavailableError, TransientError
+    from skyhop.storage.errors import RETRY_CANNOT_FIX, StorageError
+    from skyhop.storage.secrets import shared_secret
+
+    try:
+        return shared_secret(store.open(), NODE_KEY_SECRET, _require_keyring(), lambda: _adopt(private))
+    except StorageError as exc:
+        message = f"skyhop's node SSH key: {exc}"
+        if type(exc).__name__ in RETRY_CANNOT_FIX:
+            raise ProviderUnavailableError(message, "NodeKeyUnavailable", leftover=False) from None
+        raise TransientError(message, "NodeKeyUnavailable", leftover=False) from None
 
 
 def _require_keyring() -> Keyring:
