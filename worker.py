@@ -13,8 +13,10 @@ import asyncio
 import logging
 import os
 import signal
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest, ListSearchAttributesRequest
@@ -34,7 +36,8 @@ from skyhop.activities import (
 )
 from skyhop.activities import serve as serving
 from skyhop.activities.clusters import ClusterActivities
-from skyhop.contract import LONG_QUEUE, SEARCH_ATTRIBUTES, SHORT_QUEUE, WORKFLOW_QUEUE
+from skyhop.contract import LONG_QUEUE, SEARCH_ATTRIBUTES, SHORT_QUEUE, WORKFLOW_QUEUE, host_queue
+from skyhop.providers.home import host_id
 from skyhop.workflows.cluster import ClusterWorkflow
 from skyhop.workflows.job_index import JobIndexWorkflow
 from skyhop.workflows.launch import LaunchWorkflow
@@ -88,13 +91,14 @@ less loaded then: a hint, not a measure)."""
 def build_workers(
     client: Client, *, long_slots: int = 200, short_slots: int = 50, cached_workflows: int = CACHED_WORKFLOWS
 ) -> list[Worker]:
-    """The three pollers of a skyhop worker.
+    """The pollers of a skyhop worker: workflow tasks, long and short activities (and this machine's
+    twins of the activity queues).
 
     Long slots are for work that runs (provision, sync, setup, start) and the watchers: a cluster's
     one and the watch hubs' (``WATCH_HUB_SHARDS``); a running managed job holds none.
     """
     cluster_activities = ClusterActivities(client)
-    return [
+    workers = [
         Worker(
             client,
             task_queue=WORKFLOW_QUEUE,
@@ -114,53 +118,59 @@ def build_workers(
             max_cached_workflows=cached_workflows,
             workflow_runner=TaskBoundRunner(),
         ),
+    ]
+    long_activities: list[Callable[..., Any]] = [
+        provisioning.provision_attempt,
+        provisioning.terminate,
+        sync.sync_workdir,
+        sync.sync_file_mounts,
+        storage.prepare_buckets,
+        storage.attach_storage,
+        storage.detach_storage,
+        storage.delete_buckets,
+        jobs.run_setup,
+        jobs.start_job,
+        job_watch.watch_jobs,
+        watch_hub.watch_followed,
+        # Only for clusters started before job watchers, until they continue as new
+        # (``workflows.job_watch.JOB_EVENTS_PATCH``).
+        jobs.wait_job,
+        cluster_ops.stop_cluster,
+        cluster_ops.start_cluster,
+        serving.watch_for_held,
+    ]
+    short_activities: list[Callable[..., Any]] = [
+        planning.optimize,
+        cluster_activities.open_cluster,
+        cluster_activities.launch_running,
+        cluster_activities.submit_job,
+        cluster_ops.cancel_jobs,
+        cluster_ops.probe_cluster,
+        job_index.index_job_row,
+        watch_hub.follow_run,
+        serving.sync_load_balancer,
+        serving.load_balancer_stats,
+        serving.stop_load_balancer,
+        serving.choose_replica_port,
+        serving.probe_replica,
+    ]
+    host = host_id()
+    # Each queue also has this machine's twin, where the activities of clusters whose nodes are
+    # this machine's folders (``local``) wait for it (``workflows.options.queue_for``).
+    return workers + [
         Worker(
             client,
-            task_queue=LONG_QUEUE,
-            activities=[
-                provisioning.provision_attempt,
-                provisioning.terminate,
-                sync.sync_workdir,
-                sync.sync_file_mounts,
-                storage.prepare_buckets,
-                storage.attach_storage,
-                storage.detach_storage,
-                storage.delete_buckets,
-                jobs.run_setup,
-                jobs.start_job,
-                job_watch.watch_jobs,
-                watch_hub.watch_followed,
-                # Only for clusters started before job watchers, until they continue as new
-                # (``workflows.job_watch.JOB_EVENTS_PATCH``).
-                jobs.wait_job,
-                cluster_ops.stop_cluster,
-                cluster_ops.start_cluster,
-                serving.watch_for_held,
-            ],
-            max_concurrent_activities=long_slots,
+            task_queue=queue,
+            activities=activities,
+            max_concurrent_activities=slots,
             graceful_shutdown_timeout=timedelta(seconds=5),
-        ),
-        Worker(
-            client,
-            task_queue=SHORT_QUEUE,
-            activities=[
-                planning.optimize,
-                cluster_activities.open_cluster,
-                cluster_activities.launch_running,
-                cluster_activities.submit_job,
-                cluster_ops.cancel_jobs,
-                cluster_ops.probe_cluster,
-                job_index.index_job_row,
-                watch_hub.follow_run,
-                serving.sync_load_balancer,
-                serving.load_balancer_stats,
-                serving.stop_load_balancer,
-                serving.choose_replica_port,
-                serving.probe_replica,
-            ],
-            max_concurrent_activities=short_slots,
-            graceful_shutdown_timeout=timedelta(seconds=5),
-        ),
+        )
+        for queue, activities, slots in (
+            (LONG_QUEUE, long_activities, long_slots),
+            (host_queue(LONG_QUEUE, host), long_activities, long_slots),
+            (SHORT_QUEUE, short_activities, short_slots),
+            (host_queue(SHORT_QUEUE, host), short_activities, short_slots),
+        )
     ]
 
 
@@ -181,10 +191,11 @@ async def serve(
         if ready_file:
             Path(ready_file).write_text(str(os.getpid()))
         log.info(
-            "worker polling %s, %s, %s on %s",
+            "worker polling %s, %s, %s (and this machine's %s) on %s",
             WORKFLOW_QUEUE,
             LONG_QUEUE,
             SHORT_QUEUE,
+            host_queue("*", host_id()),
             client.service_client.config.target_host,
         )
         await stop.wait()

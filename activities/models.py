@@ -146,6 +146,9 @@ class FollowSet(BaseModel):
 class WatchHubInput(BaseModel):
     follow: FollowSet = FollowSet()
     """What an earlier run followed (continue-as-new carries it)."""
+    host: str | None = None
+    """The machine whose clusters' runs this hub follows (``Offering.host``): its activity runs
+    on that machine's long queue. None: clusters any worker reaches."""
     history_limit: int | None = None
     """Continue as new once the history has this many events (tests force a small one)."""
 
@@ -153,6 +156,11 @@ class WatchHubInput(BaseModel):
 class FollowRunInput(BaseModel):
     shard: int
     run: FollowedRun
+
+    @property
+    def host(self) -> str | None:
+        """The machine the run's cluster is bound to, whose hub follows it."""
+        return self.run.handle.offering.host
 
 
 class WatchJobsInput(BaseModel):

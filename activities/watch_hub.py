@@ -65,8 +65,8 @@ async def follow_run(request: FollowRunInput) -> None:
     """Follow the run on its shard's hub, starting the hub if it is not running (signal-with-start)."""
     await activity.client().start_workflow(
         WorkflowType.WATCH_HUB,
-        WatchHubInput(),
-        id=watch_hub_workflow_id(request.shard),
+        WatchHubInput(host=request.host),
+        id=watch_hub_workflow_id(request.shard, request.host),
         task_queue=WORKFLOW_QUEUE,
         start_signal=WatchHubSignal.FOLLOW.value,
         start_signal_args=[request.run],

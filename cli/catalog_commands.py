@@ -127,9 +127,10 @@ def update(
         list[str] | None, typer.Option("--cloud", help="aws, gcp or azure (repeatable; default: all).")
     ] = None,
 ) -> None:
-    """Regenerate catalogs from the clouds' public pricing APIs into ~/.skyhop/catalogs/ (they then win)."""
+    """Regenerate catalogs from the clouds' public pricing APIs, for every worker (they then win)."""
     from skyhop.providers.catalog import CLOUDS
     from skyhop.providers.catalog.update import UpdateError, update_catalog
+    from skyhop.storage.errors import StorageError
 
     for name in cloud or list(CLOUDS):
         if name not in CLOUDS:
@@ -140,7 +141,9 @@ def update(
             path, rows = update_catalog(name)
         except UpdateError as exc:
             fail(str(exc))
-        info(f"Wrote {rows} rows to {path}")
+        except StorageError as exc:
+            fail(f"cannot share the {name} catalog with the workers: {exc}")
+        info(f"Wrote {rows} rows to {path} and the content store")
 
 
 def _money(value: float | None) -> str:

@@ -30,11 +30,18 @@ async def _check_all() -> dict[str, object]:
 
 def run_check(json_output: bool) -> int:
     """Check every provider, record the verdicts, print them; exit 0 when at least one is enabled."""
+    from skyhop.cli.output import fail
     from skyhop.providers.base import CheckResult
-    from skyhop.providers.registry import check_cache_path, write_checks
+    from skyhop.providers.registry import CHECKS_STATE, write_checks
+    from skyhop.storage.content import load_store_config
+    from skyhop.storage.errors import StorageError
+    from skyhop.storage.shared_state import state_key
 
     results = {name: CheckResult.model_validate(r) for name, r in asyncio.run(_check_all()).items()}
-    write_checks(results)
+    try:
+        write_checks(results)
+    except StorageError as exc:
+        fail(f"cannot record the verdicts for the workers: {exc}")
     if json_output:
         print_json("providers", [{"provider": n, **r.model_dump()} for n, r in results.items()])
     else:
@@ -43,5 +50,6 @@ def run_check(json_output: bool) -> int:
         for name, result in results.items():
             if not result.enabled and result.hint:
                 info(f"  {name}: {result.hint}")
-        info(f"Recorded in {check_cache_path()}; disabled providers are never launch candidates.")
+        where = f"{load_store_config().url}/{state_key(CHECKS_STATE)}"
+        info(f"Recorded in {where} for every worker; disabled providers are never launch candidates.")
     return 0 if any(r.enabled for r in results.values()) else 1

@@ -9,8 +9,9 @@ from pathlib import Path
 from temporalio.client import Client, TLSConfig
 
 from skyhop.cli.config import TemporalConfig
-from skyhop.cli.payload_key import load_payload_key
+from skyhop.cli.payload_key import load_keyring
 from skyhop.contract.converter import skyhop_data_converter
+from skyhop.providers.keys import use_payload_keyring
 
 __all__ = ["connect"]
 
@@ -27,7 +28,9 @@ async def connect(config: TemporalConfig, address: str) -> Client:
             client_private_key=Path(config.tls_key).read_bytes() if config.tls_key else None,
             server_root_ca_cert=Path(config.tls_ca).read_bytes() if config.tls_ca else None,
         )
-    converter = skyhop_data_converter(load_payload_key(config))
+    keyring = load_keyring(config)
+    use_payload_keyring(keyring)  # the node SSH key is a deployment secret sealed with it
+    converter = skyhop_data_converter(keyring.current)
     deadline = time.monotonic() + _STARTING_GRACE_S
     while True:
         try:

@@ -72,6 +72,7 @@ __all__ = [
     "Release",
     "StartRequest",
     "cluster_workflow_id",
+    "host_queue",
     "setup_key",
 ]
 
@@ -90,6 +91,12 @@ class TaskQueue(StrEnum):
 WORKFLOW_QUEUE = TaskQueue.WORKFLOWS
 LONG_QUEUE = TaskQueue.LONG
 SHORT_QUEUE = TaskQueue.SHORT
+
+
+def host_queue(queue: str, host: str) -> str:
+    """``queue``'s twin that only the workers of machine ``host`` poll (``skyhop-long@<host>``):
+    activities of a cluster bound to one machine (``local``) run there."""
+    return f"{queue}@{host}"
 
 
 class WorkflowType(StrEnum):

@@ -5,7 +5,9 @@ A managed job's running attempt is followed by one of ``WATCH_HUB_SHARDS`` hub w
 ``watch_hub_shard``), not by an activity of its own: a hub's one activity polls every run it
 follows. A run is followed with the ``follow`` signal (sent with the hub's start) and dropped with
 ``forget``; when it ends, its owner gets the ``run_ended`` signal (``RunEnded``), at least once:
-an owner handles the first for a key it waits on and ignores any other.
+an owner handles the first for a key it waits on and ignores any other. A run on a cluster bound
+to one machine (``local``) is followed by that machine's hub of the shard, ``job-watch:<k>@<host>``,
+whose activity runs on that machine's long queue.
 """
 
 from __future__ import annotations
@@ -70,5 +72,6 @@ def watch_hub_shard(job_id: int) -> int:
     return job_id % WATCH_HUB_SHARDS
 
 
-def watch_hub_workflow_id(shard: int) -> str:
-    return f"job-watch:{shard}"
+def watch_hub_workflow_id(shard: int, host: str | None = None) -> str:
+    """Shard ``shard``'s hub; ``host``: the one for runs on clusters bound to that machine."""
+    return f"job-watch:{shard}" + (f"@{host}" if host else "")

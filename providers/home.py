@@ -5,12 +5,24 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["private_dir", "skyhop_home"]
+__all__ = ["host_id", "private_dir", "skyhop_home"]
 
 
 def skyhop_home() -> Path:
     """The folder that holds config, the embedded server's files and local clusters."""
     return Path(os.environ.get("SKYHOP_HOME") or Path.home() / ".skyhop").expanduser()
+
+
+def host_id() -> str:
+    """This machine's name among the deployment's workers: ``SKYHOP_HOST_ID``, else the host name.
+
+    ``local`` clusters are folders on one machine; their activities go to the task queues of the
+    worker with this id (``contract.host_queue``). Give each worker of one machine the same id and
+    each machine a different one (containers of one host that share ``~/.skyhop``: the same).
+    """
+    import socket
+
+    return os.environ.get("SKYHOP_HOST_ID") or socket.gethostname()
 
 
 def private_dir(path: Path) -> Path:

@@ -1,7 +1,9 @@
 """Which providers exist, by name, and which of them the optimizer may choose.
 
-``skyhop check`` asks every provider whether its credentials are found and usable and caches the
-verdicts in ``~/.skyhop/enabled_providers.json``, so optimizing never calls a cloud. A provider the
+``skyhop check`` asks every provider whether its credentials are found and usable and records the
+verdicts for the whole deployment: ``state/enabled_providers.json`` in the content store, mirrored
+on each machine as ``~/.skyhop/enabled_providers.json`` (``storage/shared_state.py``), so a worker
+on another machine follows the CLI's check and optimizing never calls a cloud. A provider the
 check disabled is never a candidate. A cloud not checked yet is one: a launch there that meets
 missing credentials blocks that cloud and fails over. ``sim`` is a candidate only once a check
 enabled it, so no real launch lands on the simulated cloud by accident.
@@ -16,7 +18,6 @@ from __future__ import annotations
 
 import importlib
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from skyhop.providers.home import skyhop_home
 
 __all__ = [
     "ALIASES",
+    "CHECKS_STATE",
     "UnknownProviderError",
     "all_provider_names",
     "canonical_name",
@@ -97,27 +99,33 @@ def canonical_name(name: str) -> str:
     return ALIASES.get(lowered, lowered)
 
 
+CHECKS_STATE = "enabled_providers.json"
+"""The verdicts' name among the deployment's shared state."""
+
+
 def check_cache_path() -> Path:
-    """Where ``skyhop check`` records its verdicts."""
-    return skyhop_home() / "enabled_providers.json"
+    """This machine's copy of the deployment's ``skyhop check`` verdicts."""
+    return skyhop_home() / CHECKS_STATE
 
 
 def read_checks() -> dict[str, CheckResult]:
-    """The last ``skyhop check`` verdict per provider (empty before the first check)."""
+    """The last ``skyhop check`` verdict per provider, from any machine (empty before the first check)."""
+    from skyhop.storage.shared_state import mirrored
+
+    path = mirrored(CHECKS_STATE, check_cache_path())
     try:
-        raw = json.loads(check_cache_path().read_text())
+        raw = json.loads(path.read_text()) if path is not None else {}
     except (OSError, ValueError):
         return {}
     return {name: CheckResult.model_validate(value) for name, value in raw.items() if name in _PROVIDERS}
 
 
 def write_checks(results: dict[str, CheckResult]) -> None:
-    """Record verdicts, replacing the file atomically (workers read it while it is rewritten)."""
-    path = check_cache_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps({name: r.model_dump() for name, r in results.items()}, indent=2))
-    os.replace(tmp, path)
+    """Record verdicts for every worker (each replaces its copy whole: workers read it meanwhile)."""
+    from skyhop.storage.shared_state import publish
+
+    data = json.dumps({name: r.model_dump() for name, r in results.items()}, indent=2).encode()
+    publish(CHECKS_STATE, data, check_cache_path())
 
 
 def provider_names() -> list[str]:

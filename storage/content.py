@@ -61,6 +61,9 @@ class ContentStore(ABC):
     url: str
     threads: int = 1
     """How many requests are worth making at once."""
+    revalidate_s: float = 0.0
+    """How long a reader may trust what it last saw of a named object (``get_if_changed``) before
+    asking again: nothing for a folder (a stat), a few seconds for a bucket (a request)."""
 
     @abstractmethod
     def has(self, key: str) -> bool:
@@ -74,12 +77,28 @@ class ContentStore(ABC):
     def put_bytes(self, key: str, data: bytes) -> None: ...
 
     @abstractmethod
+    def put_if_absent(self, key: str, data: bytes) -> bool:
+        """Store ``data`` under ``key`` unless something is there already; whether this call wrote it.
+
+        For the few named objects (not content-addressed) that several workers may race to create:
+        exactly one writer wins and every other reads the winner's.
+        """
+
+    @abstractmethod
     def get_bytes(self, key: str) -> bytes:
         """The object; ``ContentNotFoundError`` when it is not there."""
 
     @abstractmethod
     def get_file(self, key: str, dest: Path) -> None:
         """Write the object to ``dest`` (replacing it); ``ContentNotFoundError`` when it is not there."""
+
+    @abstractmethod
+    def get_if_changed(self, key: str, seen: str | None) -> tuple[str, bytes | None]:
+        """(the object's version tag, its bytes, or None when the tag is still ``seen``).
+
+        For the named objects that are rewritten (``storage/shared_state.py``): an unchanged object
+        costs a stat or one bodiless request. ``ContentNotFoundError`` when it is not there.
+        """
 
     def missing(self, key: str) -> ContentNotFoundError:
         return ContentNotFoundError(
@@ -106,17 +125,24 @@ class FolderContentStore(ContentStore):
     def put_bytes(self, key: str, data: bytes) -> None:
         self._write(key, lambda tmp: Path(tmp).write_bytes(data))
 
-    def _write(self, key: str, fill: Any) -> None:
+    def put_if_absent(self, key: str, data: bytes) -> bool:
+        # link() fails when the name exists, like O_EXCL, and no reader sees a half-written object.
+        try:
+            self._write(key, lambda tmp: Path(tmp).write_bytes(data), publish=os.link)
+        except FileExistsError:
+            return False
+        return True
+
+    def _write(self, key: str, fill: Any, publish: Any = os.replace) -> None:
         dest = self.root / key
         dest.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=".tmp-")
         os.close(fd)
         try:
             fill(tmp)
-            os.replace(tmp, dest)
-        except BaseException:
+            publish(tmp, dest)
+        finally:
             Path(tmp).unlink(missing_ok=True)
-            raise
 
     def get_bytes(self, key: str) -> bytes:
         try:
@@ -130,9 +156,21 @@ class FolderContentStore(ContentStore):
         except FileNotFoundError:
             raise self.missing(key) from None
 
+    def get_if_changed(self, key: str, seen: str | None) -> tuple[str, bytes | None]:
+        try:
+            with (self.root / key).open("rb") as f:
+                # A writer renames a whole new file in: its inode changes, so the tag does.
+                stat = os.fstat(f.fileno())
+                tag = f"{stat.st_ino}-{stat.st_size}-{stat.st_mtime_ns}"
+                return tag, None if tag == seen else f.read()
+        except FileNotFoundError:
+            raise self.missing(key) from None
+
 
 class S3ContentStore(ContentStore):
     """A bucket on S3 or any S3 API (MinIO, R2, moto) at ``endpoint_url``; boto3's credential chain."""
+
+    revalidate_s = 5.0
 
     def __init__(
         self, bucket: str, prefix: str, endpoint_url: str | None, credentials: StoreCredentials | None = None
@@ -211,6 +249,22 @@ class S3ContentStore(ContentStore):
     def put_bytes(self, key: str, data: bytes) -> None:
         self._call(key, lambda: self._client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data))
 
+    def put_if_absent(self, key: str, data: bytes) -> bool:
+        from botocore.exceptions import ClientError
+
+        def put() -> bool:
+            try:
+                self._client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data, IfNoneMatch="*")
+            except ClientError as exc:
+                # 412: the object exists; 409: a concurrent conditional write of it is in flight.
+                code = str(exc.response.get("Error", {}).get("Code", ""))
+                if code in ("PreconditionFailed", "ConditionalRequestConflict"):
+                    return False
+                raise
+            return True
+
+        return bool(self._call(key, put))
+
     def get_bytes(self, key: str) -> bytes:
         response = self._call(key, lambda: self._client.get_object(Bucket=self.bucket, Key=self._key(key)))
         data: bytes = response["Body"].read()
@@ -220,6 +274,22 @@ class S3ContentStore(ContentStore):
         response = self._call(key, lambda: self._client.get_object(Bucket=self.bucket, Key=self._key(key)))
         with dest.open("wb") as out:
             shutil.copyfileobj(response["Body"], out, 1 << 20)
+
+    def get_if_changed(self, key: str, seen: str | None) -> tuple[str, bytes | None]:
+        from botocore.exceptions import ClientError
+
+        def get() -> tuple[str, bytes | None]:
+            conditions = {"IfNoneMatch": seen} if seen else {}
+            try:
+                response = self._client.get_object(Bucket=self.bucket, Key=self._key(key), **conditions)
+            except ClientError as exc:
+                if seen and str(exc.response.get("Error", {}).get("Code", "")) in ("304", "NotModified"):
+                    return seen, None
+                raise
+            return str(response["ETag"]), response["Body"].read()
+
+        result: tuple[str, bytes | None] = self._call(key, get)
+        return result
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@
     ├── BucketNotFoundError       the bucket does not exist (or was deleted by its owner)
     ├── BucketNameTakenError      the name is taken by a bucket this account cannot use
     ├── StoreAccessError          missing or refused credentials: retrying cannot fix it
+    │   └── SealedSecretError     a deployment secret does not open with this payload keyring
     ├── StoreUnavailableError     the store's SDK or configuration is missing (``skyhop[aws]``,
     │                             ``r2.endpoint`` in ``~/.skyhop/config.yaml``)
     └── ContentNotFoundError      a packed tree's manifest or blob is not in the content store
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 __all__ = [
     "RETRY_CANNOT_FIX",
+    "SealedSecretError",
     "BucketNameTakenError",
     "BucketNotFoundError",
     "ContentNotFoundError",
@@ -45,6 +47,10 @@ class StoreAccessError(StorageError):
     pass
 
 
+class SealedSecretError(StoreAccessError):
+    """The store holds a secret sealed with another payload key: this machine is in another deployment."""
+
+
 class StoreUnavailableError(StorageError):
     pass
 
@@ -59,6 +65,7 @@ RETRY_CANNOT_FIX = [
         BucketNotFoundError,
         BucketNameTakenError,
         StoreAccessError,
+        SealedSecretError,
         StoreUnavailableError,
         ContentNotFoundError,
     )

@@ -37,6 +37,13 @@ def hermetic_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
                 "SKYHOP_KEY_FILE",
             ):
                 mp.delenv(name)
+        from skyhop.cli.config import TemporalConfig
+        from skyhop.cli.payload_key import load_keyring
+        from skyhop.providers.keys import use_payload_keyring
+
+        # As the session worker does when it connects: providers called in this process seal and
+        # open the deployment's node key with the session's payload key.
+        use_payload_keyring(load_keyring(TemporalConfig()))
         yield home
         kill_leftover_jobs(home / ".skyhop")
 

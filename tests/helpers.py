@@ -127,19 +127,20 @@ class WorkerProcess:
     """A real worker process (``python -m cli.worker_process``) pointed at a server."""
 
     def __init__(
-        self, address: str, folder: Path, *, netns: str | None = None, env: dict[str, str] | None = None
+        self, address: str, folder: Path, env: dict[str, str] | None = None, *, netns: str | None = None
     ) -> None:
         self.address = address
         self.folder = folder
+        self.env = env or {}
+        """Variables that differ from this process's (another machine's SKYHOP_HOME, host id)."""
         self.netns = netns
         """A test machine's network namespace to run in (the multi-machine test)."""
-        self.env = env or dict(os.environ)
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
         ready = self.folder / f"worker-{time.monotonic_ns()}.ready"
         log = open(self.folder / "worker.log", "ab")  # noqa: SIM115 - lives as long as the process
-        env = {**self.env, "SKYHOP_TEMPORAL_ADDRESS": self.address}
+        env = {**os.environ, **self.env, "SKYHOP_TEMPORAL_ADDRESS": self.address}
         inside = ["ip", "netns", "exec", self.netns] if self.netns else []
         self.proc = subprocess.Popen(
             [*inside, *worker_argv(self.address, ready)],

@@ -84,7 +84,7 @@ with workflow.unsafe.imports_passed_through():
     from skyhop.workflows.cluster_lock import Claimed, ClusterLock, Released
     from skyhop.workflows.cluster_queue import KEEP_FINISHED_JOBS, MAX_ACTIVE_JOBS, MAX_QUEUED_BYTES, JobQueue
     from skyhop.workflows.job_watch import JOB_EVENTS_PATCH, JobWatcher, notify_ended
-    from skyhop.workflows.options import HEARTBEAT, LONG_RETRY, SHORT_RETRY, USER_ERRORS
+    from skyhop.workflows.options import HEARTBEAT, LONG_RETRY, SHORT_RETRY, USER_ERRORS, queue_for
     from skyhop.workflows.stages import (
         attach_buckets,
         delete_created_buckets,
@@ -361,7 +361,7 @@ class ClusterWorkflow:
                         sync_workdir=submission.sync_workdir,
                         flush_cached_mounts=self._storage.cached,
                     ),
-                    task_queue=LONG_QUEUE,
+                    task_queue=queue_for(LONG_QUEUE, handle),
                     start_to_close_timeout=timedelta(hours=2),
                     heartbeat_timeout=HEARTBEAT,
                     retry_policy=_START_RETRY,
@@ -376,7 +376,7 @@ class ClusterWorkflow:
                 outcome = await workflow.execute_activity(
                     jobs.wait_job,
                     WaitJobInput(handle=handle, job=job),
-                    task_queue=LONG_QUEUE,
+                    task_queue=queue_for(LONG_QUEUE, handle),
                     start_to_close_timeout=timedelta(days=365),
                     heartbeat_timeout=HEARTBEAT,
                     retry_policy=LONG_RETRY,
@@ -484,7 +484,7 @@ class ClusterWorkflow:
             await workflow.execute_activity(
                 cluster_ops.cancel_jobs,
                 CancelJobsInput(handle=self.record.handle, jobs=started),
-                task_queue=SHORT_QUEUE,
+                task_queue=queue_for(SHORT_QUEUE, self.record.handle),
                 start_to_close_timeout=timedelta(seconds=60),
                 retry_policy=SHORT_RETRY,
             )
@@ -526,7 +526,7 @@ class ClusterWorkflow:
         result: StopResult = await workflow.execute_activity(
             cluster_ops.stop_cluster,
             record.handle,
-            task_queue=LONG_QUEUE,
+            task_queue=queue_for(LONG_QUEUE, record.handle),
             start_to_close_timeout=timedelta(minutes=30),
             heartbeat_timeout=timedelta(minutes=5),
             retry_policy=LONG_RETRY,

@@ -32,7 +32,7 @@ with workflow.unsafe.imports_passed_through():
     from skyhop.contract import JOB_ENDED_SIGNAL, LONG_QUEUE, JobEnded, JobRecord, JobStatus
     from skyhop.providers.base import ClusterHandle
     from skyhop.providers.runtime.jobs import JobOutcome
-    from skyhop.workflows.options import HEARTBEAT, LONG_RETRY
+    from skyhop.workflows.options import HEARTBEAT, LONG_RETRY, queue_for
 
 __all__ = ["JOB_EVENTS_PATCH", "JobWatcher", "notify_ended"]
 
@@ -105,7 +105,7 @@ class JobWatcher:
                         known=sorted(self._known),
                         gone=sorted(self._gone),
                     ),
-                    task_queue=LONG_QUEUE,
+                    task_queue=queue_for(LONG_QUEUE, self._handle),
                     start_to_close_timeout=timedelta(days=365),
                     heartbeat_timeout=HEARTBEAT,
                     retry_policy=LONG_RETRY,

@@ -47,7 +47,7 @@ with workflow.unsafe.imports_passed_through():
     from skyhop.providers.errors import FailureScope
     from skyhop.spec import Task
     from skyhop.workflows.failover import block_for, history_table, retry_delay, scaled_up_region
-    from skyhop.workflows.options import HEARTBEAT, LONG_RETRY, SHORT_RETRY
+    from skyhop.workflows.options import HEARTBEAT, LONG_RETRY, SHORT_RETRY, queue_for
     from skyhop.workflows.stages import raise_if_cancelled, run_long
 
 __all__ = ["KEPT_ATTEMPTS", "ProvisionSpec", "Provisioned", "Provisioner", "remove_nodes"]
@@ -227,7 +227,7 @@ class Provisioner:
             outcome: AttemptOutcome = await workflow.execute_activity(
                 provisioning.provision_attempt,
                 request,
-                task_queue=LONG_QUEUE,
+                task_queue=queue_for(LONG_QUEUE, request),
                 start_to_close_timeout=_LONG_TIMEOUT,
                 heartbeat_timeout=HEARTBEAT,
                 retry_policy=LONG_RETRY,

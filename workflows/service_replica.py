@@ -36,7 +36,7 @@ with workflow.unsafe.imports_passed_through():
     from skyhop.serve.service_spec import replica_port, service_of
     from skyhop.spec import Task
     from skyhop.storage.plan import cluster_storage, storage_plan
-    from skyhop.workflows.options import SHORT_RETRY
+    from skyhop.workflows.options import SHORT_RETRY, queue_for
     from skyhop.workflows.provisioner import Provisioner, ProvisionSpec, remove_nodes
     from skyhop.workflows.recovery import nodes_lost
     from skyhop.workflows.stages import node_statuses, prepare_nodes, raise_if_cancelled_by, run_long
@@ -120,7 +120,7 @@ class ServiceReplica:
             port: int = await workflow.execute_activity(
                 serve.choose_replica_port,
                 ReplicaPortInput(handle=handle, wanted=replica_port(task)),
-                task_queue=SHORT_QUEUE,
+                task_queue=queue_for(SHORT_QUEUE, handle),
                 start_to_close_timeout=timedelta(seconds=30),
                 retry_policy=SHORT_RETRY,
             )
@@ -198,7 +198,7 @@ class ServiceReplica:
             answer: ProbeAnswer = await workflow.execute_activity(
                 serve.probe_replica,
                 request,
-                task_queue=SHORT_QUEUE,
+                task_queue=queue_for(SHORT_QUEUE, request),
                 start_to_close_timeout=timedelta(seconds=self.probe.timeout_seconds + 15),
                 retry_policy=_PROBE_RETRY,
             )

@@ -35,7 +35,7 @@ with workflow.unsafe.imports_passed_through():
     from skyhop.spec import Task
     from skyhop.spec.packed import PackedFiles
     from skyhop.storage.plan import MountPlan, local_file_mounts
-    from skyhop.workflows.options import HEARTBEAT, LONG_RETRY
+    from skyhop.workflows.options import HEARTBEAT, LONG_RETRY, queue_for
 
 __all__ = [
     "attach_buckets",
@@ -60,7 +60,7 @@ async def run_long(activity: Any, arg: Any, *, timeout: timedelta, summary: str 
     return await workflow.execute_activity(
         activity,
         arg,
-        task_queue=LONG_QUEUE,
+        task_queue=queue_for(LONG_QUEUE, arg),
         start_to_close_timeout=timeout,
         heartbeat_timeout=HEARTBEAT,
         retry_policy=LONG_RETRY,
@@ -139,7 +139,7 @@ async def node_statuses(
     probe: ProbeResult = await workflow.execute_activity(
         cluster_ops.probe_cluster,
         handle,
-        task_queue=SHORT_QUEUE,
+        task_queue=queue_for(SHORT_QUEUE, handle),
         start_to_close_timeout=timedelta(seconds=60),
         retry_policy=retry_policy,
         summary="are the nodes still there?",

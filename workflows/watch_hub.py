@@ -28,7 +28,7 @@ from temporalio.exceptions import ActivityError, FailureError
 with workflow.unsafe.imports_passed_through():
     from skyhop.activities import watch_hub
     from skyhop.activities.models import FollowedRun, FollowRunInput, FollowSet, WatchHubInput
-    from skyhop.contract import LONG_QUEUE, SHORT_QUEUE, WorkflowType
+    from skyhop.contract import LONG_QUEUE, SHORT_QUEUE, WorkflowType, host_queue
     from skyhop.contract.watch_hub import (
         RunEnded,
         WatchHubQuery,
@@ -82,7 +82,7 @@ class WatchHubWorkflow:
             watcher = self._watcher = workflow.start_activity(
                 watch_hub.watch_followed,
                 workflow.info().workflow_id,
-                task_queue=LONG_QUEUE,
+                task_queue=host_queue(LONG_QUEUE, input.host) if input.host else LONG_QUEUE,
                 start_to_close_timeout=timedelta(days=365),
                 heartbeat_timeout=HEARTBEAT,
                 retry_policy=LONG_RETRY,
@@ -99,7 +99,9 @@ class WatchHubWorkflow:
                 workflow.logger.warning("the hub's watcher failed for good (%s); starting another", exc)
                 await workflow.sleep(_RESTART_AFTER)
         await workflow.wait_condition(workflow.all_handlers_finished)
-        workflow.continue_as_new(WatchHubInput(follow=self.followed(), history_limit=input.history_limit))
+        workflow.continue_as_new(
+            WatchHubInput(follow=self.followed(), history_limit=input.history_limit, host=input.host)
+        )
 
 
 class RunEnds:
@@ -136,17 +138,17 @@ class RunEnds:
         except (asyncio.CancelledError, ActivityError):
             # Not on eviction (a ``BaseException`` that is neither): no workflow state is touched then.
             del self._waiting[key]
-            await _forget(shard, key)
+            await _forget(shard, key, run.handle.offering.host)
             raise
         ended = self._waiting.pop(key)
         assert ended is not None
-        await _forget(shard, key)
+        await _forget(shard, key, run.handle.offering.host)
         return ended
 
 
-async def _forget(shard: int, key: str) -> None:
+async def _forget(shard: int, key: str, host: str | None) -> None:
     """Tell the hub to drop the run (a hub the follow never started is not there to tell)."""
     with contextlib.suppress(FailureError):
-        await workflow.get_external_workflow_handle(watch_hub_workflow_id(shard)).signal(
+        await workflow.get_external_workflow_handle(watch_hub_workflow_id(shard, host)).signal(
             WatchHubSignal.FORGET, [key]
         )

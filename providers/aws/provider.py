@@ -25,9 +25,9 @@ from skyhop.providers.cloud import CLUSTER_TAG, RANK_TAG, Instance, InstanceStat
 from skyhop.providers.cloud_sdk import SdkCloudProvider
 from skyhop.providers.cloud_ssh import ssh_node, ssh_runtime
 from skyhop.providers.errors import CredentialsError, ProviderError
-from skyhop.providers.keys import public_key
+from skyhop.providers.keys import key_fingerprint, public_key
 
-__all__ = ["AWSProvider"]
+__all__ = ["AWSProvider", "key_pair_name"]
 
 SSH_USER = "ubuntu"
 _UBUNTU_OWNER = "099720109477"
@@ -42,6 +42,11 @@ _STATES = {
 
 _SPOT_TERMINATION = "Server.SpotInstanceTermination"
 """The state reason code of an instance EC2 terminated to take its spot capacity back."""
+
+
+def key_pair_name() -> str:
+    """The EC2 key pair every worker of the deployment uses: named by the node key's fingerprint."""
+    return f"skyhop-{key_fingerprint()}"
 
 
 def _client_token(request: ProvisionRequest, rank: int) -> str:
@@ -213,12 +218,20 @@ class AWSProvider(SdkCloudProvider[Any]):
         return str(max(images, key=lambda i: i.get("CreationDate", ""))["ImageId"])
 
     def _key_pair(self, ec2: Any) -> str:
-        """Import skyhop's public key once per region, under a name derived from the key itself."""
+        """Import the deployment's public key once per region, under a name derived from the key itself,
+        so every worker names the same key pair."""
+        from botocore.exceptions import ClientError
+
         key = public_key()
-        name = "skyhop-" + hashlib.sha256(key.encode()).hexdigest()[:12]
+        name = key_pair_name()
         found = ec2.describe_key_pairs(Filters=[{"Name": "key-name", "Values": [name]}])["KeyPairs"]
         if not found:
-            ec2.import_key_pair(KeyName=name, PublicKeyMaterial=key.encode())
+            try:
+                ec2.import_key_pair(KeyName=name, PublicKeyMaterial=key.encode())
+            except ClientError as exc:
+                # Another worker imported it between our look and our import: the same key, so fine.
+                if exc.response.get("Error", {}).get("Code") != "InvalidKeyPair.Duplicate":
+                    raise
         return name
 
     def _security_group(self, ec2: Any, cluster_name: str, ports: list[str]) -> str:

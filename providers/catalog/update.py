@@ -2,8 +2,9 @@
 
 The pricing APIs give prices per region (AWS spot: per zone); what sizes the machine types have
 and which zones offer them comes from the catalog in effect (AWS also reports sizes itself). The
-result is written atomically to ``~/.skyhop/catalogs/<cloud>/catalog.csv``, which then overrides
-the shipped catalog. Each cloud's client lives beside its provider: ``providers/<cloud>/pricing.py``.
+result is the deployment's catalog for that cloud (in the content store, so every worker uses it,
+and in ``~/.skyhop/catalogs/<cloud>/catalog.csv``: ``sources.py``); it overrides the shipped one.
+Each cloud's client lives beside its provider: ``providers/<cloud>/pricing.py``.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 from skyhop.providers.catalog.errors import CatalogError
 from skyhop.providers.catalog.model import Catalog
 from skyhop.providers.catalog.skyhop_csv import COLUMNS
-from skyhop.providers.catalog.sources import load_catalogs, user_catalog_path
+from skyhop.providers.catalog.sources import catalog_state, load_catalogs, user_catalog_path
 
 __all__ = ["Row", "UpdateError", "get_json", "shape_of", "update_catalog", "write_catalog"]
 
@@ -40,8 +41,11 @@ def update_catalog(cloud: str) -> tuple[Path, int]:
     rows: list[Row] = module.fetch_rows(shapes)
     if not rows:
         raise UpdateError(f"the {cloud} pricing API returned no price for any known instance type")
+    from skyhop.storage.shared_state import publish
+
     path = user_catalog_path(cloud)
     write_catalog(path, rows)
+    publish(catalog_state(cloud), path.read_bytes(), path)
     return path, len(rows)
 
 

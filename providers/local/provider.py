@@ -1,5 +1,8 @@
 """This machine as a cloud: a node is a folder under ``~/.skyhop/clusters/<name>/`` running real processes.
 
+The offering names this machine (``Offering.host``), so a cluster made here is bound to it: its
+activities run on this machine's task queues, and another worker never looks for its folders.
+
 Stopping a node kills its processes and keeps its folder (its disk), marked by a ``stopped`` file;
 starting removes the mark. A node whose folder is gone has been terminated.
 """
@@ -23,7 +26,7 @@ from skyhop.providers.base import (
     Provider,
     ProvisionRequest,
 )
-from skyhop.providers.home import skyhop_home
+from skyhop.providers.home import host_id, skyhop_home
 from skyhop.providers.local.runtime import FOLDER_NODE_CAPABILITIES, LocalNodeRuntime
 from skyhop.providers.runtime.mounts import unmount_under
 
@@ -48,6 +51,7 @@ class LocalProvider(Provider):
                 cpus=float(os.cpu_count() or 1),
                 memory_gib=round(_memory_gib(), 1),
                 price=0.0,
+                host=host_id(),
             )
         ]
 

@@ -11,7 +11,7 @@ import yaml
 
 from skyhop.providers.base import CheckResult
 from skyhop.providers.catalog.skyhop_csv import COLUMNS
-from skyhop.providers.registry import check_cache_path, read_checks, write_checks
+from skyhop.providers.registry import read_checks, write_checks
 from skyhop.providers.sim import SimCloud, sim_root
 
 __all__ = ["ZONES", "enabled_sim", "sim_zone_location", "write_catalog", "write_plan"]
@@ -77,7 +77,4 @@ def enabled_sim(tmp_path: Path) -> Iterator[Path]:
         with contextlib.suppress(Exception):
             cloud.terminate([i["instance_id"] for i in cloud.describe()])
         (sim_root() / "plan.yaml").unlink(missing_ok=True)
-        if before:
-            write_checks(before)
-        else:
-            check_cache_path().unlink(missing_ok=True)
+        write_checks(before)

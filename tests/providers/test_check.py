@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from skyhop.providers.registry import check_cache_path, provider_names, read_checks
+from skyhop.providers.registry import provider_names, read_checks, write_checks
 from skyhop.providers.sim import SimCloud
 from tests.conftest import skyhop
 from tests.providers.aws_support import moto_server
@@ -17,13 +17,9 @@ from tests.providers.aws_support import moto_server
 
 @pytest.fixture
 def restore_checks() -> Iterator[None]:
-    path = check_cache_path()
-    before = path.read_text() if path.exists() else None
+    before = read_checks()
     yield
-    if before is None:
-        path.unlink(missing_ok=True)
-    else:
-        path.write_text(before)
+    write_checks(before)
     SimCloud().plan_path.unlink(missing_ok=True)
 
 
