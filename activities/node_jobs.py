@@ -26,6 +26,7 @@ from skyhop.spec import Task
 
 __all__ = [
     "CALL_TIMEOUT_S",
+    "LOG_POLL_S",
     "NODE_LOST_AFTER_S",
     "POLL_FIRST_S",
     "POLL_MAX_S",
@@ -35,6 +36,7 @@ __all__ = [
     "is_lost",
     "install_programs",
     "job_env",
+    "next_poll",
     "node_lost",
     "run_on_nodes",
     "start_on_nodes",
@@ -54,6 +56,14 @@ CANCEL_TIMEOUT_S = 15.0
 POLL_FIRST_S = 0.05
 POLL_MAX_S = 1.0
 """Following a job, nodes are asked at most this far apart (a job's end shows within it)."""
+LOG_POLL_S = 0.2
+"""While a followed job writes output, its nodes are asked at most this far apart: the output's
+latency to a follower (``storage.logs``), at a poll's cost only while there is output."""
+
+
+def next_poll(poll: float, shipped: int) -> float:
+    """The wait after a poll that waited ``poll`` and shipped ``shipped`` bytes of output."""
+    return min(poll * 2, LOG_POLL_S if shipped else POLL_MAX_S)
 
 
 def job_env(handle: ClusterHandle, task: Task, rank: int, task_id: str) -> dict[str, str]:
@@ -98,7 +108,7 @@ async def install_programs(handle: ClusterHandle) -> None:
     await asyncio.gather(*(provider.runtime(node).prepare() for node in handle.nodes))
 
 
-async def run_on_nodes(handle: ClusterHandle, specs: list[JobSpec]) -> JobOutcome:
+async def run_on_nodes(handle: ClusterHandle, specs: list[JobSpec], *, logs: str | None = None) -> JobOutcome:
     """Start ``specs[rank]`` on node ``rank`` and wait until the job is decided.
 
     Cancelled by the workflow while starting, the job is stopped on every node (``wait_on_nodes``
@@ -109,7 +119,7 @@ async def run_on_nodes(handle: ClusterHandle, specs: list[JobSpec]) -> JobOutcom
     except asyncio.CancelledError:
         await stop_if_cancelled(handle, specs[0].key, len(specs))
         raise
-    return await wait_on_nodes(handle, specs[0].key, len(specs))
+    return await wait_on_nodes(handle, specs[0].key, len(specs), logs=logs)
 
 
 async def stop_if_cancelled(handle: ClusterHandle, key: str, num_nodes: int) -> None:
@@ -223,8 +233,13 @@ class JobTracker:
             )
 
 
-async def wait_on_nodes(handle: ClusterHandle, key: str, num_nodes: int) -> JobOutcome:
+async def wait_on_nodes(
+    handle: ClusterHandle, key: str, num_nodes: int, *, logs: str | None = None
+) -> JobOutcome:
     """Wait until job ``key`` on the first ``num_nodes`` nodes is decided.
+
+    ``logs``: the store stream (``storage.logs``) each poll ships the job's new output to, ended
+    with the job; while it has output, the nodes are asked at least every ``LOG_POLL_S``.
 
     Heartbeats while it waits; every question to a node is bounded by ``CALL_TIMEOUT_S``. If any
     node fails, the others are stopped. A node that has not answered for ``NODE_LOST_AFTER_S``
@@ -235,6 +250,12 @@ async def wait_on_nodes(handle: ClusterHandle, key: str, num_nodes: int) -> JobO
     provider = get_provider(handle.offering.provider)
     runtimes = [provider.runtime(handle.nodes[rank]) for rank in range(num_nodes)]
     tracker = JobTracker(handle.model_copy(update={"nodes": handle.nodes[:num_nodes]}), key, num_nodes)
+    shipper = None
+    if logs is not None:
+        from skyhop.activities.log_ship import LogShipper
+        from skyhop.storage.logs import log_store
+
+        shipper = LogShipper(log_store(), logs, key, runtimes, beat=activity.heartbeat)
     poll = POLL_FIRST_S
     try:
         while True:
@@ -250,11 +271,14 @@ async def wait_on_nodes(handle: ClusterHandle, key: str, num_nodes: int) -> JobO
                     break
             outcome = outcome or tracker.outcome()
             if outcome is not None:
+                if shipper is not None:
+                    await shipper.finish()
                 await tracker.stop_rest(outcome)
                 return outcome
+            shipped = await shipper.ship() if shipper is not None else 0
             activity.heartbeat([state.status if state else "UNKNOWN" for state in tracker.states])
             await asyncio.sleep(poll)
-            poll = min(poll * 2, POLL_MAX_S)
+            poll = next_poll(poll, shipped)
     except asyncio.CancelledError:
         await stop_if_cancelled(handle, key, num_nodes)
         raise

@@ -12,6 +12,7 @@ renames, an S3 PUT is atomic. A present manifest therefore means every blob it n
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -80,6 +81,11 @@ class ContentStore(ABC):
     def get_file(self, key: str, dest: Path) -> None:
         """Write the object to ``dest`` (replacing it); ``ContentNotFoundError`` when it is not there."""
 
+    @abstractmethod
+    def list(self, folder: str, start_after: str | None = None) -> list[tuple[str, int]]:
+        """The objects directly in ``folder`` (a key prefix ending in ``/``) named after
+        ``start_after`` (a key), as (key, size) in key order; empty when there is none."""
+
     def missing(self, key: str) -> ContentNotFoundError:
         return ContentNotFoundError(
             "",
@@ -128,6 +134,19 @@ class FolderContentStore(ContentStore):
             shutil.copyfile(self.root / key, dest)
         except FileNotFoundError:
             raise self.missing(key) from None
+
+    def list(self, folder: str, start_after: str | None = None) -> list[tuple[str, int]]:
+        after = "" if start_after is None else start_after.removeprefix(folder)
+        try:
+            entries = list(os.scandir(self.root / folder))
+        except FileNotFoundError:
+            return []
+        found = []
+        for entry in entries:
+            if entry.name > after and not entry.name.startswith(".tmp-"):
+                with contextlib.suppress(FileNotFoundError):  # removed since the scan
+                    found.append((folder + entry.name, entry.stat().st_size))
+        return sorted(found)
 
 
 class S3ContentStore(ContentStore):
@@ -212,6 +231,17 @@ class S3ContentStore(ContentStore):
         response = self._call(key, lambda: self._client.get_object(Bucket=self.bucket, Key=self._key(key)))
         with dest.open("wb") as out:
             shutil.copyfileobj(response["Body"], out, 1 << 20)
+
+    def list(self, folder: str, start_after: str | None = None) -> list[tuple[str, int]]:
+        found: list[tuple[str, int]] = []
+        strip = len(self._key(""))
+        extra = {} if start_after is None else {"StartAfter": self._key(start_after)}
+        pages = self._client.get_paginator("list_objects_v2").paginate(
+            Bucket=self.bucket, Prefix=self._key(folder), Delimiter="/", **extra
+        )
+        for page in self._call(folder, lambda: list(pages)):
+            found.extend((item["Key"][strip:], int(item["Size"])) for item in page.get("Contents", []))
+        return found
 
 
 def open_store(url: str, endpoint_url: str | None = None) -> ContentStore:
