@@ -122,15 +122,17 @@ class DevServer:
 class WorkerProcess:
     """A real worker process (``python -m cli.worker_process``) pointed at a server."""
 
-    def __init__(self, address: str, folder: Path) -> None:
+    def __init__(self, address: str, folder: Path, env: dict[str, str] | None = None) -> None:
         self.address = address
         self.folder = folder
+        self.env = env or {}
+        """Set over the test process's environment (a worker of another machine: its own home)."""
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
         ready = self.folder / f"worker-{time.monotonic_ns()}.ready"
         log = open(self.folder / "worker.log", "ab")  # noqa: SIM115 - lives as long as the process
-        env = {**os.environ, "SKYHOP_TEMPORAL_ADDRESS": self.address}
+        env = {**os.environ, **self.env, "SKYHOP_TEMPORAL_ADDRESS": self.address}
         self.proc = subprocess.Popen(
             worker_argv(self.address, ready),
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
