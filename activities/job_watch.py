@@ -49,7 +49,7 @@ __all__ = ["ClusterWatch", "watch_jobs"]
 async def watch_jobs(request: WatchJobsInput) -> WatchJobsResult:
     """Follow the cluster's started jobs until one ends, a newer one appears, or a node goes away."""
     watch = ClusterWatch(request)
-    logs = _shippers(request)
+    logs = _shippers(watch)
     poll = POLL_FIRST_S
     while True:
         result = await watch.poll()
@@ -63,19 +63,18 @@ async def watch_jobs(request: WatchJobsInput) -> WatchJobsResult:
         poll = next_poll(poll, shipped)
 
 
-def _shippers(request: WatchJobsInput) -> dict[int, LogShipper]:
+def _shippers(watch: ClusterWatch) -> dict[int, LogShipper]:
     """A shipper per followed job that names its stream (each of its ranks, on its node)."""
-    provider = get_provider(request.handle.offering.provider)
     store = log_store()
     return {
         job.job_id: LogShipper(
             store,
             job.log,
             f"{JOB_KEY_PREFIX}{job.job_id}",
-            [provider.runtime(request.handle.nodes[node]) for node in job.nodes],
+            [watch.runtimes[node] for node in job.nodes],
             beat=activity.heartbeat,
         )
-        for job in request.jobs
+        for job in watch.request.jobs
         if job.log
     }
 
