@@ -31,9 +31,8 @@ from skyhop.activities.models import WatchedJob, WatchJobsInput, WatchJobsResult
 from skyhop.activities.node_jobs import (
     CALL_TIMEOUT_S,
     NODE_LOST_AFTER_S,
-    POLL_FIRST_S,
     JobTracker,
-    next_poll,
+    PollPace,
 )
 from skyhop.contract import JOB_KEY_PREFIX
 from skyhop.providers.base import ClusterHandle
@@ -50,7 +49,7 @@ async def watch_jobs(request: WatchJobsInput) -> WatchJobsResult:
     """Follow the cluster's started jobs until one ends, a newer one appears, or a node goes away."""
     watch = ClusterWatch(request)
     logs = _shippers(watch)
-    poll = POLL_FIRST_S
+    pace = PollPace()
     while True:
         result = await watch.poll()
         # After the states were read: the poll that sees a job's end ships its last bytes.
@@ -59,8 +58,7 @@ async def watch_jobs(request: WatchJobsInput) -> WatchJobsResult:
             await watch.stop_ended(result)
             return result
         activity.heartbeat()
-        await asyncio.sleep(poll)
-        poll = next_poll(poll, shipped)
+        await asyncio.sleep(pace.next(shipped))
 
 
 def _shippers(watch: ClusterWatch) -> dict[int, LogShipper]:

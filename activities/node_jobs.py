@@ -32,11 +32,11 @@ __all__ = [
     "POLL_MAX_S",
     "WORKDIR",
     "JobTracker",
+    "PollPace",
     "job_container",
     "is_lost",
     "install_programs",
     "job_env",
-    "next_poll",
     "node_lost",
     "run_on_nodes",
     "start_on_nodes",
@@ -59,11 +59,25 @@ POLL_MAX_S = 1.0
 LOG_POLL_S = 0.2
 """While a followed job writes output, its nodes are asked at most this far apart: the output's
 latency to a follower (``storage.logs``), at a poll's cost only while there is output."""
+_LOG_QUIET_POLLS = 10
+"""Polls without output (about 2 s) after which the waits grow to ``POLL_MAX_S`` again: a job that
+writes a line every second or so is not read a second late each time."""
 
 
-def next_poll(poll: float, shipped: int) -> float:
-    """The wait after a poll that waited ``poll`` and shipped ``shipped`` bytes of output."""
-    return min(poll * 2, LOG_POLL_S if shipped else POLL_MAX_S)
+class PollPace:
+    """The waits between a followed job's polls: doubling up to ``LOG_POLL_S`` while the job writes
+    output (and at its start), up to ``POLL_MAX_S`` once it has been quiet for a while."""
+
+    def __init__(self) -> None:
+        self.wait = POLL_FIRST_S
+        self.quiet = 0
+        """Polls in a row that shipped no output."""
+
+    def next(self, shipped: int) -> float:
+        """The wait after a poll that shipped ``shipped`` bytes of output."""
+        self.quiet = 0 if shipped else self.quiet + 1
+        self.wait = min(self.wait * 2, LOG_POLL_S if self.quiet <= _LOG_QUIET_POLLS else POLL_MAX_S)
+        return self.wait
 
 
 def job_env(handle: ClusterHandle, task: Task, rank: int, task_id: str) -> dict[str, str]:
@@ -256,7 +270,7 @@ async def wait_on_nodes(
         from skyhop.storage.logs import log_store
 
         shipper = LogShipper(log_store(), logs, key, runtimes, beat=activity.heartbeat)
-    poll = POLL_FIRST_S
+    pace = PollPace()
     try:
         while True:
             asking = tracker.asking()
@@ -277,8 +291,7 @@ async def wait_on_nodes(
                 return outcome
             shipped = await shipper.ship() if shipper is not None else 0
             activity.heartbeat([state.status if state else "UNKNOWN" for state in tracker.states])
-            await asyncio.sleep(poll)
-            poll = next_poll(poll, shipped)
+            await asyncio.sleep(pace.next(shipped))
     except asyncio.CancelledError:
         await stop_if_cancelled(handle, key, num_nodes)
         raise

@@ -12,6 +12,7 @@ the time it was written; two followers read the same job at once:
   (``NodeLogTail``, at the old follower's 0.02-0.5 s backoff), which needs node access.
 
 Latency of a line = when the follower got it - when the job wrote it (one machine, one clock).
+The job writes its lines once both followers have printed its first one (their start-up is left out).
 
     python benchmarks/log_latency.py [--lines 150] [--gap-min 0.05] [--gap-max 0.6]
 """
@@ -31,7 +32,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 _WRITER = """
-import random, sys, time
+import os, random, sys, time
+print("ready", flush=True)
+while not os.path.exists({gate!r}):
+    time.sleep(0.01)
 for i in range({lines}):
     time.sleep(random.uniform({low}, {high}))
     print(f"line {{i}} {{time.time():.6f}}", flush=True)
@@ -45,7 +49,9 @@ def _latency(line: bytes, got: float) -> float | None:
     return got - float(parts[2])
 
 
-async def _through_store(skyhop: str, env: dict[str, str], job: int, lines: int) -> list[float]:
+async def _through_store(
+    skyhop: str, env: dict[str, str], job: int, lines: int, ready: asyncio.Event
+) -> list[float]:
     proc = await asyncio.create_subprocess_exec(
         skyhop, "logs", "bench", str(job), env=env, stdout=asyncio.subprocess.PIPE
     )
@@ -55,6 +61,8 @@ async def _through_store(skyhop: str, env: dict[str, str], job: int, lines: int)
         line = await proc.stdout.readline()
         if not line:
             break
+        if line == b"ready\n":
+            ready.set()
         latency = _latency(line, time.time())
         if latency is not None:
             found.append(latency)
@@ -68,12 +76,15 @@ class _Stamped:
     def __init__(self) -> None:
         self.found: list[float] = []
         self.rest = b""
+        self.ready = asyncio.Event()
 
     def write(self, data: bytes) -> int:
         got = time.time()
         lines = (self.rest + data).split(b"\n")
         self.rest = lines.pop()
         for line in lines:
+            if line == b"ready":
+                self.ready.set()
             latency = _latency(line, got)
             if latency is not None:
                 self.found.append(latency)
@@ -83,7 +94,7 @@ class _Stamped:
         pass
 
 
-async def _from_node(address: str, job: int, lines: int) -> list[float]:
+async def _from_node(address: str, job: int, lines: int, out: _Stamped) -> list[float]:
     from skyhop.cli.client import connect
     from skyhop.cli.config import TemporalConfig
     from skyhop.cli.logs import NodeLogTail, find_job
@@ -93,7 +104,6 @@ async def _from_node(address: str, job: int, lines: int) -> list[float]:
     while record.handle is None or not found.placement:
         await asyncio.sleep(0.05)
         record, found = await find_job(client, "bench", job)
-    out = _Stamped()
     tail = NodeLogTail(found.handle_in(record.handle), found.key, 1, out)  # type: ignore[arg-type]
     poll = 0.02
     while len(out.found) < lines:
@@ -127,16 +137,24 @@ def main() -> None:
         subprocess.run(
             [skyhop, "launch", "-y", "-c", "bench", "echo ready"], env=env, check=True, capture_output=True
         )
-        writer = _WRITER.format(lines=args.lines, low=args.gap_min, high=args.gap_max)
+        gate = Path(env["SKYHOP_HOME"]) / "bench-gate"
+        writer = _WRITER.format(lines=args.lines, low=args.gap_min, high=args.gap_max, gate=str(gate))
         script = f"python3 - <<'EOF'\n{writer}\nEOF"
         subprocess.run([skyhop, "exec", "-d", "bench", script], env=env, check=True, capture_output=True)
         os.environ.update(env)  # the direct read finds the local nodes under this home
         address = f"127.0.0.1:{env['SKYHOP_SERVER_PORT']}"
 
-        async def both() -> tuple[list[float], list[float]]:
-            return await asyncio.gather(
-                _through_store(skyhop, env, 2, args.lines), _from_node(address, 2, args.lines)
+        async def both() -> list[list[float]]:
+            ready, node_out = asyncio.Event(), _Stamped()
+            followers = asyncio.gather(
+                _through_store(skyhop, env, 2, args.lines, ready),
+                _from_node(address, 2, args.lines, node_out),
             )
+            # The lines are written once both followers are attached: the figures leave out start-up.
+            await ready.wait()
+            await node_out.ready.wait()
+            gate.touch()
+            return await followers
 
         store, node = asyncio.run(both())
         subprocess.run([skyhop, "down", "-y", "bench"], env=env, capture_output=True)

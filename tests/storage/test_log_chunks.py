@@ -14,6 +14,7 @@ import pytest
 from temporalio.testing import ActivityEnvironment
 
 from skyhop.activities.log_ship import LogShipper
+from skyhop.activities.node_jobs import LOG_POLL_S, POLL_MAX_S, PollPace
 from skyhop.providers.base import NodeRuntime
 from skyhop.providers.runtime.errors import NodeUnreachableError
 from skyhop.storage.content import ContentStore, open_store
@@ -135,3 +136,12 @@ def test_two_writers_at_once_overlap_yet_the_reader_prints_each_byte_once(store:
     store.put_bytes(chunk_key("w", 0, 10), b"ab")
     assert reader.read() == b"89ab"
     assert LogReader(store, "w", 0).read() == b"0123456789ab"
+
+
+def test_a_watcher_polls_often_while_a_job_writes_and_backs_off_once_it_is_quiet() -> None:
+    pace = PollPace()
+    start = [pace.next(0) for _ in range(4)]
+    assert start == [0.1, 0.2, 0.2, 0.2]  # a job's start: output may come any moment
+    assert max(pace.next(0) for _ in range(6)) == LOG_POLL_S  # ten quiet polls keep the short wait
+    assert [pace.next(0) for _ in range(3)] == [0.4, 0.8, POLL_MAX_S]
+    assert pace.next(100) == LOG_POLL_S  # output again: the next poll is soon
