@@ -96,6 +96,8 @@ class LogShipper:
         A node that does not answer, or a store that fails, costs this poll's bytes only: the next
         poll ships them, and what follows the job (its end above all) is never held up by its log.
         """
+        if len(self.ranks) == 1:  # most jobs, and every watch hub run: no task per call
+            return await self._ship(self.ranks[0], limit)
         shipped = await asyncio.gather(*(self._ship(rank, limit) for rank in self.ranks))
         return sum(shipped)
 
