@@ -14,7 +14,9 @@ the time it was written; two followers read the same job at once:
 Latency of a line = when the follower got it - when the job wrote it (one machine, one clock).
 The job writes its lines once both followers have printed its first one (their start-up is left out).
 
-    python benchmarks/log_latency.py [--lines 150] [--gap-min 0.05] [--gap-max 0.6]
+    python benchmarks/log_latency.py [--lines 150] [--gap-min 0.05] [--gap-max 0.6] [--store s3]
+
+``--store s3``: the store is a bucket on moto's S3 server (loopback, in this process; the test extra).
 """
 
 from __future__ import annotations
@@ -122,6 +124,29 @@ def _figures(name: str, found: list[float]) -> str:
     )
 
 
+def _moto_store() -> None:
+    """moto's S3 on loopback (a thread of this process) as the store of the CLI and the worker."""
+    import logging
+
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    from tests.helpers import free_port
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's per-request lines
+    port = free_port()
+    ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False).start()
+    endpoint = f"http://127.0.0.1:{port}"
+    os.environ.update(
+        AWS_ACCESS_KEY_ID="testing",
+        AWS_SECRET_ACCESS_KEY="testing",
+        AWS_DEFAULT_REGION="us-east-1",
+        SKYHOP_STORE_URL="s3://bench/skyhop",
+        SKYHOP_STORE_ENDPOINT_URL=endpoint,
+    )
+    boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1").create_bucket(Bucket="bench")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -129,11 +154,15 @@ def main() -> None:
     parser.add_argument("--lines", type=int, default=150)
     parser.add_argument("--gap-min", type=float, default=0.05)
     parser.add_argument("--gap-max", type=float, default=0.6)
+    parser.add_argument("--store", choices=["folder", "s3"], default="folder")
     args = parser.parse_args()
     from tests.helpers import SKYHOP_CLI as skyhop
     from tests.helpers import embedded_skyhop
 
+    if args.store == "s3":
+        _moto_store()
     with embedded_skyhop(Path(tempfile.mkdtemp(prefix="skyhop-bench-"))) as env:
+        env.update({k: v for k, v in os.environ.items() if k.startswith("SKYHOP_STORE_")})
         subprocess.run(
             [skyhop, "launch", "-y", "-c", "bench", "echo ready"], env=env, check=True, capture_output=True
         )
@@ -158,7 +187,8 @@ def main() -> None:
 
         store, node = asyncio.run(both())
         subprocess.run([skyhop, "down", "-y", "bench"], env=env, capture_output=True)
-    print(f"log latency, line written on a node -> printed by the CLI ({args.lines} lines, embedded default)")
+    where = "embedded default" + (", S3 store on moto" if args.store == "s3" else ", folder store")
+    print(f"log latency, line written on a node -> printed by the CLI ({args.lines} lines, {where})")
     print(_figures("through the store (skyhop logs)", store))
     print(_figures("direct read of the node (before)", node))
 
