@@ -10,6 +10,10 @@ workflow then re-arms it (``workflows.job_watch``). A killed worker's watcher is
 another one by Temporal (heartbeat timeout) and reads the jobs' state again from the nodes, where
 the runner keeps it, so every end is reported once: in the one result Temporal records.
 
+Each poll also ships the followed jobs' new output to the store (``activities.log_ship``), and an
+ended job's rest and end marker before the end is reported: once ``skyhop logs`` sees the marker,
+the job's record says it ended, or will on the next workflow task.
+
 The same polling follows managed jobs' runs, each on its own cluster, in a watch hub's activity
 (``activities.watch_hub``): a ``ClusterWatch`` per run, one question per node a poll.
 """
@@ -22,19 +26,20 @@ from collections import defaultdict
 
 from temporalio import activity
 
+from skyhop.activities.log_ship import LogShipper
 from skyhop.activities.models import WatchedJob, WatchJobsInput, WatchJobsResult
 from skyhop.activities.node_jobs import (
     CALL_TIMEOUT_S,
     NODE_LOST_AFTER_S,
-    POLL_FIRST_S,
-    POLL_MAX_S,
     JobTracker,
+    PollPace,
 )
 from skyhop.contract import JOB_KEY_PREFIX
 from skyhop.providers.base import ClusterHandle
 from skyhop.providers.registry import get_provider
 from skyhop.providers.runtime.errors import NodeGoneError, NodeUnreachableError
 from skyhop.providers.runtime.jobs import JobOutcome, JobsQuery, JobsReport
+from skyhop.storage.logs import log_store
 
 __all__ = ["ClusterWatch", "watch_jobs"]
 
@@ -43,15 +48,41 @@ __all__ = ["ClusterWatch", "watch_jobs"]
 async def watch_jobs(request: WatchJobsInput) -> WatchJobsResult:
     """Follow the cluster's started jobs until one ends, a newer one appears, or a node goes away."""
     watch = ClusterWatch(request)
-    poll = POLL_FIRST_S
+    logs = _shippers(watch)
+    pace = PollPace()
     while True:
         result = await watch.poll()
+        # After the states were read: the poll that sees a job's end ships its last bytes.
+        shipped = await _ship(logs, result)
         if result.ended or result.newer or result.gone:
             await watch.stop_ended(result)
             return result
         activity.heartbeat()
-        await asyncio.sleep(poll)
-        poll = min(poll * 2, POLL_MAX_S)
+        await asyncio.sleep(pace.next(shipped))
+
+
+def _shippers(watch: ClusterWatch) -> dict[int, LogShipper]:
+    """A shipper per followed job that names its stream (each of its ranks, on its node)."""
+    store = log_store()
+    return {
+        job.job_id: LogShipper(
+            store,
+            job.log,
+            f"{JOB_KEY_PREFIX}{job.job_id}",
+            [watch.runtimes[node] for node in job.nodes],
+            beat=activity.heartbeat,
+        )
+        for job in watch.request.jobs
+        if job.log
+    }
+
+
+async def _ship(logs: dict[int, LogShipper], result: WatchJobsResult) -> int:
+    """Ship every job's new output, and an ended job's rest and end; the bytes shipped."""
+    shipped = await asyncio.gather(
+        *(shipper.finish() if job_id in result.ended else shipper.ship() for job_id, shipper in logs.items())
+    )
+    return sum(shipped)
 
 
 class ClusterWatch:

@@ -23,6 +23,7 @@ from skyhop.activities.node_jobs import (
 from skyhop.activities.sync import sync_task_workdir
 from skyhop.contract import ErrorType
 from skyhop.providers.runtime.jobs import ContainerStage, JobOutcome, JobSpec, NodeJobStatus
+from skyhop.storage.logs import setup_stream
 from skyhop.storage.node_commands import tool_env, with_flush
 
 __all__ = ["run_setup", "start_job", "wait_job"]
@@ -51,7 +52,7 @@ async def run_setup(request: SetupInput) -> None:
         )
         for node in request.handle.nodes
     ]
-    outcome = await run_on_nodes(request.handle, specs)
+    outcome = await run_on_nodes(request.handle, specs, logs=setup_stream(request.key))
     if outcome.status != NodeJobStatus.SUCCEEDED:
         raise ApplicationError(
             f"setup failed on node {outcome.failed_rank} with exit code {outcome.exit_code}"

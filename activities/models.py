@@ -106,7 +106,7 @@ class WaitJobInput(BaseModel):
 
 
 class AttemptLog(BaseModel):
-    """One managed-job attempt's file in the log store (``activities.log_store.attempt_log``)."""
+    """One managed-job attempt's stream in the store (``storage.logs.attempt_stream``)."""
 
     job_id: int
     task_index: int
@@ -121,6 +121,8 @@ class WatchedJob(BaseModel):
     """The cluster nodes the job runs on, in job-rank order."""
     running: bool
     """False while it is being started: a node without its record yet has not lost it."""
+    log: str = ""
+    """The store stream its output is shipped to (``storage.logs.job_stream``); "" ships none."""
 
 
 class FollowedRun(BaseModel):

@@ -26,11 +26,13 @@ from skyhop.spec import Task
 
 __all__ = [
     "CALL_TIMEOUT_S",
+    "LOG_POLL_S",
     "NODE_LOST_AFTER_S",
     "POLL_FIRST_S",
     "POLL_MAX_S",
     "WORKDIR",
     "JobTracker",
+    "PollPace",
     "job_container",
     "is_lost",
     "install_programs",
@@ -54,6 +56,28 @@ CANCEL_TIMEOUT_S = 15.0
 POLL_FIRST_S = 0.05
 POLL_MAX_S = 1.0
 """Following a job, nodes are asked at most this far apart (a job's end shows within it)."""
+LOG_POLL_S = 0.2
+"""While a followed job writes output, its nodes are asked at most this far apart: the output's
+latency to a follower (``storage.logs``), at a poll's cost only while there is output."""
+_LOG_QUIET_POLLS = 10
+"""Polls without output (about 2 s) after which the waits grow to ``POLL_MAX_S`` again: a job that
+writes a line every second or so is not read a second late each time."""
+
+
+class PollPace:
+    """The waits between a followed job's polls: doubling up to ``LOG_POLL_S`` while the job writes
+    output (and at its start), up to ``POLL_MAX_S`` once it has been quiet for a while."""
+
+    def __init__(self) -> None:
+        self.wait = POLL_FIRST_S
+        self.quiet = 0
+        """Polls in a row that shipped no output."""
+
+    def next(self, shipped: int) -> float:
+        """The wait after a poll that shipped ``shipped`` bytes of output."""
+        self.quiet = 0 if shipped else self.quiet + 1
+        self.wait = min(self.wait * 2, LOG_POLL_S if self.quiet <= _LOG_QUIET_POLLS else POLL_MAX_S)
+        return self.wait
 
 
 def job_env(handle: ClusterHandle, task: Task, rank: int, task_id: str) -> dict[str, str]:
@@ -98,7 +122,7 @@ async def install_programs(handle: ClusterHandle) -> None:
     await asyncio.gather(*(provider.runtime(node).prepare() for node in handle.nodes))
 
 
-async def run_on_nodes(handle: ClusterHandle, specs: list[JobSpec]) -> JobOutcome:
+async def run_on_nodes(handle: ClusterHandle, specs: list[JobSpec], *, logs: str | None = None) -> JobOutcome:
     """Start ``specs[rank]`` on node ``rank`` and wait until the job is decided.
 
     Cancelled by the workflow while starting, the job is stopped on every node (``wait_on_nodes``
@@ -109,7 +133,7 @@ async def run_on_nodes(handle: ClusterHandle, specs: list[JobSpec]) -> JobOutcom
     except asyncio.CancelledError:
         await stop_if_cancelled(handle, specs[0].key, len(specs))
         raise
-    return await wait_on_nodes(handle, specs[0].key, len(specs))
+    return await wait_on_nodes(handle, specs[0].key, len(specs), logs=logs)
 
 
 async def stop_if_cancelled(handle: ClusterHandle, key: str, num_nodes: int) -> None:
@@ -223,8 +247,13 @@ class JobTracker:
             )
 
 
-async def wait_on_nodes(handle: ClusterHandle, key: str, num_nodes: int) -> JobOutcome:
+async def wait_on_nodes(
+    handle: ClusterHandle, key: str, num_nodes: int, *, logs: str | None = None
+) -> JobOutcome:
     """Wait until job ``key`` on the first ``num_nodes`` nodes is decided.
+
+    ``logs``: the store stream (``storage.logs``) each poll ships the job's new output to, ended
+    with the job; while it has output, the nodes are asked at least every ``LOG_POLL_S``.
 
     Heartbeats while it waits; every question to a node is bounded by ``CALL_TIMEOUT_S``. If any
     node fails, the others are stopped. A node that has not answered for ``NODE_LOST_AFTER_S``
@@ -235,7 +264,13 @@ async def wait_on_nodes(handle: ClusterHandle, key: str, num_nodes: int) -> JobO
     provider = get_provider(handle.offering.provider)
     runtimes = [provider.runtime(handle.nodes[rank]) for rank in range(num_nodes)]
     tracker = JobTracker(handle.model_copy(update={"nodes": handle.nodes[:num_nodes]}), key, num_nodes)
-    poll = POLL_FIRST_S
+    shipper = None
+    if logs is not None:
+        from skyhop.activities.log_ship import LogShipper
+        from skyhop.storage.logs import log_store
+
+        shipper = LogShipper(log_store(), logs, key, runtimes, beat=activity.heartbeat)
+    pace = PollPace()
     try:
         while True:
             asking = tracker.asking()
@@ -250,11 +285,13 @@ async def wait_on_nodes(handle: ClusterHandle, key: str, num_nodes: int) -> JobO
                     break
             outcome = outcome or tracker.outcome()
             if outcome is not None:
+                if shipper is not None:
+                    await shipper.finish()
                 await tracker.stop_rest(outcome)
                 return outcome
+            shipped = await shipper.ship() if shipper is not None else 0
             activity.heartbeat([state.status if state else "UNKNOWN" for state in tracker.states])
-            await asyncio.sleep(poll)
-            poll = min(poll * 2, POLL_MAX_S)
+            await asyncio.sleep(pace.next(shipped))
     except asyncio.CancelledError:
         await stop_if_cancelled(handle, key, num_nodes)
         raise

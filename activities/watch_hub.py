@@ -4,24 +4,21 @@
 follows runs, and returns once it follows none. Its input is only the hub's id, so the hub's history
 does not grow with what it follows: the follow set is the hub's ``followed`` query, asked again when
 its ``version`` (asked every cycle) changes. Each cycle asks every followed run's nodes once
-(``ClusterWatch``, as a cluster's watcher does), ships each run's new output to the log store, and
+(``ClusterWatch``, as a cluster's watcher does), ships each run's new output to the store, and
 sends each ended run's owner its ``RunEnded`` (with the provider's view of its nodes, when it did not
 succeed) before telling the hub to ``forget`` it. A killed
 worker's activity is retried by Temporal and starts from the hub's follow set and the nodes'
 records, so an end is sent at least once; the owner handles the first it waits for.
 
-Logs: rank 0's new output is appended on each cycle, after the run's state was read, so the
-cycle that sees the end also keeps the last bytes. The store file's size is the offset read from
-on the node, so a retried activity carries on where the file ends and never writes a byte twice.
+Logs: rank 0's new output is shipped to the store on each cycle (``activities.log_ship``), after
+the run's state was read, so the cycle that sees the end also ships the last bytes, then the end
+marker; a retried activity carries on where the store's copy ends and never writes a byte twice.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
 import time
-from pathlib import Path
 
 from temporalio import activity
 from temporalio.client import Client, WorkflowHandle, WorkflowQueryFailedError
@@ -29,7 +26,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from skyhop.activities.cluster_ops import probe_cluster
 from skyhop.activities.job_watch import ClusterWatch
-from skyhop.activities.log_store import attempt_log
+from skyhop.activities.log_ship import LogShipper
 from skyhop.activities.models import (
     FollowedRun,
     FollowRunInput,
@@ -46,9 +43,9 @@ from skyhop.contract.watch_hub import (
     WatchHubSignal,
     watch_hub_workflow_id,
 )
-from skyhop.providers.base import NodeRuntime, NodeStatus
-from skyhop.providers.runtime.errors import NodeUnreachableError
+from skyhop.providers.base import NodeStatus
 from skyhop.providers.runtime.jobs import JobOutcome, NodeJobStatus
+from skyhop.storage.logs import attempt_stream, log_store
 
 __all__ = ["CYCLE_S", "Followed", "follow_run", "poll_followed", "watch_followed"]
 
@@ -56,8 +53,6 @@ CYCLE_S = POLL_MAX_S
 """At most this long between two questions to a run's nodes: a run's end shows within it."""
 _MOST_REST_S = 2.0
 """Longest rest between two cycles (well below the heartbeat timeout, ``workflows.options.HEARTBEAT``)."""
-_SHIP_PER_POLL = 8 << 20
-"""Most bytes of one run's output a cycle copies to the log store."""
 
 
 @activity.defn
@@ -107,9 +102,10 @@ class Followed:
             WatchJobsInput(handle=run.handle, jobs=[run.job], newer_than=run.job.job_id)
         )
         self.key = self.watch.trackers[run.job.job_id].key
-        self.head = self.watch.runtimes[run.job.nodes[0]]
-        """Rank 0's node, whose output is kept."""
-        self.store = attempt_log(run.log.job_id, run.log.task_index, run.log.attempt)
+        head = self.watch.runtimes[run.job.nodes[0]]
+        stream = attempt_stream(run.log.job_id, run.log.task_index, run.log.attempt)
+        self.logs = LogShipper(log_store(), stream, self.key, [head], beat=activity.heartbeat)
+        """Rank 0's output is kept, as ``skyhop logs`` shows a job."""
 
     async def cycle(self) -> JobOutcome | None:
         """Ask the run's nodes once and ship its new output; its outcome if it ended.
@@ -122,8 +118,10 @@ class Followed:
             activity.logger.warning("asking the nodes of %s failed: %r", self.run.key, exc)
             return None
         outcome = result.ended.get(self.run.job.job_id)
-        await _ship_log(self.head, self.key, self.store, None if outcome is not None else _SHIP_PER_POLL)
-        if outcome is not None:
+        if outcome is None:
+            await self.logs.ship()
+        else:
+            await self.logs.finish()
             await self.watch.stop_ended(result)
         return outcome
 
@@ -200,29 +198,3 @@ async def _signal_owner(client: Client, owner: str, ended: RunEnded) -> None:
     except RPCError as exc:
         if exc.status != RPCStatusCode.NOT_FOUND:
             raise
-
-
-async def _ship_log(runtime: NodeRuntime, key: str, store: Path, limit: int | None) -> None:
-    """Append what the node's log has beyond the store file's end; a node that does not answer
-    (gone, say) is skipped: what was shipped before stays, and the run's end is not held up.
-
-    A running run's output is copied ``limit`` bytes at most a cycle, so one that writes faster
-    than this reads cannot hold its end back; an ended one's, to its end. It heartbeats as it copies.
-    The store file is only opened when there is something to write: most cycles find nothing new.
-    """
-    with contextlib.suppress(NodeUnreachableError, TimeoutError, OSError):
-        try:
-            offset = os.stat(store).st_size
-        except FileNotFoundError:
-            offset = 0
-        shipped = 0
-        while limit is None or shipped < limit:
-            async with asyncio.timeout(CALL_TIMEOUT_S):
-                chunk = await runtime.read_log(key, offset + shipped)
-            if not chunk:
-                break
-            store.parent.mkdir(parents=True, exist_ok=True)
-            with open(store, "ab") as out:
-                out.write(chunk)
-            shipped += len(chunk)
-            activity.heartbeat()

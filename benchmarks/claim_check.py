@@ -7,8 +7,7 @@ folder store and on an S3 store (moto's server on loopback). Then the unchanged 
 again (the no-change re-upload a re-launch pays). Needs the test extra (moto):
 ``python benchmarks/claim_check.py [--files 2000] [--big-mb 20]``.
 
-Log latency (a line written on a node until the CLI prints it) is not measured here: logs still
-stream from the nodes (issue 14's "logs without node access" is not built yet).
+Log latency (a line written on a node until the CLI prints it) is ``benchmarks/log_latency.py``.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
-"""A managed job's output from the log store, every attempt in order, and its status as it changes.
+"""A managed job's output from the store, every attempt in order, and its status as it changes.
 
-The job's watcher appends each attempt's output to ``activities.log_store.attempt_log`` as it
-runs, so nothing here touches the job's nodes (a preempted node is gone, its output is not). The
-``state`` query says which attempts there are, where each ran and how it ended.
+The job's watch hub ships each attempt's output to the store (``storage.logs.attempt_stream``) as
+it runs, so nothing here touches the job's nodes (a preempted node is gone, its output is not) or a
+worker's disk. The ``state`` query says which attempts there are, where each ran and how it ended.
 """
 
 from __future__ import annotations
@@ -19,9 +19,10 @@ from skyhop.contract.managed_jobs import ManagedJobState, ManagedTaskState, Task
 if TYPE_CHECKING:
     from temporalio.client import Client
 
+    from skyhop.storage.logs import LogReader
+
 __all__ = ["AttemptLogs", "StatusPrinter", "follow_job", "job_state", "print_logs", "recovery_marker"]
 
-_CHUNK = 1 << 20
 _STATE_EVERY_S = 1.0
 """How often a follower asks the job's state (the log files are read more often)."""
 
@@ -66,15 +67,19 @@ class AttemptLogs:
     """
 
     def __init__(self, job_id: int, out: BinaryIO) -> None:
+        from skyhop.storage.logs import log_store
+
         self.job_id = job_id
         self.out = out
+        self.store = log_store()
         self.at: tuple[int, int] | None = None
         """The current attempt: its task's index and its number."""
-        self.offset = 0
+        self.reader: LogReader | None = None
+        """The current attempt's rank 0, as ``skyhop logs`` shows a job."""
         self.line_open = False
         """Whether the output so far ends inside a line (a marker then starts a new one)."""
 
-    def pump(self, state: ManagedJobState, *, to_end: bool = False) -> bool:
+    async def pump(self, state: ManagedJobState, *, to_end: bool = False) -> bool:
         """Write what is new; at the job's end (or ``to_end``), everything left. True if anything was."""
         to_end = to_end or state.status.done
         attempts = _attempts(state)
@@ -85,7 +90,7 @@ class AttemptLogs:
                 self._enter(state, *attempts[0])
             assert self.at is not None
             position = keys.index(self.at)
-            wrote = self._copy(*attempts[position]) or wrote
+            wrote = await self._copy() or wrote
             following = position + 1
             if following >= len(attempts) or not (
                 to_end or _may_leave(attempts[position][1], attempts[following][1])
@@ -102,27 +107,23 @@ class AttemptLogs:
             self._line(f"--- task {number} of {len(state.tasks)}{f': {task.name}' if task.name else ''} ---")
         elif order > 0:
             self._line(recovery_marker(attempt, task.attempts[order - 1]))
-        self.at, self.offset = (task.index, attempt.number), 0
+        from skyhop.storage.logs import LogReader, attempt_stream
+
+        self.at = (task.index, attempt.number)
+        self.reader = LogReader(self.store, attempt_stream(self.job_id, task.index, attempt.number), 0)
 
     def _line(self, text: str) -> None:
         self.out.write((b"\n" if self.line_open else b"") + text.encode() + b"\n")
         self.line_open = False
 
-    def _copy(self, task: ManagedTaskState, attempt: TaskAttempt) -> bool:
-        from skyhop.activities.log_store import attempt_log
-
-        try:
-            with open(attempt_log(self.job_id, task.index, attempt.number), "rb") as log:
-                log.seek(self.offset)
-                wrote = False
-                while chunk := log.read(_CHUNK):
-                    self.out.write(chunk)
-                    self.offset += len(chunk)
-                    self.line_open = not chunk.endswith(b"\n")
-                    wrote = True
-                return wrote
-        except FileNotFoundError:
-            return False
+    async def _copy(self) -> bool:
+        assert self.reader is not None
+        reader, wrote = self.reader, False
+        while chunk := await asyncio.to_thread(reader.read):
+            self.out.write(chunk)
+            self.line_open = not chunk.endswith(b"\n")
+            wrote = True
+        return wrote
 
 
 def _may_leave(current: TaskAttempt, upcoming: TaskAttempt) -> bool:
@@ -171,7 +172,7 @@ async def print_logs(client: Client, job_id: int, out: BinaryIO | None = None) -
     state = await job_state(client, job_id)
     if not any(task.attempts for task in state.tasks):
         info(f"Managed job {job_id} is {state.status.value}: it has not run yet, so it has no output.")
-    AttemptLogs(job_id, out or sys.stdout.buffer).pump(state, to_end=True)
+    await AttemptLogs(job_id, out or sys.stdout.buffer).pump(state, to_end=True)
     return state
 
 
@@ -188,7 +189,7 @@ async def follow_job(
     asked, poll = time.monotonic(), 0.05
     while True:
         on_state(state)
-        wrote = logs.pump(state)
+        wrote = await logs.pump(state)
         if state.status.done:
             return state
         poll = 0.05 if wrote else min(poll * 1.5, 0.5)

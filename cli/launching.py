@@ -168,6 +168,7 @@ async def _follow_stages(
 
     from skyhop.cli.logs import LogTail
     from skyhop.contract import LaunchProgress, setup_key
+    from skyhop.storage.logs import setup_stream
 
     assert isinstance(handle, WorkflowHandle)
     shown, printed = "", 0
@@ -181,8 +182,8 @@ async def _follow_stages(
             progress = None
         if progress is not None:
             if setup_tail is None and progress.handle is not None and task.needs_setup:
-                nodes = len(progress.handle.nodes)
-                setup_tail = LogTail(progress.handle, setup_key(handle.id), nodes, sys.stderr.buffer)
+                ips = [node.ip for node in progress.handle.nodes]
+                setup_tail = LogTail(setup_stream(setup_key(handle.id)), ips, sys.stderr.buffer)
             # Counted from the launch's start: a continue-as-new drops the oldest from the list.
             for stage, seconds in progress.finished_stages[max(printed - progress.earlier_stages, 0) :]:
                 ticker.clear()

@@ -1,7 +1,8 @@
-"""Streaming a job's log straight from its nodes, as it is written.
+"""Streaming a job's or a setup's log from the store, as it is written.
 
-Logs are read from the nodes through the provider's runtime (a file read locally, the node
-runner over SSH), not through workflow history: a busy job's output would flood it.
+Workers ship logs from the nodes to the store (``activities.log_ship``, ``storage.logs``); the CLI
+reads them there, so it needs only Temporal and the store, never the nodes. Not through workflow
+history: a busy job's output would flood it.
 """
 
 from __future__ import annotations
@@ -9,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
-from collections import deque
 from typing import TYPE_CHECKING, BinaryIO
 
 from skyhop.cli.failures import asked_again, is_not_found
@@ -27,16 +27,19 @@ from skyhop.contract import (
 )
 from skyhop.providers.registry import get_provider
 from skyhop.providers.runtime.jobs import JobOutcome, combine_node_states
+from skyhop.storage.logs import LogReader, job_stream, log_store, setup_stream
 
 if TYPE_CHECKING:
     from temporalio.client import Client
 
     from skyhop.providers.base import ClusterHandle
+    from skyhop.storage.content import ContentStore
 
 __all__ = [
     "JobNotFoundError",
     "LaunchFailedError",
     "LogTail",
+    "NodeLogTail",
     "cluster_record",
     "find_job",
     "follow_cluster",
@@ -45,6 +48,12 @@ __all__ = [
 ]
 
 _RECORD_CHECK_S = 1.0
+_STORE_POLL_MAX_S = 0.25
+"""A follower lists the store at least this often: with the watcher's poll, the log's latency."""
+_END_CHECK_S = 0.1
+"""How often a follower that read the end marker asks whether the record says the job ended."""
+_END_MARKER_WAIT_S = 10.0
+"""How long after its record says it ended a started job's end marker is waited for."""
 
 
 class JobNotFoundError(LookupError):
@@ -55,67 +64,113 @@ class LaunchFailedError(RuntimeError):
     """The launch whose setup was being followed failed (the message is its error)."""
 
 
-class LogTail:
-    """Reads what is new in one node job's log on several nodes, prefixing lines by rank."""
+class _RankLines:
+    """Writes ranks' output: as it comes for one node, line by line with a rank prefix for several."""
+
+    def __init__(self, ips: list[str], out: BinaryIO) -> None:
+        self.ips = ips
+        self.out = out
+        self.pending = [b""] * len(ips)
+        """Each rank's unfinished last line (several nodes; one node: only after ``skip_to_last``)."""
+
+    def _write(self, rank: int, chunk: bytes) -> None:
+        if len(self.ips) == 1:
+            self.out.write(self.pending[0] + chunk)
+            self.pending[0] = b""
+            return
+        lines = (self.pending[rank] + chunk).split(b"\n")
+        self.pending[rank] = lines.pop()
+        self._write_lines(rank, lines)
+
+    def _write_last(self, rank: int, text: bytes, count: int) -> None:
+        """Write the last ``count`` complete lines of ``text``; keep its unfinished line pending."""
+        lines = text.split(b"\n")
+        self.pending[rank] = lines.pop()
+        kept = lines[-count:] if count > 0 else []
+        if len(self.ips) == 1:
+            self.out.write(b"".join(line + b"\n" for line in kept))
+        else:
+            self._write_lines(rank, kept)
+
+    def _write_lines(self, rank: int, lines: list[bytes]) -> None:
+        prefix = f"(rank {rank}, {self.ips[rank]}) ".encode()
+        self.out.write(b"".join(prefix + line + b"\n" for line in lines))
+
+    def flush_partial(self) -> None:
+        """Write unterminated last lines (multi-node output is line-prefixed)."""
+        for rank, rest in enumerate(self.pending):
+            if rest and len(self.ips) == 1:
+                self.out.write(rest)
+            elif rest:
+                self.out.write(f"(rank {rank}, {self.ips[rank]}) ".encode() + rest + b"\n")
+        self.pending = [b""] * len(self.pending)
+        self.out.flush()
+
+
+class LogTail(_RankLines):
+    """Reads what is new of a log stream in the store (``storage.logs``), one reader per rank.
+
+    The workers ship each job's and setup's output there as it is written, so following a log
+    needs only the store: no node key, no path to a node, no worker's disk.
+    """
+
+    def __init__(self, stream: str, ips: list[str], out: BinaryIO, store: ContentStore | None = None) -> None:
+        super().__init__(ips, out)
+        self.store = store or log_store()
+        self.readers = [LogReader(self.store, stream, rank) for rank in range(len(ips))]
+        self.read_any = False
+
+    @property
+    def ended(self) -> bool:
+        """Every rank's end marker was read: the log is complete."""
+        return all(reader.ended for reader in self.readers)
+
+    async def pump(self) -> bool:
+        """Write whatever is new; True if anything was."""
+        chunks = await asyncio.gather(*(asyncio.to_thread(reader.read) for reader in self.readers))
+        for rank, chunk in enumerate(chunks):
+            if chunk:
+                self._write(rank, chunk)
+        self.out.flush()
+        wrote = any(chunks)
+        self.read_any = self.read_any or wrote or self.ended
+        return wrote
+
+    async def skip_to_last(self, count: int) -> None:
+        """Write only the last ``count`` complete lines so far of each rank; ``pump`` goes on from there."""
+        for rank, reader in enumerate(self.readers):
+            parts = []
+            while chunk := await asyncio.to_thread(reader.read):
+                parts.append(chunk)
+            self._write_last(rank, b"".join(parts), count)
+        self.out.flush()
+
+
+class NodeLogTail(_RankLines):
+    """Reads what is new in one node job's log straight from its nodes (the provider's runtime).
+
+    Needs node access from this process: only ``serve logs`` (no watcher ships a replica's log
+    yet) and the latency benchmark's side-by-side use it.
+    """
 
     def __init__(self, handle: ClusterHandle, key: str, num_nodes: int, out: BinaryIO) -> None:
+        super().__init__([node.ip for node in handle.nodes[:num_nodes]], out)
         provider = get_provider(handle.offering.provider)
-        self.nodes = handle.nodes[:num_nodes]
-        self.runtimes = [provider.runtime(node) for node in self.nodes]
+        self.runtimes = [provider.runtime(node) for node in handle.nodes[:num_nodes]]
         self.key = key
-        self.out = out
         self.offsets = [0] * num_nodes
-        self.pending = [b""] * num_nodes
 
     async def pump(self) -> bool:
         """Write whatever is new; True if anything was."""
         chunks = await asyncio.gather(
             *(rt.read_log(self.key, off) for rt, off in zip(self.runtimes, self.offsets, strict=True))
         )
-        wrote = False
         for rank, chunk in enumerate(chunks):
-            if not chunk:
-                continue
-            self.offsets[rank] += len(chunk)
-            wrote = True
-            if len(self.nodes) == 1:
-                self.out.write(chunk)
-                continue
-            lines = (self.pending[rank] + chunk).split(b"\n")
-            self.pending[rank] = lines.pop()
-            self._write_lines(rank, lines)
+            if chunk:
+                self.offsets[rank] += len(chunk)
+                self._write(rank, chunk)
         self.out.flush()
-        return wrote
-
-    async def skip_to_last(self, count: int) -> None:
-        """Write only the last ``count`` complete lines so far on each node; ``pump`` goes on from there."""
-        for rank, runtime in enumerate(self.runtimes):
-            kept: deque[bytes] = deque(maxlen=count)
-            offset, rest = 0, b""
-            while chunk := await runtime.read_log(self.key, offset):
-                offset += len(chunk)
-                lines = (rest + chunk).split(b"\n")
-                rest = lines.pop()
-                kept.extend(lines)
-            # An unfinished last line is read again by the next pump, whole.
-            self.offsets[rank] = offset - len(rest)
-            if len(self.nodes) == 1:
-                self.out.write(b"".join(line + b"\n" for line in kept))
-            else:
-                self._write_lines(rank, list(kept))
-        self.out.flush()
-
-    def _write_lines(self, rank: int, lines: list[bytes]) -> None:
-        prefix = f"(rank {rank}, {self.nodes[rank].ip}) ".encode()
-        self.out.write(b"".join(prefix + line + b"\n" for line in lines))
-
-    def flush_partial(self) -> None:
-        """Write unterminated last lines (multi-node output is line-prefixed)."""
-        for rank, rest in enumerate(self.pending):
-            if rest:
-                self.out.write(f"(rank {rank}, {self.nodes[rank].ip}) ".encode() + rest + b"\n")
-        self.pending = [b""] * len(self.pending)
-        self.out.flush()
+        return any(chunks)
 
     async def outcome(self) -> JobOutcome | None:
         """The job's outcome once every node has decided it, else None."""
@@ -172,7 +227,9 @@ async def follow_job(
 ) -> JobRecord:
     """Print the job's log (following it until it ends, unless ``follow`` is False); its final record.
 
-    ``tail_lines`` starts from the last lines written so far instead of the beginning.
+    ``tail_lines`` starts from the last lines written so far instead of the beginning. The log is
+    read from the store; a followed log ends with its end marker, which the job's watcher writes
+    before it reports the end, so the record says the job ended right after.
     """
     record, job = await find_job(client, cluster_name, job_id, patient=follow)
     if job.status == JobStatus.PENDING:
@@ -182,31 +239,35 @@ async def follow_job(
         record, job = await _wait_until_placed(client, cluster_name, job)
     if record.handle is None:
         raise JobNotFoundError(f"cluster {cluster_name!r} has no nodes to read job {job.job_id}'s log from")
-    tail = LogTail(job.handle_in(record.handle), job.key, job.num_nodes, out or sys.stdout.buffer)
+    ips = [node.ip for node in job.handle_in(record.handle).nodes]
+    tail = LogTail(job_stream(job.task_id), ips, out or sys.stdout.buffer)
     if tail_lines is not None:
         await tail.skip_to_last(tail_lines)
     poll, checked = 0.02, time.monotonic()
+    recorded_end: float | None = None
     while True:
         wrote = await tail.pump()
-        outcome = await tail.outcome()
-        if outcome is not None or not follow or job.status.done:
-            await tail.pump()
-            tail.flush_partial()
+        if tail.ended or not follow:
             break
+        if job.status.done:
+            # A job that never started has no log; one that did gets its end marker shortly.
+            recorded_end = recorded_end or time.monotonic()
+            if job.started_at is None or time.monotonic() - recorded_end > _END_MARKER_WAIT_S:
+                break
         if time.monotonic() - checked > _RECORD_CHECK_S:
-            # A job can end without ever reaching its nodes (e.g. rejected, or cancelled while PENDING).
             job = _find(await cluster_record(client, cluster_name, patient=True), job.job_id)
             checked = time.monotonic()
-        poll = 0.02 if wrote else min(poll * 1.5, 0.5)
+        poll = 0.02 if wrote else min(poll * 1.5, _STORE_POLL_MAX_S)
         await asyncio.sleep(poll)
-    if outcome is not None:
-        job = job.model_copy(
-            update={
-                "status": JobStatus(outcome.status),
-                "exit_code": outcome.exit_code,
-                "error": outcome.error,
-            }
+    tail.flush_partial()
+    if follow and not tail.ended and job.started_at is not None and not tail.read_any:
+        info(
+            f"Job {job.job_id}'s output is not in the store {tail.store.url}: the CLI and the workers "
+            "must use the same store (store.url in ~/.skyhop/config.yaml, or SKYHOP_STORE_URL)"
         )
+    while follow and not job.status.done:
+        await asyncio.sleep(_END_CHECK_S)
+        job = _find(await cluster_record(client, cluster_name, patient=True), job.job_id)
     return job
 
 
@@ -283,7 +344,7 @@ async def _running_launch(client: Client, cluster_name: str) -> str | None:
 async def _follow_setup(client: Client, cluster_name: str, launch_id: str, *, follow: bool) -> int | None:
     """Write the launch's setup output as it comes; the job it then submits (None: not yet, no follow).
 
-    Setup's log is on the nodes, known once the launch has provisioned them; the job id is in the
+    Setup's log is in the store, with one rank per node the launch provisioned; the job id is in the
     launch's progress once it has submitted the job.
     """
     from skyhop.contract import LaunchProgress, setup_key
@@ -294,8 +355,8 @@ async def _follow_setup(client: Client, cluster_name: str, launch_id: str, *, fo
     while True:
         progress: LaunchProgress = await handle.query(LaunchQuery.PROGRESS, result_type=LaunchProgress)
         if tail is None and progress.handle is not None:
-            nodes = len(progress.handle.nodes)
-            tail = LogTail(progress.handle, setup_key(launch_id), nodes, sys.stdout.buffer)
+            ips = [node.ip for node in progress.handle.nodes]
+            tail = LogTail(setup_stream(setup_key(launch_id)), ips, sys.stdout.buffer)
         if tail is not None:
             await tail.pump()
         if not announced and progress.stage != LaunchStage.SETUP and not progress.stage.ended:

@@ -2,7 +2,7 @@
 
 A service is found by its workflow (``service:<name>``) and read by its ``state`` query; a listing
 asks visibility for running workflows of kind ``service``. A replica's output is read straight
-from its node (``LogTail``), the load balancer's from its log file on the worker's host.
+from its node (``NodeLogTail``), the load balancer's from its log file on the worker's host.
 """
 
 from __future__ import annotations
@@ -246,7 +246,7 @@ async def run_serve_update(name: str, task: Task, mode: UpdateMode) -> int:
 async def run_serve_logs(name: str, replica_id: int | None, *, load_balancer: bool, follow: bool) -> int:
     from pathlib import Path
 
-    from skyhop.cli.logs import LogTail
+    from skyhop.cli.logs import NodeLogTail
     from skyhop.cli.session import open_client
 
     client = await open_client()
@@ -264,7 +264,7 @@ async def run_serve_logs(name: str, replica_id: int | None, *, load_balancer: bo
     if replica.handle is None or replica.job_key is None:
         info(f"Replica {replica.replica_id} is {replica.status.value}: its run has not started yet.")
         return 0
-    tail = LogTail(replica.handle, replica.job_key, 1, sys.stdout.buffer)
+    tail = NodeLogTail(replica.handle, replica.job_key, 1, sys.stdout.buffer)
     await tail.pump()
     while follow and await tail.outcome() is None:
         await asyncio.sleep(0.5)

@@ -435,7 +435,7 @@ class LaunchProgress(BaseModel):
     """(stage, seconds) for each stage that has ended."""
     chosen: Offering | None = None
     handle: ClusterHandle | None = None
-    """The cluster, once provisioned or found UP (setup's log is read from its nodes)."""
+    """The cluster, once provisioned or found UP (its nodes are the ranks of setup's log in the store)."""
     job_id: int | None = None
     reused: bool = False
     error: str | None = None

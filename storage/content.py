@@ -12,6 +12,7 @@ renames, an S3 PUT is atomic. A present manifest therefore means every blob it n
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -100,6 +101,11 @@ class ContentStore(ABC):
         costs a stat or one bodiless request. ``ContentNotFoundError`` when it is not there.
         """
 
+    @abstractmethod
+    def list(self, folder: str, start_after: str | None = None) -> list[tuple[str, int]]:
+        """The objects directly in ``folder`` (a key prefix ending in ``/``) named after
+        ``start_after`` (a key), as (key, size) in key order; empty when there is none."""
+
     def missing(self, key: str) -> ContentNotFoundError:
         return ContentNotFoundError(
             "",
@@ -165,6 +171,19 @@ class FolderContentStore(ContentStore):
                 return tag, None if tag == seen else f.read()
         except FileNotFoundError:
             raise self.missing(key) from None
+
+    def list(self, folder: str, start_after: str | None = None) -> list[tuple[str, int]]:
+        after = "" if start_after is None else start_after.removeprefix(folder)
+        try:
+            entries = list(os.scandir(self.root / folder))
+        except FileNotFoundError:
+            return []
+        found = []
+        for entry in entries:
+            if entry.name > after and not entry.name.startswith(".tmp-"):
+                with contextlib.suppress(FileNotFoundError):  # removed since the scan
+                    found.append((folder + entry.name, entry.stat().st_size))
+        return sorted(found)
 
 
 class S3ContentStore(ContentStore):
@@ -290,6 +309,17 @@ class S3ContentStore(ContentStore):
 
         result: tuple[str, bytes | None] = self._call(key, get)
         return result
+
+    def list(self, folder: str, start_after: str | None = None) -> list[tuple[str, int]]:
+        found: list[tuple[str, int]] = []
+        strip = len(self._key(""))
+        extra = {} if start_after is None else {"StartAfter": self._key(start_after)}
+        pages = self._client.get_paginator("list_objects_v2").paginate(
+            Bucket=self.bucket, Prefix=self._key(folder), Delimiter="/", **extra
+        )
+        for page in self._call(folder, lambda: list(pages)):
+            found.extend((item["Key"][strip:], int(item["Size"])) for item in page.get("Contents", []))
+        return found
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,8 @@
 running job. One ``watch_jobs`` activity (``activities.job_watch``) follows every started job of the
 cluster and returns only when something changed; this class hands each outcome to the job waiting
 for it and re-arms the activity while jobs are left. So a running job costs no worker slot and no
-history event until it ends; a cluster with jobs costs one slot.
+history event until it ends; a cluster with jobs costs one slot. The same activity ships each job's
+output to the store (``WatchedJob.log``), where ``skyhop logs`` reads it.
 
 - A job is followed from its placement, before it is started: a watcher armed earlier returns
   when the job's folder appears on a node (it is newer than ``newer_than``), and is re-armed with it.
@@ -32,6 +33,7 @@ with workflow.unsafe.imports_passed_through():
     from skyhop.contract import JOB_ENDED_SIGNAL, LONG_QUEUE, JobEnded, JobRecord, JobStatus
     from skyhop.providers.base import ClusterHandle
     from skyhop.providers.runtime.jobs import JobOutcome
+    from skyhop.storage.logs import job_stream
     from skyhop.workflows.options import HEARTBEAT, LONG_RETRY, queue_for
 
 __all__ = ["JOB_EVENTS_PATCH", "JobWatcher", "notify_ended"]
@@ -62,6 +64,7 @@ class JobWatcher:
                 job_id=job.job_id,
                 nodes=[a.node for a in job.placement] or list(range(job.num_nodes)),
                 running=job.status == JobStatus.RUNNING,
+                log=job_stream(job.task_id) if job.task_id else "",
             )
             self._ends[job.job_id] = asyncio.get_running_loop().create_future()
         self._newest = max(self._newest, job.job_id)

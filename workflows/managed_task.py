@@ -4,7 +4,7 @@
 ``workflows.recovery`` gives), readies it (``prepare_nodes``), starts the run (``start_job``, a job
 whose id is the attempt number and whose ``task_id`` is the task's, the same across recoveries)
 and learns its end as a signal from the job's watch hub (``workflows.watch_hub``), which keeps rank
-0's output in the log store as it runs. Whether the nodes of a run that did not succeed are still
+0's output in the store as it runs. Whether the nodes of a run that did not succeed are still
 there is the provider's answer, which the hub sends with the end (so the decision is made in the
 workflow task of the end); when the hub got none, the task asks itself (``probe_cluster``), and a
 provider that does not answer is asked again on a durable backoff timer, never taken for a

@@ -3,7 +3,8 @@
 The CLI packs the workdir and file mounts into the bucket and the folder is deleted before the
 worker syncs: the worker has only the store. The worker is killed while it fetches, the retried
 activity finishes with one copy in its cache, a re-launch of the same tree uploads no blob, and an
-``exec`` after one file changed uploads that one.
+``exec`` after one file changed uploads that one. The worker restarted after the kill writes the
+jobs' logs to the bucket too, where the CLI reads them.
 """
 
 from __future__ import annotations
@@ -121,6 +122,7 @@ def test_a_worker_without_the_clis_folders_runs_the_task_from_s3_and_a_kill_mid_
             live_worker.kill9()
             calls.hold = None
             calls.release.set()
+            live_worker.env = {"SKYHOP_STORE_URL": env["SKYHOP_STORE_URL"]}  # where it ships logs
             live_worker.start()
             out, err = cli.communicate(timeout=180)
             assert cli.returncode == 0, err[-2000:]
@@ -148,3 +150,7 @@ def test_a_worker_without_the_clis_folders_runs_the_task_from_s3_and_a_kill_mid_
         assert "print('changed')" in changed.stdout
     finally:
         skyhop("down", "-y", cluster, env=env)
+        if live_worker.env:
+            live_worker.stop()
+            live_worker.env = {}
+            live_worker.start()

@@ -13,7 +13,6 @@ from pathlib import Path
 from temporalio.client import Client, WorkflowHandle
 from temporalio.worker import Replayer
 
-from skyhop.activities.log_store import attempt_log
 from skyhop.cli.failures import asked_again
 from skyhop.contract import WORKFLOW_QUEUE, WorkflowType
 from skyhop.contract.managed_jobs import (
@@ -29,6 +28,7 @@ from skyhop.contract.managed_jobs import (
 )
 from skyhop.providers.sim import SimCloud
 from skyhop.spec import Task
+from skyhop.storage.logs import LogReader, attempt_stream, chunk_key, log_store
 from tests.helpers import wait_for
 
 __all__ = [
@@ -120,8 +120,9 @@ def open_gate(folder: Path, name: str = "go") -> None:
 
 
 def job_log(job_id: int, task_index: int, attempt: int) -> str:
-    path = attempt_log(job_id, task_index, attempt)
-    return path.read_text() if path.exists() else ""
+    """An attempt's output in the store so far (rank 0's, as ``jobs logs`` reads it)."""
+    reader = LogReader(log_store(), attempt_stream(job_id, task_index, attempt), 0)
+    return b"".join(iter(reader.read, b"")).decode()
 
 
 def until_log(job_id: int, task_index: int, attempt: int, text: str, timeout: float = 60) -> None:
@@ -198,13 +199,11 @@ def job_state(
     )
 
 
-def write_attempt(job_id: int, task_index: int, number: int, text: str) -> Path:
-    """Append ``text`` to an attempt's log in the store, as the job's watcher does."""
-    path = attempt_log(job_id, task_index, number)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as log:
-        log.write(text)
-    return path
+def write_attempt(job_id: int, task_index: int, number: int, text: str) -> None:
+    """Append ``text`` to an attempt's output in the store, as its watch hub does (one chunk)."""
+    stream = attempt_stream(job_id, task_index, number)
+    size = len(job_log(job_id, task_index, number).encode())
+    log_store().put_bytes(chunk_key(stream, 0, size), text.encode())
 
 
 def index_row(

@@ -16,6 +16,7 @@ from skyhop.cli.jobs_listing import id_ranges, listing_query, queue_row, shown_s
 from skyhop.cli.jobs_submit import load_job
 from skyhop.contract.managed_jobs import ManagedJobStatus, ManagedJobSummary, job_resources
 from skyhop.spec import TaskOverrides
+from tests.conftest import run
 from tests.managed_jobs.support import attempt, job_state, write_attempt
 
 _ids = itertools.count(900_000)
@@ -115,7 +116,7 @@ def test_logs_list_every_attempt_in_order_with_a_marker_before_each_recovery() -
         ManagedJobStatus.SUCCEEDED,
     )
     out = io.BytesIO()
-    AttemptLogs(job, out).pump(state)
+    run(AttemptLogs(job, out).pump(state))
     assert out.getvalue().decode().splitlines() == [
         "one",
         "--- recovery 1: attempt 2 on sim/r2/r2a (previous attempt: preempted) ---",
@@ -130,12 +131,12 @@ def test_following_waits_on_the_current_attempt_and_never_prints_a_line_twice() 
     out = io.BytesIO()
     logs = AttemptLogs(job, out)
     state = job_state(job, [[attempt(1)], []])
-    assert not logs.pump(state)  # no file yet: nothing, no error
+    assert not run(logs.pump(state))  # no file yet: nothing, no error
     write_attempt(job, 0, 1, "a1\n")
-    logs.pump(state)
+    run(logs.pump(state))
     write_attempt(job, 0, 1, "a2\n")
     ended = job_state(job, [[attempt(1, outcome="preempted"), attempt(2, location=None)], []])
-    logs.pump(ended)  # attempt 2's location is not known yet: its marker waits
+    run(logs.pump(ended))  # attempt 2's location is not known yet: its marker waits
     assert out.getvalue().decode() == "--- task 1 of 2: t0 ---\na1\na2\n"
     write_attempt(job, 0, 2, "b1\n")
     write_attempt(job, 1, 1, "c1\n")
@@ -147,8 +148,8 @@ def test_following_waits_on_the_current_attempt_and_never_prints_a_line_twice() 
         ],
         ManagedJobStatus.SUCCEEDED,
     )
-    logs.pump(finished)
-    logs.pump(finished)
+    run(logs.pump(finished))
+    run(logs.pump(finished))
     assert out.getvalue().decode().splitlines() == [
         "--- task 1 of 2: t0 ---",
         "a1",
@@ -166,7 +167,7 @@ def test_a_marker_starts_a_line_of_its_own_after_output_with_no_final_newline() 
     write_attempt(job, 0, 2, "again\n")
     state = job_state(job, [[attempt(1, outcome="preempted"), attempt(2)]], ManagedJobStatus.SUCCEEDED)
     out = io.BytesIO()
-    AttemptLogs(job, out).pump(state)
+    run(AttemptLogs(job, out).pump(state))
     assert out.getvalue().decode().splitlines() == [
         "progress 50%",
         "--- recovery 1: attempt 2 on sim/r1/r1a (previous attempt: preempted) ---",
@@ -180,10 +181,10 @@ def test_in_a_parallel_group_an_earlier_task_gaining_an_attempt_does_not_move_th
     write_attempt(job, 1, 1, "b-line-1\n")
     out = io.BytesIO()
     logs = AttemptLogs(job, out)
-    logs.pump(job_state(job, [[attempt(1, outcome="preempted")], [attempt(1)]]))
+    run(logs.pump(job_state(job, [[attempt(1, outcome="preempted")], [attempt(1)]])))
     write_attempt(job, 0, 2, "a-second\n")
     write_attempt(job, 1, 1, "b-line-2\n")
-    logs.pump(job_state(job, [[attempt(1, outcome="preempted"), attempt(2)], [attempt(1)]]))
+    run(logs.pump(job_state(job, [[attempt(1, outcome="preempted"), attempt(2)], [attempt(1)]])))
     assert out.getvalue().decode().splitlines() == [
         "--- task 1 of 2: t0 ---",
         "a-first",
