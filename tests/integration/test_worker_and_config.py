@@ -28,7 +28,9 @@ def test_worker_stops_cleanly_on_sigterm(temporal_server: DevServer, tmp_path: P
 def test_with_an_address_configured_the_cli_connects_and_starts_nothing(
     cli_env: dict[str, str], live_worker: WorkerProcess, tmp_path: Path
 ) -> None:
-    env = {**cli_env, "SKYHOP_HOME": str(tmp_path / "home")}
+    # A home of its own, the worker's store (job logs reach the CLI through the store they share).
+    store = (Path(cli_env["SKYHOP_HOME"]) / "store" / "content").as_uri()
+    env = {**cli_env, "SKYHOP_HOME": str(tmp_path / "home"), "SKYHOP_STORE_URL": store}
     launched = skyhop("launch", "-y", "-c", "configured", "echo via-config", env=env)
     assert launched.returncode == 0, launched.stderr
     assert launched.stdout == "via-config\n"
