@@ -33,7 +33,15 @@ from skyhop.providers.ssh.pools import PoolsError
 if TYPE_CHECKING:
     from temporalio.client import Client
 
-__all__ = ["endpoint_of", "fetch_inventory", "loaded_inventory", "load_pools", "pools_client", "update_pools"]
+__all__ = [
+    "endpoint_of",
+    "fetch_inventory",
+    "load_pools",
+    "loaded_inventory",
+    "pools_client",
+    "temporal_at_hand",
+    "update_pools",
+]
 
 T = TypeVar("T")
 
@@ -61,6 +69,20 @@ async def pools_client() -> Client:
     return client
 
 
+def temporal_at_hand() -> bool:
+    """Whether a client can be had without starting the embedded server (``skyhop check`` must
+    not start one just to find that no pool was ever registered)."""
+    from temporalio import activity
+
+    if activity.in_activity():
+        return True
+    from skyhop.cli.config import load_config
+    from skyhop.cli.embedded import read_state, server_running
+
+    state = read_state()
+    return load_config().address is not None or (state is not None and server_running(state))
+
+
 async def fetch_inventory(*, recent: bool = False) -> Inventory:
     """The deployment's pools (empty before the first ``ssh up``); ``recent`` accepts one a few
     seconds old."""
@@ -83,9 +105,10 @@ async def fetch_inventory(*, recent: bool = False) -> Inventory:
 
 
 async def load_pools() -> None:
-    """Fetch the pools for ``loaded_inventory`` (the optimizer reads offerings synchronously)."""
+    """Fetch the pools for ``loaded_inventory`` (the optimizer reads offerings synchronously); none
+    where no Temporal is at hand (a dry run starts no server)."""
     global _loaded
-    _loaded = await fetch_inventory()
+    _loaded = await fetch_inventory() if temporal_at_hand() else Inventory()
 
 
 def loaded_inventory() -> Inventory:

@@ -40,6 +40,7 @@ from skyhop.providers.ssh.deployment import (
     fetch_inventory,
     load_pools,
     loaded_inventory,
+    temporal_at_hand,
     update_pools,
 )
 from skyhop.providers.ssh.inventory import Host, Inventory
@@ -87,7 +88,7 @@ class SSHProvider(Provider):
         return list(offerings.values())
 
     async def check(self) -> CheckResult:
-        return verdict(await fetch_inventory())
+        return verdict(await fetch_inventory() if temporal_at_hand() else Inventory())
 
     async def launch(self, request: ProvisionRequest) -> ClusterHandle:
         self.refuse_unsupported(request)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from skyhop.providers.registry import check_cache_path
 from skyhop.providers.ssh.inventory import identity_digest
 from tests.conftest import run, skyhop
 from tests.ssh.conftest import inventory, pools_yaml
@@ -148,3 +149,18 @@ def test_a_dryrun_pinned_to_a_pool_plans_on_its_hosts(
         assert out.returncode == 0, out.stderr
         chosen = next(line for line in out.stdout.splitlines() if line.endswith("✔")).split()
         assert chosen[0] == "ssh" and lab_pool in chosen
+
+
+def test_check_finds_the_deployments_pools(lab_pool: str, cli_env: dict[str, str]) -> None:
+    path = check_cache_path()
+    before = path.read_text() if path.exists() else None
+    try:
+        done = skyhop("check", "--json", env=cli_env)
+        assert done.returncode == 0, done.stderr
+        ssh = next(item for item in json.loads(done.stdout)["items"] if item["provider"] == "ssh")
+        assert ssh["enabled"] and lab_pool in ssh["reason"].removeprefix("pools: ").split(", ")
+    finally:
+        if before is None:
+            path.unlink(missing_ok=True)
+        else:
+            path.write_text(before)
