@@ -13,6 +13,7 @@ import asyncio
 import hashlib
 import os
 import time
+import uuid
 import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -91,11 +92,19 @@ async def fetch_inventory(*, recent: bool = False) -> Inventory:
         return _recent[1]
     from temporalio.service import RPCError, RPCStatusCode
 
+    from skyhop.cli.failures import asked_again
+
     client = await pools_client()
-    try:
-        inventory: Inventory = await client.get_workflow_handle(SSH_POOLS_ID).query(
+
+    async def ask() -> Inventory:
+        answer: Inventory = await client.get_workflow_handle(SSH_POOLS_ID).query(
             SSHPoolsQuery.INVENTORY, result_type=Inventory
         )
+        return answer
+
+    try:
+        # The worker refuses a query between workflow tasks, and the server one beyond its load.
+        inventory = await asked_again(ask)
     except RPCError as exc:
         if exc.status != RPCStatusCode.NOT_FOUND:
             raise
@@ -124,20 +133,30 @@ async def update_pools(update: SSHPoolsUpdate, request: Any, result_type: type[T
     from temporalio.common import WorkflowIDConflictPolicy
     from temporalio.exceptions import ApplicationError
 
+    from skyhop.cli.failures import while_busy
     from skyhop.contract import WORKFLOW_QUEUE, WorkflowType
 
     client = await pools_client()
-    start: WithStartWorkflowOperation[Any, None] = WithStartWorkflowOperation(
-        WorkflowType.SSH_POOLS,
-        SSHPoolsInput(),
-        id=SSH_POOLS_ID,
-        task_queue=WORKFLOW_QUEUE,
-        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-    )
-    try:
-        result: T = await client.execute_update_with_start_workflow(
-            update, request, start_workflow_operation=start, result_type=result_type
+    update_id = str(uuid.uuid4())
+
+    async def send() -> T:
+        # Its own operation per attempt (one is used up by its first send); the same update id,
+        # so an update the workflow took already answers as it did.
+        start: WithStartWorkflowOperation[Any, None] = WithStartWorkflowOperation(
+            WorkflowType.SSH_POOLS,
+            SSHPoolsInput(),
+            id=SSH_POOLS_ID,
+            task_queue=WORKFLOW_QUEUE,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
         )
+        answer: T = await client.execute_update_with_start_workflow(
+            update, request, start_workflow_operation=start, id=update_id, result_type=result_type
+        )
+        return answer
+
+    try:
+        # Many provisions at once exceed the updates a workflow takes in flight: send again.
+        result = await while_busy(send)
     except WorkflowUpdateFailedError as exc:
         cause = exc.cause
         if not isinstance(cause, ApplicationError):
