@@ -50,7 +50,15 @@ _FRESH_S = 5.0
 """How long a fetched inventory answers ``fetch_inventory(recent=True)``: the node runtimes an
 activity builds share one query instead of one each."""
 
+_IN_FLIGHT = 8
+"""Updates one process sends at once. The server takes 10 in flight per workflow and refuses the
+rest; a burst of refused updates sent again and again (50 provisions at once) kept the workflow's
+tasks from completing for minutes, while 8 at a time are answered in one workflow task."""
+
 _clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Client] = weakref.WeakKeyDictionary()
+_senders: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
+    weakref.WeakKeyDictionary()
+)
 _recent: tuple[float, Inventory] | None = None
 _loaded = Inventory()
 
@@ -132,6 +140,7 @@ async def update_pools(update: SSHPoolsUpdate, request: Any, result_type: type[T
     from temporalio.client import WithStartWorkflowOperation, WorkflowUpdateFailedError
     from temporalio.common import WorkflowIDConflictPolicy
     from temporalio.exceptions import ApplicationError
+    from temporalio.service import RPCError, RPCStatusCode
 
     from skyhop.cli.failures import while_busy
     from skyhop.contract import WORKFLOW_QUEUE, WorkflowType
@@ -140,8 +149,16 @@ async def update_pools(update: SSHPoolsUpdate, request: Any, result_type: type[T
     update_id = str(uuid.uuid4())
 
     async def send() -> T:
-        # Its own operation per attempt (one is used up by its first send); the same update id,
-        # so an update the workflow took already answers as it did.
+        # The workflow exists but once: a plain update, cheaper than a multi-operation for the
+        # server. The same update id each attempt, so one the workflow took answers as it did.
+        try:
+            sent: T = await client.get_workflow_handle(SSH_POOLS_ID).execute_update(
+                update, request, id=update_id, result_type=result_type
+            )
+            return sent
+        except RPCError as exc:
+            if exc.status != RPCStatusCode.NOT_FOUND:
+                raise
         start: WithStartWorkflowOperation[Any, None] = WithStartWorkflowOperation(
             WorkflowType.SSH_POOLS,
             SSHPoolsInput(),
@@ -154,9 +171,11 @@ async def update_pools(update: SSHPoolsUpdate, request: Any, result_type: type[T
         )
         return answer
 
+    senders = _senders.setdefault(asyncio.get_running_loop(), asyncio.Semaphore(_IN_FLIGHT))
     try:
-        # Many provisions at once exceed the updates a workflow takes in flight: send again.
-        result = await while_busy(send)
+        # Other processes' provisions may still fill the server's in-flight updates: send again.
+        async with senders:
+            result = await while_busy(send)
     except WorkflowUpdateFailedError as exc:
         cause = exc.cause
         if not isinstance(cause, ApplicationError):
