@@ -16,7 +16,7 @@ from pydantic import BaseModel
 from skyhop.contract.ssh_pools import RegisterPools, RemovePools, SSHPoolsUpdate
 from skyhop.providers.runtime.errors import NodeUnreachableError
 from skyhop.providers.ssh.connection import run
-from skyhop.providers.ssh.deployment import endpoint_of, fetch_inventory, update_pools
+from skyhop.providers.ssh.deployment import endpoint_of, fetch_inventory, temporal_at_hand, update_pools
 from skyhop.providers.ssh.inventory import Host, Inventory, identity_digest
 from skyhop.providers.ssh.pools import HostSpec, PoolsError
 from skyhop.providers.ssh.probe import probe_hosts
@@ -72,7 +72,8 @@ async def remove_pools(names: list[str]) -> None:
 
 async def pool_status(live: bool = True) -> list[HostStatus]:
     """Every registered host: reachable now (or at its last probe), its size, who holds it."""
-    inventory = await fetch_inventory()
+    # No Temporal running: no pool was ever registered, and looking must not start a server.
+    inventory = await fetch_inventory() if temporal_at_hand() else Inventory()
     hosts = [host for pool in inventory.pools.values() for host in pool]
     errors = (
         await asyncio.gather(*(_reach(h, inventory) for h in hosts)) if live else [h.error for h in hosts]

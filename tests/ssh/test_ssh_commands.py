@@ -164,3 +164,12 @@ def test_check_finds_the_deployments_pools(lab_pool: str, cli_env: dict[str, str
             path.unlink(missing_ok=True)
         else:
             path.write_text(before)
+
+
+def test_ssh_status_with_no_temporal_running_starts_none(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    env = {**_env(), "HOME": str(home), "SKYHOP_HOME": str(home / ".skyhop")}
+    out = skyhop("ssh", "status", env=env)
+    assert out.returncode == 0, out.stderr
+    assert "No SSH pools. Register some with: skyhop ssh up pools.yaml" in out.stderr
+    assert not (home / ".skyhop" / "server").exists()  # the embedded server was not started
