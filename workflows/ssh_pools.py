@@ -2,10 +2,11 @@
 
 An entity workflow, so every worker and the CLI share one inventory without sharing a disk, and
 its updates run one at a time in workflow order: two launches racing for the last host get
-different answers, one a ``NotEnoughHosts`` refusal. Every handler is synchronous (no await), so
-none sees another's half-done change. The rules are ``providers.ssh.inventory.Inventory``'s; a
-rule's refusal fails only that update (an ``ApplicationError``), never the workflow task. It never
-ends; it continues as new once its history is long, after every handler has finished.
+different answers, one a ``NotEnoughHosts`` refusal (from the validator: it leaves no event).
+Every handler is synchronous (no await), so none sees another's half-done change. The rules are
+``providers.ssh.inventory.Inventory``'s; a rule's refusal fails only that update (an
+``ApplicationError``), never the workflow task. It never ends; it continues as new once its
+history is long, after every handler has finished.
 """
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ class SSHPoolsWorkflow:
 
     @workflow.update(name=SSHPoolsUpdate.ALLOCATE.value)
     def allocate(self, request: AllocateHosts) -> AllocatedHosts:
-        try:
+        try:  # the validator refused it already if short; never let a bare error fail the task
             hosts = self.inventory.allocate(
                 request.cluster, request.pool, request.instance_type, request.num_nodes
             )
@@ -75,6 +76,15 @@ class SSHPoolsWorkflow:
         allocations = self.inventory.allocations
         fresh = [rank for rank, host in enumerate(hosts) if not allocations[host.spec.host_id].prepared]
         return AllocatedHosts(hosts=hosts, fresh=fresh)
+
+    @allocate.validator
+    def _enough_hosts(self, request: AllocateHosts) -> None:
+        """Refuse an allocation that cannot be met before it is accepted: launches racing for the
+        last host leave no history event for the ones that lose."""
+        try:
+            self.inventory.missing(request.cluster, request.pool, request.instance_type, request.num_nodes)
+        except CapacityError as exc:
+            raise ApplicationError(exc.message, type=exc.code, non_retryable=True) from None
 
     @workflow.update(name=SSHPoolsUpdate.MARK_PREPARED.value)
     def mark_prepared(self, request: MarkPrepared) -> None:

@@ -135,6 +135,16 @@ class Inventory(BaseModel):
 
         Idempotent per (cluster, rank): a retried provision gets the hosts it was given before.
         """
+        held = self.held_by(cluster)
+        for rank, host in self.missing(cluster, pool, instance_type, num_nodes).items():
+            self.allocations[host.spec.host_id] = Allocation(cluster=cluster, rank=rank)
+            held[rank] = host
+        return [held[rank] for rank in range(num_nodes)]
+
+    def missing(self, cluster: str, pool: str, instance_type: str, num_nodes: int) -> dict[int, Host]:
+        """The free hosts ``allocate`` would give the cluster, by rank, changing nothing;
+        ``CapacityError`` if there are too few (``SSHPoolsWorkflow`` refuses such a request before
+        it reaches history)."""
         if pool not in self.pools:
             raise CapacityError(f"ssh pool {pool!r} is not registered (skyhop ssh up)", "PoolNotFound")
         held = self.held_by(cluster)
@@ -154,10 +164,7 @@ class Inventory(BaseModel):
                 + (f" (others are held by: {', '.join(holders)})" if holders else ""),
                 "NotEnoughHosts",
             )
-        for rank, host in zip(missing, free, strict=False):
-            self.allocations[host.spec.host_id] = Allocation(cluster=cluster, rank=rank)
-            held[rank] = host
-        return [held[rank] for rank in range(num_nodes)]
+        return dict(zip(missing, free, strict=False))
 
     def mark_prepared(self, cluster: str, host_ids: list[str]) -> None:
         """The cluster's runtime is installed on these hosts: a retried provision need not wipe them."""

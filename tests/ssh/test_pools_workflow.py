@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 from google.protobuf.message import Message
 from temporalio.api.common.v1 import Payload
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowUpdateFailedError
+from temporalio.exceptions import ApplicationError
 
 from skyhop.cli.config import TemporalConfig
 from skyhop.cli.payload_key import load_payload_key
@@ -233,6 +234,17 @@ def test_the_pools_survive_continue_as_new(
             SSHPoolsUpdate.ALLOCATE, request, result_type=AllocatedHosts
         )
         assert retried.hosts == given[0].hosts
+        # A refused allocation is refused before it is accepted: it adds nothing to history.
+        handle_now = client.get_workflow_handle(workflow_id)
+        before = (await handle_now.describe()).raw_description.workflow_execution_info.history_length
+        full = AllocateHosts(cluster="c4", pool="cn", instance_type=shape, num_nodes=1)
+        with pytest.raises(WorkflowUpdateFailedError) as refused:
+            await handle_now.execute_update(SSHPoolsUpdate.ALLOCATE, full, result_type=AllocatedHosts)
+        assert (
+            isinstance(refused.value.cause, ApplicationError) and refused.value.cause.type == "NotEnoughHosts"
+        )
+        after = (await handle_now.describe()).raw_description.workflow_execution_info.history_length
+        assert after == before
         await client.get_workflow_handle(workflow_id).terminate("test over")
 
     run(scenario())
