@@ -46,6 +46,7 @@ from skyhop.workflows.managed_job import ManagedJobWorkflow
 from skyhop.workflows.managed_job_ids import ManagedJobIdsWorkflow
 from skyhop.workflows.runner import TaskBoundRunner
 from skyhop.workflows.service import ServiceWorkflow
+from skyhop.workflows.ssh_pools import SSHPoolsWorkflow
 from skyhop.workflows.watch_hub import WatchHubWorkflow
 
 __all__ = ["CACHED_WORKFLOWS", "WORKFLOW_TASK_SLOTS", "build_workers", "ensure_search_attributes", "serve"]
@@ -111,6 +112,7 @@ def build_workers(
                 JobIndexWorkflow,
                 WatchHubWorkflow,
                 ServiceWorkflow,
+                SSHPoolsWorkflow,
             ],
             # Failover re-optimizes between attempts as a local activity: no task queue round trip.
             activities=[planning.optimize],

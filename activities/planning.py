@@ -12,6 +12,7 @@ from skyhop.activities.models import OptimizeInput
 from skyhop.contract import ErrorType
 from skyhop.optimizer import NoFeasibleOfferingError, Plan
 from skyhop.optimizer import optimize as choose
+from skyhop.optimizer.plan import load_offerings
 from skyhop.providers.catalog import CatalogError, load_catalogs
 
 __all__ = ["optimize"]
@@ -24,6 +25,8 @@ default pool they made the provider calls that share it (the sim's, boto3's) wai
 @activity.defn
 async def optimize(request: OptimizeInput) -> Plan:
     """Choose the best offering that fits the task and is not blocklisted; never retried when none does."""
+    pinned = {alternative.cloud for alternative in request.task.resources.alternatives}
+    await load_offerings(None if None in pinned else {cloud for cloud in pinned if cloud})
     try:
         # CPU work (tens of ms over a large catalog), off the event loop: every workflow task, hub
         # poll and heartbeat of the worker waits on that loop, and each managed job's launch and

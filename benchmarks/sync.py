@@ -1,11 +1,12 @@
 """Workdir sync to an SSH host: skyhop's sync against a plain ``rsync -a`` of the same tree.
 
 Starts one real sshd host (a network namespace where allowed, else loopback), registers it as
-a pool in a temporary SKYHOP_HOME, provisions a one-node cluster on it, and syncs a workdir of
-2,000 small files plus one 200 MB file. Each round copies the tree into a fresh folder twice,
-once with plain ``rsync -a -e ssh`` and once with skyhop (order alternating between rounds),
-then re-syncs skyhop's copy unchanged. Prints medians over the rounds, the ratio, and the
-targets (within 1.2x of plain rsync; no-change re-sync under 1 s).
+a pool with the embedded Temporal of a temporary SKYHOP_HOME (stopped at the end), provisions a
+one-node cluster on it, and syncs a workdir of 2,000 small files plus one 200 MB file. Each
+round copies the tree into a fresh folder twice, once with plain ``rsync -a -e ssh`` and once
+with skyhop (order alternating between rounds), then re-syncs skyhop's copy unchanged. Prints
+medians over the rounds, the ratio, and the targets (within 1.2x of plain rsync; no-change
+re-sync under 1 s).
 
 Run as root from the repository: ``python benchmarks/sync.py [--rounds 5] [--big-mb 200]``.
 """
@@ -39,6 +40,10 @@ def make_tree(root: Path, small: int, big_mb: int) -> None:
 async def main(rounds: int, small: int, big_mb: int) -> None:
     work = Path(tempfile.mkdtemp(prefix="skyhop-bench-sync-"))
     os.environ["SKYHOP_HOME"] = str(work / "skyhop")
+    from skyhop.cli.embedded import free_port
+    from skyhop.cli.embedded import stop as stop_embedded
+
+    os.environ["SKYHOP_SERVER_PORT"], os.environ["SKYHOP_UI_PORT"] = str(free_port()), str(free_port())
     from skyhop.providers.base import ProvisionRequest
     from skyhop.providers.ssh import SSHProvider
     from skyhop.providers.ssh.admin import register_pools
@@ -57,14 +62,16 @@ async def main(rounds: int, small: int, big_mb: int) -> None:
             pool="bench", address=host.address, port=host.port, user="root", identity_file=str(hosts.key)
         )
         await register_pools({"bench": [spec]})
+        await provider.load()
         handle = await provider.launch(
             ProvisionRequest(cluster_name="bench", offering=provider.offerings()[0], num_nodes=1)
         )
         runtime = provider.runtime(handle.nodes[0])
+        endpoint = await runtime.login()
         tree = work / "tree"
         make_tree(tree, small, big_mb)
         remote_root = handle.nodes[0].runtime_dir
-        shell = ssh_shell(runtime.endpoint)
+        shell = ssh_shell(endpoint)
         mode = "loopback sshd" if hosts.loopback else "sshd in a network namespace"
         print(f"tree: {small} small files + one {big_mb} MB file; host: {mode} at {host.address}:{host.port}")
 
@@ -91,7 +98,7 @@ async def main(rounds: int, small: int, big_mb: int) -> None:
                 plain_s.append(await plain(theirs))
                 skyhop_s.append(await skyhop(mine))
             resync_s.append(await skyhop(mine))
-            await run(runtime.endpoint, f"rm -rf {shlex.quote(mine)} {shlex.quote(theirs)}", timeout=120)
+            await run(endpoint, f"rm -rf {shlex.quote(mine)} {shlex.quote(theirs)}", timeout=120)
             figures = f"plain {plain_s[-1]:.2f}s  skyhop {skyhop_s[-1]:.2f}s  no-change {resync_s[-1]:.3f}s"
             print(f"round {i + 1}: {figures}")
         ratio = statistics.median(skyhop_s) / statistics.median(plain_s)
@@ -106,6 +113,7 @@ async def main(rounds: int, small: int, big_mb: int) -> None:
         await provider.terminate(handle)
     finally:
         await close_connections()
+        stop_embedded()
         hosts.stop()
         subprocess.run(["rm", "-rf", str(work)], check=False)
 

@@ -297,7 +297,7 @@ def check(json_output: Annotated[bool, typer.Option("--json", help="Print JSON."
     """Check which providers' credentials are found and usable; only enabled ones are launch candidates."""
     from skyhop.cli.check_commands import run_check
 
-    raise typer.Exit(run_check(json_output))
+    exit_now(run_check(json_output))  # the ssh check may have left a Temporal client behind
 
 
 @server_app.command("status")

@@ -7,6 +7,7 @@ then the providers left out because they cannot do what the task needs, and why.
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING, Any
 
 from skyhop.cli.output import EXIT_USAGE, fail, info, print_json, table
@@ -75,6 +76,13 @@ def _place(dag: Dag, minimize: Minimize) -> DagPlan:
     from skyhop.providers.catalog import CatalogError
     from skyhop.providers.extras import ExtraMissingError
 
+    pinned = {alt.cloud for node in dag.tasks for alt in node.task.resources.alternatives if alt.cloud}
+    if pinned:
+        # What only Temporal holds (SSH pools) is fetched for a task pinned there alone: other
+        # plans still need no server.
+        from skyhop.optimizer.plan import load_offerings
+
+        asyncio.run(load_offerings(pinned))
     try:
         return optimize_dag(dag, minimize=minimize)
     except (NoFeasibleOfferingError, CatalogError, ExtraMissingError) as exc:

@@ -110,6 +110,7 @@ class WorkflowType(StrEnum):
     JOB_INDEX = "JobIndexWorkflow"
     WATCH_HUB = "WatchHubWorkflow"
     SERVICE = "ServiceWorkflow"
+    SSH_POOLS = "SSHPoolsWorkflow"
 
 
 LAUNCH_WORKFLOW = WorkflowType.LAUNCH

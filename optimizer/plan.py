@@ -24,7 +24,7 @@ from skyhop.providers.base import DiskTier, NetworkTier, NodeRequest, Offering, 
 from skyhop.providers.catalog import CLOUDS, CatalogSet, load_catalogs, policy_for
 from skyhop.spec import DagTask, Resources, Task
 
-__all__ = ["Candidate", "Minimize", "Plan", "flat_offerings", "optimize", "task_candidates"]
+__all__ = ["Candidate", "Minimize", "Plan", "flat_offerings", "load_offerings", "optimize", "task_candidates"]
 
 Minimize = Literal["cost", "time"]
 _KEPT_PER_PROVIDER = 8
@@ -147,6 +147,17 @@ def flat_offerings(catalogs: CatalogSet, resources: Resources) -> list[Offering]
         pinned = {alt.cloud for alt in resources.alternatives}
         names = [n for n in names if n in pinned]
     return [o for name in names for o in get_provider(name).offerings()]
+
+
+async def load_offerings(only: set[str] | None = None) -> None:
+    """Let the providers without a catalog (``only`` those) fetch what their offerings come from
+    (``Provider.load``: SSH pools are in Temporal), before the synchronous optimizer reads them."""
+    import asyncio
+
+    from skyhop.providers.registry import get_provider, provider_names
+
+    names = [n for n in provider_names() if n not in CLOUDS and (only is None or n in only)]
+    await asyncio.gather(*(get_provider(name).load() for name in names))
 
 
 def task_candidates(

@@ -441,7 +441,12 @@ class Provider(ABC):
 
     @abstractmethod
     def offerings(self) -> list[Offering]:
-        """Everything this provider can launch, from its catalog."""
+        """Everything this provider can launch, from its catalog (or what ``load`` fetched)."""
+
+    async def load(self) -> None:
+        """Fetch what ``offerings`` reads that this process does not hold (SSH pools are in
+        Temporal); the optimizer calls it first, as ``offerings`` is synchronous. Default: nothing."""
+        return None
 
     @abstractmethod
     async def launch(self, request: ProvisionRequest) -> ClusterHandle:

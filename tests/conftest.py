@@ -81,15 +81,16 @@ def cli_env(temporal_server: DevServer) -> dict[str, str]:
     It names the session's payload key explicitly, as a deployment would: a test that moves
     SKYHOP_HOME still signs with the key the session worker verifies.
     """
+    return cli_environment(temporal_server.address)
+
+
+def cli_environment(address: str) -> dict[str, str]:
+    """``cli_env`` for a session fixture, or for another server."""
     from skyhop.cli.config import TemporalConfig
     from skyhop.cli.payload_key import default_key_file, load_payload_key
 
     load_payload_key(TemporalConfig())  # created on first use
-    return {
-        **os.environ,
-        "SKYHOP_TEMPORAL_ADDRESS": temporal_server.address,
-        "SKYHOP_KEY_FILE": str(default_key_file()),
-    }
+    return {**os.environ, "SKYHOP_TEMPORAL_ADDRESS": address, "SKYHOP_KEY_FILE": str(default_key_file())}
 
 
 def skyhop(

@@ -1,21 +1,26 @@
 """Registering, listing and removing pools: what ``skyhop ssh up|status|down`` do.
 
-A host held by a cluster is never dropped from under it: re-registering a pool without it, or
-removing its pool, is refused until the cluster is taken down.
+Pools are probed from where the command runs, then kept in ``SSHPoolsWorkflow`` with the contents
+of the identity files they name, so every worker can log in to their hosts. A host held by a
+cluster is never dropped from under it: re-registering a pool without it, or removing its pool,
+is refused until the cluster is taken down (the workflow decides, so no race can slip past).
 """
 
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 from pydantic import BaseModel
 
+from skyhop.contract.ssh_pools import RegisterPools, RemovePools, SSHPoolsUpdate
 from skyhop.providers.runtime.errors import NodeUnreachableError
 from skyhop.providers.ssh.connection import run
-from skyhop.providers.ssh.inventory import Host, Inventory, read_inventory, updating
+from skyhop.providers.ssh.deployment import endpoint_of, fetch_inventory, temporal_at_hand, update_pools
+from skyhop.providers.ssh.inventory import Host, Inventory, identity_digest
 from skyhop.providers.ssh.pools import HostSpec, PoolsError
 from skyhop.providers.ssh.probe import probe_hosts
-from skyhop.providers.ssh.provider import SSHProvider, endpoint_of, verdict
+from skyhop.providers.ssh.provider import SSHProvider, verdict
 
 __all__ = ["HostStatus", "pool_status", "register_pools", "remove_pools"]
 
@@ -39,35 +44,40 @@ class HostStatus(BaseModel):
 
 async def register_pools(pools: dict[str, list[HostSpec]]) -> list[Host]:
     """Probe every host of ``pools`` and (re)register those pools; the probed hosts in order."""
-    _refuse_dropping_held(read_inventory(), pools)
-    hosts = await probe_hosts([spec for specs in pools.values() for spec in specs])
-    with updating() as inventory:
-        _refuse_dropping_held(inventory, pools)
-        for name, specs in pools.items():
-            ids = {spec.host_id for spec in specs}
-            inventory.pools[name] = [host for host in hosts if host.spec.host_id in ids]
-    _record_enabled(read_inventory())
+    before = await fetch_inventory()
+    for name, specs in pools.items():
+        before.refuse_dropping_held(name, {spec.host_id for spec in specs})
+    identities = {
+        path: _identity(path) for path in {s.identity_file for v in pools.values() for s in v} if path
+    }
+    probed = await probe_hosts([spec for specs in pools.values() for spec in specs])
+    hosts = [
+        host.model_copy(update={"identity": identity_digest(identities[host.spec.identity_file])})
+        if host.spec.identity_file
+        else host
+        for host in probed
+    ]
+    request = RegisterPools(
+        pools={name: [h for h in hosts if h.spec.pool == name] for name in pools},
+        identities={identity_digest(key): key for key in identities.values()},
+    )
+    _record_enabled(await update_pools(SSHPoolsUpdate.REGISTER, request, Inventory))
     return hosts
 
 
-def remove_pools(names: list[str]) -> None:
+async def remove_pools(names: list[str]) -> None:
     """Forget pools; refused (nothing removed) if one is unknown or a cluster holds one of its hosts."""
-    with updating() as inventory:
-        for name in names:
-            if name not in inventory.pools:
-                known = ", ".join(sorted(inventory.pools)) or "none (register one with: skyhop ssh up)"
-                raise PoolsError(f"no ssh pool named {name!r}; registered pools: {known}")
-            _refuse_dropping_held(inventory, {name: []})
-        for name in names:
-            del inventory.pools[name]
-    _record_enabled(read_inventory())
+    _record_enabled(await update_pools(SSHPoolsUpdate.REMOVE, RemovePools(names=names), Inventory))
 
 
 async def pool_status(live: bool = True) -> list[HostStatus]:
     """Every registered host: reachable now (or at its last probe), its size, who holds it."""
-    inventory = read_inventory()
+    # No Temporal running: no pool was ever registered, and looking must not start a server.
+    inventory = await fetch_inventory() if temporal_at_hand() else Inventory()
     hosts = [host for pool in inventory.pools.values() for host in pool]
-    errors = await asyncio.gather(*(_reach(h) for h in hosts)) if live else [h.error for h in hosts]
+    errors = (
+        await asyncio.gather(*(_reach(h, inventory) for h in hosts)) if live else [h.error for h in hosts]
+    )
     rows = []
     for host, error in zip(hosts, errors, strict=True):
         held = inventory.allocations.get(host.spec.host_id)
@@ -90,9 +100,9 @@ async def pool_status(live: bool = True) -> list[HostStatus]:
     return rows
 
 
-async def _reach(host: Host) -> str | None:
+async def _reach(host: Host, inventory: Inventory) -> str | None:
     try:
-        result = await asyncio.wait_for(run(endpoint_of(host), "true"), _STATUS_TIMEOUT_S)
+        result = await asyncio.wait_for(run(endpoint_of(host, inventory), "true"), _STATUS_TIMEOUT_S)
     except TimeoutError:
         return f"no answer within {_STATUS_TIMEOUT_S:g}s"
     except NodeUnreachableError as exc:
@@ -100,16 +110,14 @@ async def _reach(host: Host) -> str | None:
     return None if result.exit_status == 0 else result.error_text()
 
 
-def _refuse_dropping_held(inventory: Inventory, pools: dict[str, list[HostSpec]]) -> None:
-    for name, specs in pools.items():
-        keep = {spec.host_id for spec in specs}
-        for host in inventory.pools.get(name, []):
-            held = inventory.allocations.get(host.spec.host_id)
-            if held is not None and host.spec.host_id not in keep:
-                raise PoolsError(
-                    f"{name}: host {host.spec.address}:{host.spec.port} is held by cluster {held.cluster!r}; "
-                    f"take it down first (skyhop down {held.cluster})"
-                )
+def _identity(path: str) -> str:
+    """An identity file's contents (workers on other machines cannot read the user's)."""
+    try:
+        return Path(path).read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PoolsError(
+            f"cannot read identity file {path}: {getattr(exc, 'strerror', None) or exc}"
+        ) from None
 
 
 def _record_enabled(inventory: Inventory) -> None:

@@ -1,25 +1,30 @@
-"""The registered pools, what each host has, and which cluster holds it: ``~/.skyhop/ssh/``.
+"""The deployment's SSH pools: each host, what its probe found, and which cluster holds it.
 
-``inventory.json`` is the SSH provider's "cloud": ``ssh up`` writes hosts and their probed
-facts, ``provision`` and ``terminate`` write allocations. Every change is a read-modify-write
-under an exclusive ``flock``, so concurrent activities (and the CLI) never hand one host to two
-clusters. ``known_hosts`` pins each host's key as first seen by ``ssh up``.
+This is the SSH provider's "cloud". It lives in ``SSHPoolsWorkflow`` (``workflows/ssh_pools.py``),
+not on a disk, so the CLI that registers pools and every worker that allocates their hosts see
+one state whatever machine they run on; the workflow runs one update at a time, which is what
+makes an allocation atomic. Plain code (no Temporal, no I/O): the rules are unit-tested directly
+and the workflow is a thin wrapper.
+
+Identity files travel as their contents (``identities``, by SHA-256), since a worker on another
+machine cannot read the CLI's ``~/.ssh``; skyhop's payload codec encrypts them in history.
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import os
-from collections.abc import Iterator
-from pathlib import Path
+import hashlib
 
 from pydantic import BaseModel
 
-from skyhop.providers.home import skyhop_home
-from skyhop.providers.ssh.pools import HostSpec
+from skyhop.providers.errors import CapacityError
+from skyhop.providers.ssh.pools import HostSpec, PoolsError
 
-__all__ = ["Allocation", "Host", "HostFacts", "Inventory", "known_hosts_path", "read_inventory", "updating"]
+__all__ = ["Allocation", "Host", "HostFacts", "Inventory", "identity_digest"]
+
+
+def identity_digest(content: str) -> str:
+    """The name an identity file's contents go by in the inventory (and on a worker's disk)."""
+    return hashlib.sha256(content.encode()).hexdigest()
 
 
 class HostFacts(BaseModel):
@@ -48,6 +53,8 @@ class Host(BaseModel):
     error: str | None = None
     host_key: str | None = None
     """``<type> <base64>`` as first seen by ``ssh up``; later connections require it."""
+    identity: str | None = None
+    """The digest of its identity file's contents in ``Inventory.identities`` (None: no key given)."""
 
     @property
     def known_hosts_line(self) -> str | None:
@@ -72,6 +79,8 @@ class Inventory(BaseModel):
     pools: dict[str, list[Host]] = {}
     allocations: dict[str, Allocation] = {}
     """By ``HostSpec.host_id``."""
+    identities: dict[str, str] = {}
+    """Identity file contents by ``identity_digest``: only those some registered host uses."""
 
     def host(self, host_id: str) -> Host | None:
         """The registered host with this id."""
@@ -87,38 +96,89 @@ class Inventory(BaseModel):
                 held[allocation.rank] = host
         return held
 
+    def known_hosts(self) -> str:
+        """An OpenSSH ``known_hosts`` file pinning every registered host's key."""
+        lines = {h.known_hosts_line for hosts in self.pools.values() for h in hosts}
+        return "".join(f"{line}\n" for line in sorted(line for line in lines if line))
 
-def _folder() -> Path:
-    return skyhop_home() / "ssh"
+    def register(self, pools: dict[str, list[Host]], identities: dict[str, str]) -> None:
+        """(Re)register ``pools`` (others stay); refused, changing nothing, if it drops a held host."""
+        for name, hosts in pools.items():
+            self.refuse_dropping_held(name, {host.spec.host_id for host in hosts})
+        self.pools.update(pools)
+        self.identities.update(identities)
+        self._forget_unused_identities()
 
+    def remove(self, names: list[str]) -> None:
+        """Forget pools; refused (nothing removed) if one is unknown or a cluster holds one of its hosts."""
+        for name in names:
+            if name not in self.pools:
+                known = ", ".join(sorted(self.pools)) or "none (register one with: skyhop ssh up)"
+                raise PoolsError(f"no ssh pool named {name!r}; registered pools: {known}")
+            self.refuse_dropping_held(name, set())
+        for name in names:
+            del self.pools[name]
+        self._forget_unused_identities()
 
-def known_hosts_path() -> Path:
-    """OpenSSH ``known_hosts`` of every registered host (asyncssh and rsync's ssh both use it)."""
-    return _folder() / "known_hosts"
+    def refuse_dropping_held(self, pool: str, keep: set[str]) -> None:
+        """``PoolsError`` if a host of ``pool`` outside ``keep`` is held by a cluster."""
+        for host in self.pools.get(pool, []):
+            held = self.allocations.get(host.spec.host_id)
+            if held is not None and host.spec.host_id not in keep:
+                raise PoolsError(
+                    f"{pool}: host {host.spec.address}:{host.spec.port} is held by cluster {held.cluster!r}; "
+                    f"take it down first (skyhop down {held.cluster})"
+                )
 
+    def allocate(self, cluster: str, pool: str, instance_type: str, num_nodes: int) -> list[Host]:
+        """The cluster's hosts by rank: those it holds already, then free hosts of ``instance_type``.
 
-def read_inventory() -> Inventory:
-    """The current inventory (empty before the first ``ssh up``)."""
-    try:
-        return Inventory.model_validate_json((_folder() / "inventory.json").read_text())
-    except FileNotFoundError:
-        return Inventory()
+        Idempotent per (cluster, rank): a retried provision gets the hosts it was given before.
+        """
+        held = self.held_by(cluster)
+        for rank, host in self.missing(cluster, pool, instance_type, num_nodes).items():
+            self.allocations[host.spec.host_id] = Allocation(cluster=cluster, rank=rank)
+            held[rank] = host
+        return [held[rank] for rank in range(num_nodes)]
 
+    def missing(self, cluster: str, pool: str, instance_type: str, num_nodes: int) -> dict[int, Host]:
+        """The free hosts ``allocate`` would give the cluster, by rank, changing nothing;
+        ``CapacityError`` if there are too few (``SSHPoolsWorkflow`` refuses such a request before
+        it reaches history)."""
+        if pool not in self.pools:
+            raise CapacityError(f"ssh pool {pool!r} is not registered (skyhop ssh up)", "PoolNotFound")
+        held = self.held_by(cluster)
+        free = [
+            host
+            for host in self.pools[pool]
+            if host.facts is not None
+            and host.facts.shape == instance_type
+            and host.spec.host_id not in self.allocations
+        ]
+        missing = [rank for rank in range(num_nodes) if rank not in held]
+        if len(free) < len(missing):
+            holders = sorted({a.cluster for a in self.allocations.values() if a.cluster != cluster})
+            raise CapacityError(
+                f"ssh pool {pool!r} has {len(free)} free host(s) of type {instance_type}, "
+                f"{len(missing)} needed"
+                + (f" (others are held by: {', '.join(holders)})" if holders else ""),
+                "NotEnoughHosts",
+            )
+        return dict(zip(missing, free, strict=False))
 
-@contextlib.contextmanager
-def updating() -> Iterator[Inventory]:
-    """The inventory under an exclusive lock; saved atomically when the block ends without error."""
-    folder = _folder()
-    folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / "inventory.lock", "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        inventory = read_inventory()
-        yield inventory
-        path = folder / "inventory.json"
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(inventory.model_dump_json(indent=2))
-        os.replace(tmp, path)
-        lines = {h.known_hosts_line for hosts in inventory.pools.values() for h in hosts} - {None}
-        tmp = known_hosts_path().with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text("".join(f"{line}\n" for line in sorted(line for line in lines if line)))
-        os.replace(tmp, known_hosts_path())
+    def mark_prepared(self, cluster: str, host_ids: list[str]) -> None:
+        """The cluster's runtime is installed on these hosts: a retried provision need not wipe them."""
+        for host_id in host_ids:
+            allocation = self.allocations.get(host_id)
+            if allocation is not None and allocation.cluster == cluster:
+                allocation.prepared = True
+
+    def release(self, cluster: str) -> None:
+        """Give back every host the cluster holds (idempotent)."""
+        for host_id, allocation in list(self.allocations.items()):
+            if allocation.cluster == cluster:
+                del self.allocations[host_id]
+
+    def _forget_unused_identities(self) -> None:
+        used = {h.identity for hosts in self.pools.values() for h in hosts}
+        self.identities = {digest: key for digest, key in self.identities.items() if digest in used}

@@ -1,18 +1,21 @@
 """Real sshd hosts for the SSH provider's tests, and a pool of them registered with ``skyhop ssh up``.
 
 Session hosts (never killed by a test): node1 and node2 are alike; node3 (namespace mode) has
-two fake A100-80GB GPUs and no rsync. Tests that kill a node start their own hosts.
+two fake A100-80GB GPUs and no rsync. Tests that kill a node start their own hosts. Pools live
+in the session's Temporal (``SSHPoolsWorkflow``), which the session worker runs.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import skyhop
+from skyhop.providers.ssh.deployment import fetch_inventory
+from skyhop.providers.ssh.inventory import Inventory
+from tests.conftest import cli_environment, run, skyhop
+from tests.helpers import DevServer, WorkerProcess
 from tests.ssh.hosts import SSHHost, SSHHosts
 
 A100 = "NVIDIA A100-SXM4-80GB"
@@ -28,8 +31,8 @@ def pools_yaml(path: Path, pools: dict[str, list[SSHHost]], key: Path) -> Path:
     return path
 
 
-def ssh_up(path: Path) -> None:
-    out = skyhop("ssh", "up", str(path), env=dict(os.environ))
+def ssh_up(path: Path, env: dict[str, str]) -> None:
+    out = skyhop("ssh", "up", str(path), env=env)
     assert out.returncode == 0, out.stderr
 
 
@@ -41,13 +44,37 @@ def ssh_hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SSHHosts]:
 
 
 @pytest.fixture(scope="session")
-def lab_pool(ssh_hosts: SSHHosts, tmp_path_factory: pytest.TempPathFactory) -> str:
-    """Pool ``lab`` (node1, node2, node3) registered in the session's SKYHOP_HOME."""
+def registered_lab(
+    ssh_hosts: SSHHosts,
+    temporal_server: DevServer,
+    worker: WorkerProcess,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> str:
     path = pools_yaml(
         tmp_path_factory.mktemp("pools") / "pools.yaml", {"lab": ssh_hosts.hosts}, ssh_hosts.key
     )
-    ssh_up(path)
+    ssh_up(path, cli_environment(temporal_server.address))
     return "lab"
+
+
+@pytest.fixture
+def lab_pool(registered_lab: str, live_worker: WorkerProcess, pools_in_temporal: None) -> str:
+    """Pool ``lab`` (node1, node2, node3) registered in the session's Temporal."""
+    return registered_lab
+
+
+@pytest.fixture
+def pools_in_temporal(
+    cli_env: dict[str, str], live_worker: WorkerProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Provider calls a test makes itself (outside a worker) reach the session's pools, as the CLI's do."""
+    for name in ("SKYHOP_TEMPORAL_ADDRESS", "SKYHOP_KEY_FILE"):
+        monkeypatch.setenv(name, cli_env[name])
+
+
+def inventory() -> Inventory:
+    """The session's pools as the workflow holds them now."""
+    return run(fetch_inventory())
 
 
 @pytest.fixture

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -12,12 +13,12 @@ from skyhop.contract import JobStatus
 from skyhop.providers.base import NodeHandle
 from skyhop.providers.ssh import SSHProvider
 from skyhop.providers.ssh.connection import close_connections
-from skyhop.providers.ssh.inventory import read_inventory
+from skyhop.providers.ssh.deployment import fetch_inventory
 from skyhop.spec import Resources, Task
 from tests.conftest import run, skyhop
 from tests.helpers import DevServer, WorkerProcess, wait_for
 from tests.integration.support import client_for, launched, record, unique_cluster, until_job_done
-from tests.ssh.conftest import pools_yaml, ssh_up
+from tests.ssh.conftest import inventory, pools_yaml, ssh_up
 from tests.ssh.hosts import SSHHosts
 
 pytestmark = pytest.mark.integration
@@ -79,12 +80,12 @@ def test_two_node_launch_runs_setup_and_run_on_every_node_with_rank_variables(
         assert lines[3] == "from the workdir" and lines[5] == "no-ckpt"
         if not ssh_hosts.loopback:
             assert lines[4] == f"setup-on-node{rank + 1}"
-    held = read_inventory().held_by(cluster)
+    held = inventory().held_by(cluster)
     assert {rank: h.spec.address for rank, h in held.items()} == {0: first.address, 1: second.address}
     status = skyhop("status", env=cli_env)
     assert cluster in status.stdout and f"ssh/{lab_pool}" in status.stdout
     assert skyhop("down", "-y", cluster, env=cli_env).returncode == 0
-    assert read_inventory().held_by(cluster) == {}
+    assert inventory().held_by(cluster) == {}
 
 
 def test_a_job_survives_a_worker_kill_9_and_runs_once(
@@ -118,7 +119,7 @@ def test_a_job_survives_a_worker_kill_9_and_runs_once(
 
 def _doomed_pool(hosts: SSHHosts, tmp_path: Path) -> str:
     name = f"doomed-{hosts.tag}"
-    ssh_up(pools_yaml(tmp_path / "doomed.yaml", {name: hosts.hosts}, hosts.key))
+    ssh_up(pools_yaml(tmp_path / "doomed.yaml", {name: hosts.hosts}, hosts.key), dict(os.environ))
     return name
 
 
@@ -127,6 +128,7 @@ def test_a_node_lost_mid_job_fails_the_job_naming_it(
     temporal_server: DevServer,
     live_worker: WorkerProcess,
     doomed_hosts: SSHHosts,
+    pools_in_temporal: None,
     tmp_path: Path,
     failure: str,
 ) -> None:
@@ -160,7 +162,7 @@ def test_a_node_lost_mid_job_fails_the_job_naming_it(
             state = await head.job_state("job-1")
             assert state is not None and state.status == "CANCELLED"
             await close_connections()
-        assert read_inventory().held_by(cluster) == {}
+        assert (await fetch_inventory()).held_by(cluster) == {}
 
     run(scenario())
 

@@ -17,7 +17,7 @@ from skyhop.providers.errors import CapacityError
 from skyhop.providers.runtime.jobs import JobSpec, NodeJobState
 from skyhop.providers.ssh import SSHProvider
 from skyhop.providers.ssh.connection import Endpoint, close_connections
-from skyhop.providers.ssh.inventory import read_inventory
+from skyhop.providers.ssh.deployment import fetch_inventory
 from skyhop.providers.ssh.runtime import SSHNodeRuntime, runtime_dir
 from tests.conftest import run
 from tests.integration.support import unique_cluster
@@ -36,6 +36,7 @@ def with_cluster(pool: str, nodes: int, body: Callable[[ClusterHandle], Awaitabl
 
     async def scenario() -> T:
         provider = SSHProvider()
+        await provider.load()
         handle = await provider.launch(
             ProvisionRequest(cluster_name=name, offering=_plain(pool), num_nodes=nodes)
         )
@@ -58,6 +59,7 @@ async def _wait_done(rt: SSHNodeRuntime, key: str, timeout: float = 20) -> NodeJ
 
 
 def test_offerings_are_the_pools_host_shapes(ssh_hosts: SSHHosts, lab_pool: str) -> None:
+    run(SSHProvider().load())
     offerings = [o for o in SSHProvider().offerings() if o.region == lab_pool]
     assert all(o.provider == "ssh" and o.price == 0 for o in offerings)
     plain = _plain(lab_pool)
@@ -72,7 +74,7 @@ def test_a_cluster_holds_its_hosts_exclusively_until_terminated(ssh_hosts: SSHHo
 
     async def body(handle: ClusterHandle) -> None:
         assert [(n.rank, n.ip) for n in handle.nodes] == [(r, h.address) for r, h in enumerate(plain)]
-        assert read_inventory().held_by("held-a").keys() == set(range(len(plain)))
+        assert (await fetch_inventory()).held_by("held-a").keys() == set(range(len(plain)))
         # The pool's plain hosts are all taken: a second cluster cannot have one.
         with pytest.raises(CapacityError, match="0 free host.*held by: held-a"):
             await SSHProvider().launch(
@@ -85,8 +87,8 @@ def test_a_cluster_holds_its_hosts_exclusively_until_terminated(ssh_hosts: SSHHo
         assert again.nodes == handle.nodes
 
     with_cluster(lab_pool, len(plain), body, "held-a")
-    assert read_inventory().held_by("held-a") == {}
-    assert read_inventory().held_by("held-b") == {}
+    after = run(fetch_inventory())
+    assert after.held_by("held-a") == {} and after.held_by("held-b") == {}
 
 
 def test_jobs_run_detached_and_outlive_the_connection(lab_pool: str) -> None:
@@ -178,6 +180,7 @@ def test_workdir_sync_honours_ignore_rules_on_a_1000_file_tree(
 
     async def body(handle: ClusterHandle) -> None:
         rt = SSHProvider().runtime(handle.nodes[0])
+        await rt.login()
         assert rt.has_rsync
         rt.has_rsync = transport == "rsync"
         await rt.sync_dir(str(workdir), "workdir")

@@ -48,6 +48,18 @@ def test_the_workflows_handle_exactly_the_names_the_contract_gives() -> None:
     assert set(launch.queries) == set(LaunchQuery)
 
 
+def test_the_ssh_pools_workflow_takes_exactly_the_contracts_updates_and_queries() -> None:
+    from temporalio.workflow import _Definition
+
+    from skyhop.contract import WorkflowType
+    from skyhop.contract.ssh_pools import SSHPoolsQuery, SSHPoolsUpdate
+    from skyhop.workflows.ssh_pools import SSHPoolsWorkflow
+
+    pools = _Definition.must_from_class(SSHPoolsWorkflow)
+    assert pools.name == WorkflowType.SSH_POOLS
+    assert set(pools.updates) == set(SSHPoolsUpdate) and set(pools.queries) == set(SSHPoolsQuery)
+
+
 def test_the_node_runner_writes_the_statuses_the_controller_reads() -> None:
     from skyhop.providers.runtime import node_runner
     from skyhop.providers.runtime.jobs import NodeJobStatus
