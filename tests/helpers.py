@@ -88,7 +88,9 @@ def _stop(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:
 
 class DevServer:
     """``temporal server start-dev`` on free loopback ports, hardened exactly as the embedded default;
-    or on the address of a test machine (``netns``, a network namespace it runs in)."""
+    or on a test machine (``netns``, the network namespace it runs in; ``ip``, its address there). In
+    its own namespace it listens on every address of that machine: its services reach each other on
+    its loopback, which a server bound to one address does not listen on."""
 
     def __init__(self, folder: Path, *, ip: str = "127.0.0.1", netns: str | None = None) -> None:
         self.folder = folder
@@ -111,7 +113,7 @@ class DevServer:
             http_port=self.http_port,
             metrics_port=self.metrics_port,
             db_file=self.db_file,
-            ip=self.ip,
+            ip="0.0.0.0" if self.netns else self.ip,
         )
         inside = ["ip", "netns", "exec", self.netns] if self.netns else []
         self.proc = spawn_private([*inside, *argv], self.folder / "temporal.log")
