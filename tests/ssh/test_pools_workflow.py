@@ -68,7 +68,9 @@ def test_a_worker_with_its_own_home_launches_on_a_pool_registered_from_the_cli(
             **os.environ,
             "HOME": str(elsewhere),
             "SKYHOP_HOME": str(elsewhere / ".skyhop"),
-            "SKYHOP_KEY_FILE": laptop["SKYHOP_KEY_FILE"],  # the deployment's payload key, nothing else
+            # The deployment's payload key and store (job logs reach the laptop through it), nothing else.
+            "SKYHOP_KEY_FILE": laptop["SKYHOP_KEY_FILE"],
+            "SKYHOP_STORE_URL": (Path(laptop["SKYHOP_HOME"]) / "store" / "content").as_uri(),
         },
     )
     # The laptop's key, gone once registered: only the copy in Temporal can log the worker in.

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from skyhop.providers.registry import check_cache_path
+from skyhop.providers.registry import read_checks, write_checks
 from skyhop.providers.ssh.inventory import identity_digest
 from tests.conftest import run, skyhop
 from tests.ssh.conftest import inventory, pools_yaml
@@ -152,18 +152,14 @@ def test_a_dryrun_pinned_to_a_pool_plans_on_its_hosts(
 
 
 def test_check_finds_the_deployments_pools(lab_pool: str, cli_env: dict[str, str]) -> None:
-    path = check_cache_path()
-    before = path.read_text() if path.exists() else None
+    before = read_checks()  # check's verdicts are the deployment's: put back for the session's other tests
     try:
         done = skyhop("check", "--json", env=cli_env)
         assert done.returncode == 0, done.stderr
         ssh = next(item for item in json.loads(done.stdout)["items"] if item["provider"] == "ssh")
         assert ssh["enabled"] and lab_pool in ssh["reason"].removeprefix("pools: ").split(", ")
     finally:
-        if before is None:
-            path.unlink(missing_ok=True)
-        else:
-            path.write_text(before)
+        write_checks(before)
 
 
 def test_ssh_status_with_no_temporal_running_starts_none(tmp_path: Path) -> None:
