@@ -164,7 +164,7 @@ def launch(
             as_json=json_output,
             minimize=check_minimize(minimize),
         )
-        exit_now(plan)  # pinned to ssh, planning may have left a Temporal client behind
+        raise typer.Exit(plan)
     task = _task(entrypoint, overrides)
     if task.service is not None:
         info("The task's service: section is used by skyhop serve up (not built yet); launching the task.")
