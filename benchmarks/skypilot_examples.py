@@ -2,16 +2,27 @@
 
 Every YAML under DIR is planned the way ``skyhop launch --dryrun FILE`` plans it (the same
 function, ``cli.planning.planned_dag`` then the optimizer, in this process for speed), from DIR as
-the working directory (the examples' relative paths are relative to SkyPilot's repository root).
-A variable the file leaves null (``HF_TOKEN: null`` in ``envs`` or ``secrets``) is passed as
-``--env``/``--secret NAME=x``, as its user must. ``--subprocess N`` also runs N of the files through
-the real CLI and checks it gives the same verdict.
+the working directory (most examples' relative paths are relative to SkyPilot's repository root);
+a file that names a local path missing there is planned again from its own folder, where the
+examples that are run with ``cd`` into it find their files. The examples that use
+``~/skypilot/...`` paths find the corpus there (a link from the temporary home), as for a user who
+cloned SkyPilot into their home. A variable the file leaves null (``HF_TOKEN: null`` in ``envs`` or
+``secrets``) is passed as ``--env``/``--secret NAME=example-value``, as its user must.
+
+Users of the Kubernetes examples have a cluster: unless ``--no-kubernetes``, the files are planned
+with a kubeconfig whose context is a local fake cluster (``tests/fakes/kubernetes``) of nodes of
+224 vCPUs and 2 TiB (an 8-GPU server's size): a CPU node, nodes of 8 H100, H200, A100-80GB, A100,
+L40S, L4, of 4 T4 and 4 A10G (NVIDIA), of 8 MI300 and 4 MI210 (AMD).
+
+``--subprocess N`` also runs N of the files through the real CLI and checks it gives the same
+verdict.
 
 Verdicts: ``planned``; ``missing cloud`` (every place the task may run is a cloud skyhop has no
 provider for: excepted from the target); ``missing local file`` (the file names a local path the
 fetched corpus does not hold: a property of the corpus, not of the schema); ``refused``.
 
     python benchmarks/skypilot_examples.py DIR [--accepted SKY_ACCEPTED.txt] [--subprocess 8] [--top 15]
+        [--no-kubernetes]
 """
 
 from __future__ import annotations
@@ -46,12 +57,65 @@ def _null_variables(path: Path) -> tuple[list[str], list[str]]:
             for field, out in (("envs", envs), ("secrets", secrets)):
                 found = doc.get(field)
                 if isinstance(found, Mapping):
-                    out += [f"{key}=x" for key, value in found.items() if value is None]
+                    out += [f"{key}=example-value" for key, value in found.items() if value is None]
     return envs, secrets
 
 
+REPO = Path(__file__).resolve().parent.parent
+_FAKE_NODES = (
+    ("cpu", 0, ""),
+    ("h100", 8, "h100"),
+    ("h200", 8, "h200"),
+    ("a100-80gb", 8, "a100-80gb"),
+    ("a100", 8, "a100"),
+    ("l40s", 8, "l40s"),
+    ("l4", 8, "l4"),
+    ("t4", 4, "t4"),
+    ("a10g", 4, "a10g"),
+    ("mi300", 8, "mi300"),
+    ("mi210", 4, "mi210"),
+)
+
+
+@contextlib.contextmanager
+def _kubernetes_cluster(home: Path) -> Iterator[None]:
+    """A fake cluster as ``~/.kube/config``'s current context, for the files that pin Kubernetes."""
+    sys.path.insert(0, str(REPO))
+    from tests.fakes.kubernetes import FakeKubernetes, NodeSpec
+
+    nodes = [
+        NodeSpec(
+            f"node-{name}",
+            cpu="224",
+            memory="2048Gi",
+            gpus=gpus,
+            labels={"skypilot.co/accelerator": label} if label else {},
+            gpu_resource="amd.com/gpu" if name.startswith("mi") else "nvidia.com/gpu",
+        )
+        for name, gpus, label in _FAKE_NODES
+    ]
+    with FakeKubernetes(home / "fake-k8s", nodes, loopback=True, context="gpu-cluster") as fake:
+        (home / ".kube").mkdir(exist_ok=True)
+        fake.kubeconfig(home / ".kube" / "config")
+        yield
+
+
 def verdict(path: Path) -> tuple[str, str]:
-    """``(verdict, reason)`` for one file, planned as ``launch --dryrun`` plans it."""
+    """``(verdict, reason)`` for one file, planned as ``launch --dryrun`` plans it: from the working
+    directory, and where a local path is missing there, from the file's own folder."""
+    found = _verdict(path)
+    if found[0] != MISSING_LOCAL:
+        return found
+    root = Path.cwd()
+    os.chdir(path.parent)
+    try:
+        again = _verdict(path)
+    finally:
+        os.chdir(root)
+    return again if again[0] != MISSING_LOCAL else found
+
+
+def _verdict(path: Path) -> tuple[str, str]:
     from skyhop.cli.planning import planned_dag
     from skyhop.optimizer import NoFeasibleOfferingError, optimize_dag
     from skyhop.providers.catalog import CatalogError
@@ -125,6 +189,9 @@ def main() -> int:
     parser.add_argument("--accepted", type=Path, help="paths (relative to DIR) SkyPilot's schema accepts")
     parser.add_argument("--subprocess", type=int, default=0, help="also run N files through the CLI")
     parser.add_argument("--top", type=int, default=15, help="how many refusal reasons to show")
+    parser.add_argument(
+        "--no-kubernetes", action="store_true", help="plan with no Kubernetes context configured"
+    )
     args = parser.parse_args()
     root = args.dir.resolve()
     accepted_file = args.accepted or root.parent / "SKY_ACCEPTED.txt"
@@ -135,13 +202,26 @@ def main() -> int:
         print(f"{len(files)} files SkyPilot's schema accepts ({accepted_file})")
     else:
         print(f"{len(files)} YAML files under {root}")
-    home = tempfile.mkdtemp(prefix="skyhop-examples-")
-    os.environ.update(SKYHOP_HOME=home, HOME=home)
+    home = Path(tempfile.mkdtemp(prefix="skyhop-examples-"))
+    os.environ.update(SKYHOP_HOME=str(home), HOME=str(home))
+    os.environ.pop("KUBECONFIG", None)
+    (home / "skypilot").symlink_to(root)
     os.chdir(root)
     results: dict[Path, tuple[str, str]] = {}
-    with _quiet():
-        for path in files:
-            results[path] = verdict(path)
+    with contextlib.ExitStack() as stack:
+        if not args.no_kubernetes:
+            stack.enter_context(_kubernetes_cluster(home))
+            print("planning with a Kubernetes context (a fake cluster of CPU and GPU nodes)")
+        with _quiet():
+            for path in files:
+                results[path] = verdict(path)
+        _report(args, root, files, results)
+    return 0
+
+
+def _report(
+    args: argparse.Namespace, root: Path, files: list[Path], results: dict[Path, tuple[str, str]]
+) -> None:
     counts = collections.Counter(v for v, _ in results.values())
     total = len(results)
     for name in VERDICTS:
@@ -171,7 +251,6 @@ def main() -> int:
             if not agree:
                 print(f"  DIFFERS: {path.relative_to(root)}: in process {mine}, CLI {cli}")
         print(f"CLI subprocess agrees on {same}/{len(sample)} sampled files")
-    return 0
 
 
 if __name__ == "__main__":

@@ -28,7 +28,8 @@ _Choice = tuple[InstanceType, tuple[str, float] | None]
 
 
 def offering_filter(resources: Resources) -> Callable[[Offering], bool]:
-    """Whether a ready-made offering (a catalog-less provider such as ``local``) satisfies a request.
+    """Whether a ready-made offering (a catalog-less provider such as ``local``) satisfies a request:
+    it is what was asked for, or, for a divisible one (a Kubernetes node's free room), has room for it.
 
     The request is read once, not per offering: the optimizer tests every ready-made offering
     (thousands, for a sim that copies a cloud's catalog), and each read parses its strings again.
@@ -47,15 +48,29 @@ def offering_filter(resources: Resources) -> Callable[[Offering], bool]:
             return False
         if instance_type and instance_type != offering.instance_type:
             return False
+        if offering.divisible:
+            if not _room_for(offering):
+                return False
+        elif not _is(offering):
+            return False
+        return (offering.spot_price if use_spot else offering.price) is not None
+
+    def _is(offering: Offering) -> bool:
         if cpus and not cpus.admits(offering.cpus):
             return False
         if memory and not memory.admits(offering.memory_gib, offering.cpus):
             return False
-        if wanted:
-            offered = {name.upper(): count for name, count in offering.accelerators.items()}
-            if any(abs(offered.get(name, 0.0) - count) > 0.01 for name, count in wanted.items()):
-                return False
-        return (offering.spot_price if use_spot else offering.price) is not None
+        offered = {name.upper(): count for name, count in offering.accelerators.items()}
+        return not any(abs(offered.get(name, 0.0) - count) > 0.01 for name, count in wanted.items())
+
+    def _room_for(offering: Offering) -> bool:
+        asked_cpus = cpus.value if cpus else 1.0
+        if cpus and not cpus.fits_within(offering.cpus, asked_cpus):
+            return False
+        if memory and not memory.fits_within(offering.memory_gib, asked_cpus):
+            return False
+        offered = {name.upper(): count for name, count in offering.accelerators.items()}
+        return all(offered.get(name, 0.0) + 0.01 >= count for name, count in wanted.items())
 
     return fits
 

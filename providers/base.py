@@ -117,6 +117,9 @@ class Offering(BaseModel):
     """Order among offerings otherwise equal, lowest first, ahead of the region's name: a provider
     whose user ranks its regions says so here (Kubernetes: the context's place in
     ``allowed_contexts``, the failover order SkyPilot documents). 0 where regions are equals."""
+    divisible: bool = False
+    """The offering is free capacity a node takes a part of (a Kubernetes node's room for pods): a
+    request fits when it asks for no more than is free, and the node gets what it asked for."""
     host: str | None = None
     """The machine (``home.host_id``) the offering is on, for providers whose nodes are that
     machine's folders (``local``): every activity on such a cluster runs on that machine's task

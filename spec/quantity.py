@@ -32,6 +32,11 @@ class Quantity:
             return offered + 1e-9 >= wanted
         return abs(offered - wanted) < 1e-6
 
+    def fits_within(self, free: float, cpus: float) -> bool:
+        """Whether ``free`` units (of a node with ``cpus`` vCPUs asked for) leave room for this."""
+        wanted = self.value * cpus if self.per_cpu else self.value
+        return wanted <= free + 1e-9
+
     def __str__(self) -> str:
         number = f"{self.value:g}"
         if self.per_cpu:

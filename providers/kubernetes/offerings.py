@@ -2,14 +2,16 @@
 
 Each schedulable, Ready node offers what is left on it: ``status.allocatable`` minus the requests of
 the non-terminal pods bound to it (every namespace, so other tenants count), as the scheduler sees
-it. Its GPUs (``nvidia.com/gpu``) are named by the first of ``GPU_LABELS`` it carries, in SkyPilot's
-spelling; GPUs on a node without such a label are left out, since no task could ask for them by name.
+it. Its GPUs (``nvidia.com/gpu``, or AMD's ``amd.com/gpu``) are named by the first of ``GPU_LABELS``
+it carries, in SkyPilot's spelling; GPUs on a node without such a label are left out, since no task
+could ask for them by name.
 One offering per distinct free shape and context (the context is the offering's region), at price 0.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
@@ -23,18 +25,32 @@ if TYPE_CHECKING:
 
 __all__ = [
     "GPU_LABELS",
-    "GPU_RESOURCE",
+    "GPU_RESOURCES",
     "PROVIDER",
     "api_offerings",
     "cluster_offerings",
     "free_capacity",
+    "gpu_resource",
     "read_offerings",
 ]
 
 PROVIDER = "kubernetes"
-GPU_RESOURCE = "nvidia.com/gpu"
-GPU_LABELS = ("nvidia.com/gpu.product", "cloud.google.com/gke-accelerator", "skypilot.co/accelerator")
-"""Labels naming a node's GPU type: NVIDIA's GPU feature discovery, GKE, SkyPilot's own."""
+GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu")
+"""The extended resources GPUs are requested by: NVIDIA's device plugin, AMD's (ROCm)."""
+GPU_LABELS = (
+    "nvidia.com/gpu.product",
+    "cloud.google.com/gke-accelerator",
+    "skypilot.co/accelerator",
+    "amd.com/gpu.product-name",
+)
+"""Labels naming a node's GPU type: NVIDIA's GPU feature discovery, GKE, SkyPilot's own, AMD's labeller."""
+
+
+def gpu_resource(gpu: str) -> str:
+    """The resource a pod asks for ``gpu`` by: AMD Instinct GPUs (``MI300``) are ``amd.com/gpu``."""
+    return GPU_RESOURCES[1] if re.match(r"MI\d", gpu.upper()) else GPU_RESOURCES[0]
+
+
 _TERMINAL = ("Succeeded", "Failed")
 
 Obj = Mapping[str, Any]
@@ -80,7 +96,7 @@ def _node_offering(node: Obj, pods: list[Obj], context: str) -> Offering | None:
         return None
     labels = node["metadata"].get("labels") or {}
     gpu = next((label_gpu_name(labels[label]) for label in GPU_LABELS if labels.get(label)), None)
-    gpus = int(free.get(GPU_RESOURCE, 0))
+    gpus = int(sum(free.get(resource, Decimal(0)) for resource in GPU_RESOURCES))
     accelerators = {gpu: float(gpus)} if gpu is not None and gpus > 0 else {}
     shape = f"{cpus:g}CPU--{memory_gib:g}GB" + "".join(f"--{n}:{c:g}" for n, c in accelerators.items())
     return Offering(
@@ -91,6 +107,7 @@ def _node_offering(node: Obj, pods: list[Obj], context: str) -> Offering | None:
         accelerators=accelerators,
         region=context,
         price=0.0,
+        divisible=True,
     )
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from skyhop.providers.accelerators import label_gpu_name
 from skyhop.providers.base import NodeRequest, Offering
-from skyhop.providers.kubernetes.offerings import GPU_LABELS, GPU_RESOURCE
+from skyhop.providers.kubernetes.offerings import GPU_LABELS, gpu_resource
 from skyhop.providers.naming import fit_name
 
 __all__ = [
@@ -84,7 +84,7 @@ def _quantities(offering: Offering, ask: NodeRequest | None) -> dict[str, str]:
         memory = min(ask.memory_gib or per_cpu * cpus, offering.memory_gib)
     amounts = {"cpu": f"{int(cpus * 1000)}m", "memory": f"{int(memory * 1024)}Mi"}
     if gpus:
-        amounts[GPU_RESOURCE] = str(int(gpus))
+        amounts[gpu_resource(next(iter(offering.accelerators), ""))] = str(int(gpus))
     return amounts
 
 

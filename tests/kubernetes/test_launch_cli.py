@@ -112,7 +112,7 @@ def test_a_two_node_gpu_task_fails_over_from_a_context_that_cannot_hold_the_gang
                 assert "a-small" in output and "capacity" in output, output  # the failover is shown
                 assert _said(first, cluster, "FailedScheduling"), "the gang was not refused on a-small"
                 assert _left(first, cluster) == []
-                # Recorded, not asserted tightly: the 3 s figure is benchmarks/kubernetes.py's.
+                # Recorded, not asserted tightly: the 3 s figure is benchmarks/kubernetes_launch.py's.
                 gap = failover_gap(first, second, cluster)
                 record_property("failedscheduling_to_next_attempt_s", round(gap, 3))
                 assert 0 < gap < 60, gap

@@ -58,3 +58,42 @@ def test_gpu_labels_of_every_flavour_and_other_tenants_count(tmp_path: Path) -> 
             ("16CPU--128GB--H100:8", "lab"),
             ("2CPU--8GB", "lab"),
         ]
+
+
+def test_amd_gpus_are_offered_and_asked_for_by_their_own_resource(tmp_path: Path) -> None:
+    """AMD's device plugin registers ``amd.com/gpu`` and its labeller names the product; SkyPilot's
+    AMD examples ask for ``MI300:1`` on a node of eight, so the pod asks for one ``amd.com/gpu``."""
+    from skyhop.optimizer.launchables import offering_filter
+    from skyhop.providers.base import NodeRequest
+    from skyhop.providers.kubernetes.pods import pod_manifest as skyhop_pod
+    from skyhop.spec import Resources
+
+    nodes = [
+        NodeSpec(
+            "mi300",
+            cpu="96",
+            memory="512Gi",
+            gpus=8,
+            labels={"amd.com/gpu.product-name": "AMD_Instinct_MI300X_OAM"},
+            gpu_resource="amd.com/gpu",
+        ),
+        NodeSpec(
+            "mi210",
+            cpu="32",
+            memory="128Gi",
+            gpus=4,
+            labels={"skypilot.co/accelerator": "mi210"},
+            gpu_resource="amd.com/gpu",
+        ),
+    ]
+    for fake in running_fake(tmp_path, nodes, context="amd"):
+        offerings = read_offerings(context="amd", kubeconfig=str(fake.kubeconfig()))
+        assert sorted(o.instance_type for o in offerings) == [
+            "32CPU--128GB--MI210:4",
+            "96CPU--512GB--MI300X:8",
+        ]
+        mi300x = next(o for o in offerings if "MI300X" in o.instance_type)
+        assert offering_filter(Resources(accelerators="MI300X:1"))(mi300x)
+        pod = skyhop_pod("job", 0, mi300x, NodeRequest(accelerators={"MI300X": 1}), "ubuntu", [])
+        limits = pod["spec"]["containers"][0]["resources"]["limits"]
+        assert limits["amd.com/gpu"] == "1" and "nvidia.com/gpu" not in limits

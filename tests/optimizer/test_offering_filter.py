@@ -48,3 +48,28 @@ def test_the_request_is_parsed_once_for_thousands_of_offerings(monkeypatch: pyte
     offerings = [_offering("us-east-1a", 4 + i % 8, 0.3) for i in range(2_000)]
     assert sum(map(fits, offerings)) == 2_000
     assert calls <= 3  # cloud, region and zone, read once each
+
+
+def test_a_divisible_offering_takes_any_request_it_has_room_for() -> None:
+    """A Kubernetes node with 8 free H100s and 96 vCPUs runs a pod of 1 H100 and 1 vCPU: its
+    offering is room, not a shape to match exactly (the pod asks for what the task asked)."""
+    node = Offering(
+        provider="kubernetes",
+        instance_type="96CPU--768GB--H100:8",
+        cpus=96,
+        memory_gib=768,
+        accelerators={"H100": 8},
+        region="ctx",
+        price=0.0,
+        divisible=True,
+    )
+    assert offering_filter(Resources(cpus=1, accelerators="H100:1"))(node)
+    assert offering_filter(Resources(cpus="8+", memory="x4", accelerators="H100:8"))(node)
+    assert not offering_filter(Resources(accelerators="H100:16"))(node)
+    assert not offering_filter(Resources(accelerators="A100:1"))(node)
+    assert not offering_filter(Resources(cpus=128))(node)
+    assert not offering_filter(Resources(cpus=64, memory=800))(node)
+    # The same numbers as a fixed shape (a VM type) match exactly.
+    fixed = node.model_copy(update={"divisible": False})
+    assert not offering_filter(Resources(cpus=1, accelerators="H100:1"))(fixed)
+    assert offering_filter(Resources(cpus=96, accelerators="H100:8"))(fixed)

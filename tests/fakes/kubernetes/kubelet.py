@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.fakes.kubernetes.events import record_event
-from tests.fakes.kubernetes.nodes import GPU_LABELS
+from tests.fakes.kubernetes.nodes import GPU_LABELS, GPU_RESOURCES
 from tests.fakes.kubernetes.quantity import parse_quantity
 from tests.fakes.kubernetes.sandbox import Network, Sandbox
 from tests.fakes.kubernetes.status import StatusError, timestamp
@@ -190,8 +190,9 @@ class Kubelet:
     def _start(self, pod: Obj) -> None:
         meta, spec = pod["metadata"], pod["spec"]
         gpus = sum(
-            int(parse_quantity((c.get("resources") or {}).get("limits", {}).get("nvidia.com/gpu", 0)))
+            int(parse_quantity((c.get("resources") or {}).get("limits", {}).get(resource, 0)))
             for c in spec["containers"]
+            for resource in GPU_RESOURCES
         )
         node = self.store.find("nodes", "", spec["nodeName"]) or {"metadata": {"labels": {}}}
         labels = node["metadata"].get("labels") or {}

@@ -6,15 +6,21 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["GPU_LABELS", "NodeSpec"]
+__all__ = ["GPU_LABELS", "GPU_RESOURCES", "NodeSpec"]
 
-GPU_LABELS = ("nvidia.com/gpu.product", "cloud.google.com/gke-accelerator", "skypilot.co/accelerator")
-"""Labels that name a node's GPU type (NVIDIA's GPU feature discovery, GKE, SkyPilot's own)."""
+GPU_LABELS = (
+    "nvidia.com/gpu.product",
+    "cloud.google.com/gke-accelerator",
+    "skypilot.co/accelerator",
+    "amd.com/gpu.product-name",
+)
+"""Labels that name a node's GPU type (NVIDIA's GPU feature discovery, GKE, SkyPilot's own, AMD's)."""
+GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu")
 
 
 @dataclass
 class NodeSpec:
-    """A node to register: ``gpus`` of ``nvidia.com/gpu`` (their type goes in one of ``GPU_LABELS``)."""
+    """A node to register: ``gpus`` of ``gpu_resource`` (their type goes in one of ``GPU_LABELS``)."""
 
     name: str
     cpu: str = "4"
@@ -23,6 +29,7 @@ class NodeSpec:
     labels: dict[str, str] = field(default_factory=dict)
     taints: list[dict[str, str]] = field(default_factory=list)
     pods: int = 110
+    gpu_resource: str = GPU_RESOURCES[0]
 
     def object(self, address: str) -> dict[str, Any]:
         resources = {
@@ -32,7 +39,7 @@ class NodeSpec:
             "ephemeral-storage": "100Gi",
         }
         if self.gpus:
-            resources["nvidia.com/gpu"] = str(self.gpus)
+            resources[self.gpu_resource] = str(self.gpus)
         labels = {
             "kubernetes.io/hostname": self.name,
             "kubernetes.io/os": "linux",

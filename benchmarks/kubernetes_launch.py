@@ -8,7 +8,7 @@ figure is the time from that pod's FailedScheduling event to the first pod of th
 ``b-big`` (wall time of ``skyhop launch``, job included) and its ``down``: the API writes those made,
 per pod.
 
-    python benchmarks/kubernetes.py [--runs 3]
+    python benchmarks/kubernetes_launch.py [--runs 3]
 """
 
 from __future__ import annotations
