@@ -277,7 +277,8 @@ class Capabilities(BaseModel):
     disk_size: bool = False
     """Whether a node's boot disk can be given a size."""
     disk_tiers: frozenset[DiskTier] = frozenset()
-    """The disk tiers its nodes' boot disks can have (``best`` is the fastest of them)."""
+    """The disk tiers its nodes' boot disks can have (``best`` is the fastest of them, or the disk its
+    nodes have where there are none)."""
     labels: bool = False
     """Whether its nodes carry the task's ``resources.labels`` (as tags or labels)."""
     max_nodes: int | None = None
@@ -303,12 +304,9 @@ class Capabilities(BaseModel):
             (needs.custom_image and not self.custom_image, "resources.image_id", "custom images"),
             (needs.disk_size and not self.disk_size, "resources.disk_size", "setting the disk size"),
             (
-                needs.disk_tier is not None
-                and not (
-                    self.disk_tiers
-                    if needs.disk_tier == DiskTier.BEST
-                    else needs.disk_tier in self.disk_tiers
-                ),
+                # ``best`` asks for the fastest disk the provider has, as in SkyPilot: any provider
+                # serves it (one without tiers, with the disk its nodes have).
+                needs.disk_tier not in (None, DiskTier.BEST) and needs.disk_tier not in self.disk_tiers,
                 "resources.disk_tier",
                 f"disk tier {needs.disk_tier}",
             ),
@@ -322,9 +320,6 @@ class Capabilities(BaseModel):
             ),
         ]
         return next((Shortfall(field=f, feature=what) for missing, f, what in wanted if missing), None)
-
-    def _has_tier(self, tier: DiskTier) -> bool:
-        return bool(self.disk_tiers) if tier == DiskTier.BEST else tier in self.disk_tiers
 
 
 class NodeRequest(BaseModel):

@@ -56,3 +56,14 @@ def test_a_disk_size_is_not_silently_dropped_on_local(tmp_path: Path) -> None:
     plan = optimize(task)
     assert plan.chosen.provider == "aws" and "local" not in {o.provider for o in plan.candidates}
     assert left_out(task, ["local", "aws"]) == {"local": "local does not support setting the disk size"}
+
+
+def test_the_best_disk_tier_is_served_anywhere_a_named_one_only_where_offered() -> None:
+    """SkyPilot's ``disk_tier: best`` asks for the fastest disk a provider has, so a Kubernetes
+    example with it plans there; ``ultra`` is a tier local does not have."""
+    best = _task({"infra": "local", "disk_tier": "best"})
+    assert optimize(best).chosen.provider == "local"
+    placeable(best)
+    ultra = _task({"any_of": [{"infra": "local"}, {"infra": "aws"}], "disk_tier": "ultra"})
+    assert optimize(ultra).chosen.provider == "aws"
+    assert left_out(ultra, ["local", "aws"]) == {"local": "local does not support disk tier ultra"}
