@@ -145,6 +145,9 @@ def plan_document(plan: DagPlan, dag: Dag) -> dict[str, Any]:
                 "disk_size": p.choice.disk_size,
                 "disk_tier": p.choice.disk_tier,
                 "network_tier": p.choice.network_tier,
+                "accelerator_args": p.choice.accelerator_args.model_dump()
+                if p.choice.accelerator_args
+                else None,
                 "labels": p.choice.labels,
                 "workdir": task.workdir_git.model_dump() if task.workdir_git else _shown(task.workdir, task),
                 "file_mounts": {_shown(k, task): _shown_mount(v, task) for k, v in task.file_mounts.items()},

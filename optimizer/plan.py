@@ -20,7 +20,14 @@ from skyhop.optimizer.egress import egress
 from skyhop.optimizer.errors import NoFeasibleOfferingError
 from skyhop.optimizer.explain import why_infeasible
 from skyhop.optimizer.launchables import catalog_launchables, offering_filter
-from skyhop.providers.base import DiskTier, NetworkTier, NodeRequest, Offering, ProvisionRequest
+from skyhop.providers.base import (
+    AcceleratorArgs,
+    DiskTier,
+    NetworkTier,
+    NodeRequest,
+    Offering,
+    ProvisionRequest,
+)
 from skyhop.providers.catalog import CLOUDS, CatalogSet, load_catalogs, policy_for
 from skyhop.spec import DagTask, Resources, Task
 
@@ -62,6 +69,8 @@ class Candidate(BaseModel):
     """What the alternative asks of each node, for a provider that sizes a node to the task."""
     docker_image: str | None = None
     """The alternative's ``image_id: docker:IMAGE``, the image of a provider whose nodes are containers."""
+    accelerator_args: AcceleratorArgs | None = None
+    """The alternative's TPU options (runtime version, node name), for a TPU slice."""
 
     @property
     def cost(self) -> float:
@@ -99,6 +108,7 @@ class Candidate(BaseModel):
             attempt_id=attempt_id,
             node_request=self.node_request,
             container_image=self.docker_image,
+            accelerator_args=self.accelerator_args,
         )
 
 
@@ -217,6 +227,7 @@ def _priced(
         input_cost=_input_cost(node, offering),
         node_request=size,
         docker_image=resources.docker_image,
+        accelerator_args=resources.accelerator_args,
     )
 
 

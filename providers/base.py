@@ -23,6 +23,7 @@ from skyhop.providers.errors import NotSupportedError
 from skyhop.providers.runtime.jobs import JobSpec, JobsQuery, JobsReport, NodeJobState
 
 __all__ = [
+    "AcceleratorArgs",
     "CannotStopError",
     "Capabilities",
     "CheckResult",
@@ -340,6 +341,17 @@ class NodeRequest(BaseModel):
     """Whole accelerators per node (a fraction is the GPUs holding it)."""
 
 
+class AcceleratorArgs(BaseModel):
+    """SkyPilot's ``resources.accelerator_args`` for a TPU VM: what a provision attempt does with them."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    runtime_version: str | None = None
+    """The TPU software the VM boots (``tpu-vm-base``); None: the slice's base runtime."""
+    tpu_name: str | None = None
+    """The TPU node's name (rank 0's; rank N's adds ``-N``); None: named after the cluster."""
+
+
 class ProvisionRequest(BaseModel):
     """One provision attempt: ``num_nodes`` nodes of ``offering`` in its region/zone."""
 
@@ -366,6 +378,8 @@ class ProvisionRequest(BaseModel):
     container_image: str | None = None
     """The task's ``image_id: docker:IMAGE``: a provider with ``container_nodes`` boots its nodes
     from it; others ignore it (the node runner starts the container on the node)."""
+    accelerator_args: AcceleratorArgs | None = None
+    """The task's TPU options, for an offering that is a TPU slice."""
     scale_up_region: str | None = None
     """The region whose autoscaler an earlier attempt of this launch asked for nodes (it failed with
     ``SCALE_UP_ASKED``), or None. Only there may this attempt wait for new nodes; elsewhere it takes

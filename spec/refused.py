@@ -16,7 +16,8 @@ from skyhop.spec.errors import SpecError
 
 __all__ = [
     "CONFIG_INERT",
-    "NO_TPUS",
+    "NO_QUEUED_RESOURCES",
+    "NO_TPU_NODES",
     "CONFIG_REFUSED",
     "RESOURCES_REFUSED",
     "SKYPILOT_CLOUDS",
@@ -31,9 +32,13 @@ _NO_CONTAINERS = (
     "home bind-mounted); private registries need docker login (or podman login) on the node"
 )
 _INTERNAL = "is internal to SkyPilot (it writes it itself); leave it out"
-NO_TPUS = (
-    "TPUs are not supported yet (skyhop's GCP provider launches VMs with GPUs); "
-    "ask for GPUs such as A100:8 or H100:8"
+NO_TPU_NODES = (
+    "TPU nodes (a TPU beside a separate host VM) are deprecated by Google; skyhop launches TPU VMs: "
+    "drop tpu_vm or set it to true"
+)
+NO_QUEUED_RESOURCES = (
+    "queued resources are not supported; skyhop creates the TPU VM directly and fails over to the "
+    "next zone when one has no capacity"
 )
 _NO_VOLUMES = "volumes are not supported; use resources.disk_size for a bigger disk, or file_mounts"
 
@@ -60,7 +65,6 @@ TASK_REFUSED: dict[str, str] = {
 """Task fields refused whatever their value (``api_server_access: false`` is accepted: it asks nothing)."""
 
 RESOURCES_REFUSED: dict[str, str] = {
-    "accelerator_args": f"TPU options; {NO_TPUS}",
     "volumes": _NO_VOLUMES,
     "local_disk": "not selectable; pick an instance_type that has local disks",
     "priority": "skyhop runs a cluster's jobs first in, first out; submit them in the order they should run",

@@ -18,7 +18,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from skyhop.providers.base import DiskTier, NetworkTier
+from skyhop.providers.base import AcceleratorArgs, DiskTier, NetworkTier
+from skyhop.providers.catalog.tpus import MULTI_HOST_REFUSAL, canonical_tpu, is_multi_host
 from skyhop.providers.registry import all_provider_names, canonical_name, region_is_path
 from skyhop.spec.limits import MAX_ALTERNATIVES, MAX_IMAGE_CHARS, MAX_LABEL_CHARS, MAX_LABELS
 from skyhop.spec.quantity import Quantity, parse_disk_size, parse_memory, parse_quantity
@@ -94,6 +95,15 @@ def _split_infra(infra: str) -> list[str]:
 
 
 _LOCATION_KEYS = ("infra", "cloud", "region", "zone")
+_TPU_NAME = re.compile(r"[a-z]([-a-z0-9]{0,48}[a-z0-9])?")
+"""A Cloud TPU node name, with room for the ``-<rank>`` of later nodes."""
+_NOT_WITH_TPU = {
+    "image_id": "a TPU VM boots its runtime; give accelerator_args.runtime_version instead",
+    "disk_size": "a TPU VM's boot disk is its runtime's own size; use file_mounts or a bucket for data",
+    "disk_tier": "a TPU VM's boot disk is its runtime's own; leave disk_tier out",
+    "network_tier": "a TPU VM has the slice's own networking; leave network_tier out",
+}
+"""Resources fields a TPU VM cannot honour, and what to do instead."""
 
 
 def _merge(outer: dict[str, Any], item: object) -> object:
@@ -140,6 +150,22 @@ def _expand_choices(item: object) -> list[object]:
     except ValueError:
         return [item]  # the item's own validation reports it, with its field path
     return [{**item, "accelerators": choice} for choice in choices] if len(choices) > 1 else [item]
+
+
+def _without_tpu_args(item: object) -> object:
+    """An alternative that asks for no TPU without the outer ``accelerator_args``, which are TPU
+    options: ``{tpu-v2-8: 1, A100: 1}`` with them gives them to the TPU's alternative only."""
+    if not isinstance(item, dict) or "accelerator_args" not in item:
+        return item
+    try:
+        names = parse_accelerators(item["accelerators"]) if item.get("accelerators") is not None else {}
+    except ValueError:
+        return item  # the item's own validation reports it, with its field path
+    return (
+        item
+        if any(canonical_tpu(name) for name in names)
+        else {k: v for k, v in item.items() if k != "accelerator_args"}
+    )
 
 
 _ALIASES = {"gpus": "accelerators", "ephemeral_storage": "disk_size", "spot_recovery": "job_recovery"}
@@ -240,7 +266,9 @@ class Resources(BaseModel):
     memory: str | None = None
     """GiB per node: ``"16"``, ``"16+"``, or ``"x4"`` (at least 4 GiB per vCPU). Default: any."""
     accelerators: dict[str, float] | None = None
-    """``{NAME: count}`` per node. Default: none."""
+    """``{NAME: count}`` per node. Default: none. A TPU slice is one accelerator: ``{TPU-V2-8: 1}``."""
+    accelerator_args: AcceleratorArgs | None = None
+    """SkyPilot's TPU options (``runtime_version``, ``tpu_name``); alternatives without a TPU ignore them."""
     use_spot: bool = Field(default=False, strict=True)
     disk_size: int | None = Field(default=None, gt=0, strict=True)
     """GiB of the boot disk: a number of GB, or a size like ``1024GB``/``1T``."""
@@ -314,7 +342,8 @@ class Resources(BaseModel):
             if isinstance(items, list):
                 if not items:
                     raise ValueError(f"'{key}' must list at least one alternative")
-                data[key] = [part for item in items for part in _expand_choices(_merge(data, item))]
+                parts = [part for item in items for part in _expand_choices(_merge(data, item))]
+                data[key] = [_without_tpu_args(part) for part in parts]
         return data
 
     @model_validator(mode="before")
@@ -367,12 +396,53 @@ class Resources(BaseModel):
     def _check_accelerators(cls, value: object) -> dict[str, float] | None:
         if value is None:
             return None
-        parsed = parse_accelerators(value)
-        if any(name.startswith("TPU") for name in parsed):
-            from skyhop.spec.refused import NO_TPUS
+        ((name, count),) = parse_accelerators(value).items()
+        tpu = canonical_tpu(name)
+        if tpu is None:
+            return {name: count}
+        if is_multi_host(tpu):
+            raise ValueError(f"{tpu} {MULTI_HOST_REFUSAL}")
+        if count != 1:
+            raise ValueError(
+                f"{tpu}:{count:g}: a TPU slice counts once; ask for a bigger slice or more nodes"
+            )
+        return {tpu.upper(): 1.0}
 
-            raise ValueError(f"{next(iter(parsed))}: {NO_TPUS}")
-        return parsed
+    @field_validator("accelerator_args", mode="before")
+    @classmethod
+    def _check_accelerator_args(cls, value: object) -> object:
+        """SkyPilot's switches that ask for what skyhop does not do are refused; the rest is kept."""
+        if not isinstance(value, dict):
+            return value
+        from skyhop.spec.refused import NO_QUEUED_RESOURCES, NO_TPU_NODES
+
+        args = dict(value)
+        for switch, refusal in (("tpu_vm", NO_TPU_NODES), ("gcp_queued_resource", NO_QUEUED_RESOURCES)):
+            on = args.pop(switch, switch == "tpu_vm")
+            if not isinstance(on, bool):
+                raise ValueError(f"{switch} must be true or false, got {on!r}")
+            if on != (switch == "tpu_vm"):
+                raise ValueError(f"{switch}: {str(on).lower()}: {refusal}")
+        name = args.get("tpu_name")
+        if name is not None and not (isinstance(name, str) and _TPU_NAME.fullmatch(name)):
+            raise ValueError(
+                f"tpu_name {name!r} must be 1-50 lowercase letters, digits or '-', starting with a letter"
+            )
+        return args
+
+    @model_validator(mode="after")
+    def _check_tpu_fields(self) -> Resources:
+        """A TPU VM boots its runtime on its own disk: fields that would change either are refused."""
+        tpus = [alt for alt in self.alternatives if alt.tpu is not None]
+        if self.accelerator_args is not None and not tpus:
+            raise ValueError(
+                "accelerator_args are TPU options; ask for a TPU (accelerators: tpu-v2-8) or drop them"
+            )
+        for alt in tpus:
+            for field, hint in _NOT_WITH_TPU.items():
+                if getattr(alt, field) is not None:
+                    raise ValueError(f"{field} with {alt.tpu}: {hint}")
+        return self
 
     @model_validator(mode="before")
     @classmethod
@@ -462,6 +532,11 @@ class Resources(BaseModel):
     def allows_region(self, region: str | None) -> bool:
         """False where a per-region ``image_id`` has no image for ``region``."""
         return not isinstance(self.image_id, dict) or (region or "") in self.image_id
+
+    @property
+    def tpu(self) -> str | None:
+        """The TPU slice this request asks for (``tpu-v2-8``), or None."""
+        return next((canonical_tpu(name) for name in self.accelerators or {} if canonical_tpu(name)), None)
 
     @property
     def cloud(self) -> str | None:

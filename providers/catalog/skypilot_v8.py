@@ -6,7 +6,8 @@ AcceleratorName, AcceleratorCount, GpuInfo, Region, AvailabilityZone, Price, Spo
 lists every GPU as a separate row without an instance type. GCP's accelerator-optimised machines
 (a2, a3, a4, g2, g4) cannot be had without their GPUs, so here each is joined with its GPUs' row in
 the same zone into one all-inclusive offering; the remaining GPU rows (T4, V100, ...) stay
-attachable to N1 hosts. TPUs are not offered by skyhop and are skipped.
+attachable to N1 hosts. A single-host TPU slice's row becomes its TPU VM instance type (``tpus.py``);
+multi-host slices, which skyhop does not launch, are skipped.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 from skyhop.providers.catalog.model import Catalog, InstanceType, Location
 from skyhop.providers.catalog.policy import GCP_BUILTIN_ACCELERATORS, gcp_builtin_accelerator
 from skyhop.providers.catalog.rows import CsvRows
+from skyhop.providers.catalog.tpus import is_tpu, tpu_instance_type
 
 __all__ = ["read_skypilot_v8"]
 
@@ -49,8 +51,13 @@ def read_skypilot_v8(provider: str, path: Path) -> Catalog:
         if location[2] is None and location[3] is None:
             continue
         count = rows.number(row, "AcceleratorCount") or 0.0
+        if not name and accelerator and is_tpu(accelerator):
+            tpu_vm = tpu_instance_type(accelerator)
+            if tpu_vm is not None:
+                catalog.add(tpu_vm, location)
+            continue
         if not name:
-            if accelerator and not accelerator.startswith("tpu-"):
+            if accelerator:
                 memory = _gpu_memory_gib(row.get("GpuInfo", ""))
                 gpu_rows.setdefault((accelerator, int(count)), {})[(location[0], location[1])] = location
                 catalog.add_attachable(accelerator, count, memory, location)

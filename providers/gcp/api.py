@@ -1,4 +1,5 @@
-"""One authenticated Compute Engine session: credentials, project, the REST clients, operation waits.
+"""One authenticated Compute Engine session: credentials, project, the REST clients, operation waits,
+and the Cloud TPU API with the same credentials (``tpu_api.py``).
 
 Mutating calls return an operation; ``wait`` blocks on ``zoneOperations.wait`` (or the global one)
 until it is done and raises its error, classified. skyhop polls with its own operations clients
@@ -15,6 +16,7 @@ from typing import Any
 from skyhop.providers.errors import CredentialsError, TransientError
 from skyhop.providers.gcp import config
 from skyhop.providers.gcp.errors import classify, classify_operation
+from skyhop.providers.gcp.tpu_api import TpuApi
 
 __all__ = ["ComputeApi", "PREEMPTED", "SETUP_HINT"]
 
@@ -56,7 +58,7 @@ class ComputeApi:
 
         self.project: str = project
         self.identity = str(getattr(credentials, "service_account_email", "") or "application default user")
-        endpoint = config.compute_endpoint()
+        endpoint = config.api_endpoint("compute")
         options = ClientOptions(api_endpoint=endpoint) if endpoint else None
         common: dict[str, Any] = {"credentials": credentials, "transport": "rest", "client_options": options}
         self.instances = compute_v1.InstancesClient(**common)
@@ -64,6 +66,7 @@ class ComputeApi:
         self.projects = compute_v1.ProjectsClient(**common)
         self._zone_operations = compute_v1.ZoneOperationsClient(**common)
         self._global_operations = compute_v1.GlobalOperationsClient(**common)
+        self.tpu = TpuApi(credentials, project)
         self.options: dict[str, Any] = {
             "retry": Retry(predicate=_is_transient, initial=0.5, maximum=8.0, timeout=self.retry_timeout_s),
             "timeout": self.call_timeout_s,

@@ -1,9 +1,10 @@
-"""The request bodies skyhop sends to Compute Engine: one instance of a cluster, and its firewall rule.
+"""The request bodies skyhop sends to GCP: one instance or TPU VM of a cluster, and its firewall rule.
 
 GPUs are attached as ``guestAccelerators`` only to N1 machines (the A2/A3/G2 families have theirs
 built in); any GPU machine must terminate on host maintenance, since GPUs cannot live-migrate.
 Spot nodes are deleted when preempted, as AWS's one-time spot instances are, so a preempted node
-reads as gone rather than stopped.
+reads as gone rather than stopped. A TPU VM (Cloud TPU API v2 ``Node``) carries the same labels,
+SSH key and network tag as an instance, so it is found, reached and opened the same way.
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from skyhop.providers.base import DiskTier, NetworkTier, ProvisionRequest
+from skyhop.providers.base import AcceleratorArgs, DiskTier, NetworkTier, ProvisionRequest
+from skyhop.providers.catalog.tpus import default_runtime_version, tpu_accelerator_type
 from skyhop.providers.cloud import CLUSTER_TAG, RANK_TAG
 from skyhop.providers.naming import fit_name
 
@@ -25,6 +27,9 @@ __all__ = [
     "instance_body",
     "instance_name",
     "request_id",
+    "tpu_node_body",
+    "tpu_node_id",
+    "zone_region",
 ]
 
 SSH_USER = "skyhop"
@@ -43,6 +48,11 @@ _ACCELERATORS = {
     "H100": "nvidia-h100-80gb",
 }
 _ATTACHING_FAMILIES = ("n1-",)
+
+
+def zone_region(zone: str) -> str:
+    """The region of a zone (``us-central1-a`` -> ``us-central1``)."""
+    return zone.rsplit("-", 1)[0]
 
 
 def instance_name(cluster_name: str, rank: int) -> str:
@@ -81,6 +91,15 @@ def disk_type(tier: DiskTier | None) -> str:
     return _TIER_DISKS[tier or DiskTier.MEDIUM]
 
 
+def _labels(request: ProvisionRequest, rank: int) -> dict[str, str]:
+    return {**request.labels, CLUSTER_TAG: request.cluster_name, RANK_TAG: str(rank)}
+
+
+def _ssh_keys(public_key: str) -> str:
+    """The ``ssh-keys`` metadata value that lets skyhop's login in."""
+    return f"{SSH_USER}:{public_key}"
+
+
 def instance_body(project: str, request: ProvisionRequest, rank: int, public_key: str) -> dict[str, Any]:
     """The ``instances.insert`` body of node ``rank`` (compute_v1 ``Instance`` fields)."""
     offering = request.offering
@@ -89,9 +108,9 @@ def instance_body(project: str, request: ProvisionRequest, rank: int, public_key
     body: dict[str, Any] = {
         "name": instance_name(request.cluster_name, rank),
         "machine_type": f"zones/{zone}/machineTypes/{offering.instance_type}",
-        "labels": {**request.labels, CLUSTER_TAG: request.cluster_name, RANK_TAG: str(rank)},
+        "labels": _labels(request, rank),
         "tags": {"items": [firewall_name(request.cluster_name)]},
-        "metadata": {"items": [{"key": "ssh-keys", "value": f"{SSH_USER}:{public_key}"}]},
+        "metadata": {"items": [{"key": "ssh-keys", "value": _ssh_keys(public_key)}]},
         "disks": [
             {
                 "boot": True,
@@ -128,6 +147,32 @@ def instance_body(project: str, request: ProvisionRequest, rank: int, public_key
         )
     if scheduling:
         body["scheduling"] = scheduling
+    return body
+
+
+def tpu_node_id(request: ProvisionRequest, rank: int) -> str:
+    """The TPU VM of node ``rank``: the task's ``tpu_name`` (``-<rank>`` after the first), else named as
+    an instance is; the same on every retry, so a create meets ``ALREADY_EXISTS`` rather than duplicating."""
+    name = request.accelerator_args.tpu_name if request.accelerator_args else None
+    if name is None:
+        return instance_name(request.cluster_name, rank)
+    return name if rank == 0 else f"{name}-{rank}"
+
+
+def tpu_node_body(project: str, request: ProvisionRequest, rank: int, public_key: str) -> dict[str, Any]:
+    """The ``nodes.create`` body of TPU VM ``rank`` (Cloud TPU API v2 ``Node`` fields)."""
+    slice_name = request.offering.instance_type
+    args = request.accelerator_args or AcceleratorArgs()
+    body: dict[str, Any] = {
+        "acceleratorType": tpu_accelerator_type(slice_name),
+        "runtimeVersion": args.runtime_version or default_runtime_version(slice_name),
+        "networkConfig": {"network": f"projects/{project}/{NETWORK}", "enableExternalIps": True},
+        "labels": _labels(request, rank),
+        "tags": [firewall_name(request.cluster_name)],
+        "metadata": {"ssh-keys": _ssh_keys(public_key)},
+    }
+    if request.use_spot:
+        body["schedulingConfig"] = {"spot": True}
     return body
 
 

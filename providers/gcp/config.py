@@ -2,8 +2,9 @@
 
 The project comes from ``GOOGLE_CLOUD_PROJECT``, gcloud's ``core/project`` property (its
 ``CLOUDSDK_CORE_PROJECT`` variable or the active configuration file), or the application default
-credentials. The Compute Engine endpoint honours gcloud's ``api_endpoint_overrides/compute``
-property (``CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE``), used for private endpoints, and by the
+credentials. The Compute Engine and Cloud TPU endpoints honour gcloud's
+``api_endpoint_overrides/compute`` and ``api_endpoint_overrides/tpu`` properties
+(``CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE``, ``..._TPU``), used for private endpoints, and by the
 tests to reach a local server. So a worker needs no GCP settings of skyhop's own.
 """
 
@@ -14,7 +15,7 @@ import os
 import urllib.parse
 from pathlib import Path
 
-__all__ = ["compute_endpoint", "gcloud_property", "project_setting"]
+__all__ = ["api_endpoint", "gcloud_property", "project_setting"]
 
 
 def _config_dir() -> Path:
@@ -46,9 +47,9 @@ def project_setting() -> str | None:
     return os.environ.get("GOOGLE_CLOUD_PROJECT") or gcloud_property("core", "project")
 
 
-def compute_endpoint() -> str | None:
-    """``scheme://host[:port]`` of an overridden Compute Engine API, or None for the public one."""
-    override = gcloud_property("api_endpoint_overrides", "compute")
+def api_endpoint(api: str) -> str | None:
+    """``scheme://host[:port]`` of an overridden Google API (``compute``, ``tpu``); None: the public one."""
+    override = gcloud_property("api_endpoint_overrides", api)
     if not override:
         return None
     parts = urllib.parse.urlsplit(override)

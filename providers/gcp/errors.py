@@ -6,6 +6,12 @@ zone operation once it is done (``{"errors": [{"code": "ZONE_RESOURCE_POOL_EXHAU
 ``httpErrorStatusCode`` 503). Both carry a code string, which decides the scope: pool exhaustion
 blocks the zone, regional quotas the region, the global GPU quota and permission errors the whole
 provider. Codes no rule knows block the zone tried, SkyPilot's default for GCP.
+
+The Cloud TPU API speaks google.rpc instead: an HTTP error ``{"error": {"code": 429, "status":
+"RESOURCE_EXHAUSTED", "message": ...}}``, or a done long-running operation's ``{"error": {"code": 8,
+"message": "There is no more capacity in the zone ..."}}`` with the numeric code. ``classify_rpc``
+reads both; as in SkyPilot, an invalid argument, exhausted resources or a failed precondition block
+the zone (a zone that does not offer the slice or runtime answers them), quotas the region.
 """
 
 from __future__ import annotations
@@ -18,13 +24,14 @@ from skyhop.providers.errors import (
     CapacityError,
     CredentialsError,
     InvalidRequestError,
+    NotOfferedHereError,
     ProviderError,
     ProviderUnavailableError,
     QuotaError,
     TransientError,
 )
 
-__all__ = ["classify", "classify_operation"]
+__all__ = ["classify", "classify_operation", "classify_rpc"]
 
 _CODES: dict[str, type[ProviderError]] = {
     "ZONE_RESOURCE_POOL_EXHAUSTED": CapacityError,
@@ -63,6 +70,50 @@ def _classified(code: str, message: str, status: int | None) -> ProviderError:
     if status == 401:
         return CredentialsError(message, code or "HTTP401")
     return _TABLE.error(code, message, status)
+
+
+_RPC_NAMES = {
+    3: "INVALID_ARGUMENT",
+    4: "DEADLINE_EXCEEDED",
+    5: "NOT_FOUND",
+    6: "ALREADY_EXISTS",
+    7: "PERMISSION_DENIED",
+    8: "RESOURCE_EXHAUSTED",
+    9: "FAILED_PRECONDITION",
+    10: "ABORTED",
+    13: "INTERNAL",
+    14: "UNAVAILABLE",
+    16: "UNAUTHENTICATED",
+}
+"""google.rpc's numeric codes (an operation's error) by the names HTTP errors carry."""
+_RPC = ErrorTable(
+    {
+        "INVALID_ARGUMENT": NotOfferedHereError,
+        "NOT_FOUND": NotOfferedHereError,
+        "RESOURCE_EXHAUSTED": CapacityError,
+        "FAILED_PRECONDITION": CapacityError,
+        "PERMISSION_DENIED": CredentialsError,
+        "UNAUTHENTICATED": CredentialsError,
+        "DEADLINE_EXCEEDED": TransientError,
+        "ABORTED": TransientError,
+        "INTERNAL": TransientError,
+        "UNAVAILABLE": TransientError,
+    },
+    HTTP_STATUSES,
+)
+_RATE_LIMIT = ("per minute", "quota metric 'requests'", "rate limit")
+
+
+def classify_rpc(code: str | int, message: str, status: int | None = None) -> ProviderError:
+    """The classified form of a google.rpc error (``status`` name or numeric ``code``): a quota
+    blocks the region, but a request-rate quota only asks for a moment."""
+    name = _RPC_NAMES.get(code, "") if isinstance(code, int) else code
+    lowered = message.lower()
+    if name == "RESOURCE_EXHAUSTED" and "quota" in lowered:
+        if any(mark in lowered for mark in _RATE_LIMIT):
+            return TransientError(message, name)
+        return QuotaError(message, name)
+    return _RPC.error(name, message, status)
 
 
 def classify_operation(errors: Iterable[Any], status: int | None) -> ProviderError:

@@ -3,7 +3,9 @@
 Compute Engine bills a machine as vCPUs x a per-core rate plus GiB x a per-GiB rate of its
 family ("N2 Instance Core running in Americas"), and GPUs per GPU-hour ("Nvidia Tesla T4 GPU"),
 with separate SKUs for spot ("Spot Preemptible ..."). The machine types, their sizes and zones
-come from the catalog in effect; their prices are recomputed per region from the SKUs.
+come from the catalog in effect; their prices are recomputed per region from the SKUs. TPU VMs
+are billed by the Cloud TPU service, whose SKUs this client does not read yet: their rows are kept
+as the catalog in effect has them, so an update never loses them.
 
 The API key is read from ``GOOGLE_API_KEY``; ``SKYHOP_GCP_BILLING_URL`` points elsewhere (tests).
 """
@@ -16,6 +18,7 @@ import urllib.parse
 from typing import Any
 
 from skyhop.providers.catalog import Catalog
+from skyhop.providers.catalog.tpus import is_tpu
 from skyhop.providers.catalog.update import Row, UpdateError, get_json, shape_of
 
 __all__ = ["fetch_rows"]
@@ -108,7 +111,10 @@ def fetch_rows(shapes: Catalog) -> list[Row]:
     rows: list[Row] = []
     for name, locations in shapes.locations.items():
         head = (name, *shape_of(shapes, name))
-        for region, zone, _, _ in locations:
+        for region, zone, kept_price, kept_spot in locations:
+            if is_tpu(name):
+                rows.append((*head, region, zone or "", kept_price, kept_spot))
+                continue
             price, spot = machine(name, region, False), machine(name, region, True)
             if price is not None or spot is not None:
                 rows.append((*head, region, zone or "", price, spot))

@@ -5,6 +5,8 @@ with a request id derived from the attempt: a retried call is deduplicated by GC
 activity finds the instance by its labels, and a racing insert meets ``alreadyExists``. One
 firewall rule per cluster opens SSH and the task's ports to the instances carrying its network tag.
 GCP calls zones one at a time (SkyPilot's ``zones_provision_loop``), so every offering has a zone.
+An offering that is a TPU slice is a cluster of TPU VMs instead (``tpu_vms.py``), behind the same
+firewall rule and SSH login.
 """
 
 from __future__ import annotations
@@ -17,8 +19,10 @@ from skyhop.providers.base import (
     DiskTier,
     NodeHandle,
     NodeRuntime,
+    NodeStatus,
     ProvisionRequest,
 )
+from skyhop.providers.catalog.tpus import is_tpu
 from skyhop.providers.cloud import CLUSTER_TAG, RANK_TAG, Instance, InstanceState
 from skyhop.providers.cloud_sdk import SdkCloudProvider
 from skyhop.providers.cloud_ssh import ssh_node, ssh_runtime
@@ -26,6 +30,8 @@ from skyhop.providers.errors import ProviderError
 from skyhop.providers.gcp import bodies
 from skyhop.providers.gcp.api import SETUP_HINT, ComputeApi
 from skyhop.providers.gcp.errors import classify
+from skyhop.providers.gcp.firewall import ensure_firewall, remove_firewall
+from skyhop.providers.gcp.tpu_vms import TpuVms
 from skyhop.providers.keys import public_key
 
 __all__ = ["GCPProvider"]
@@ -42,10 +48,6 @@ _STATES = {
     "STOPPED": InstanceState.STOPPED,
 }
 """GCP's ``TERMINATED`` is a stopped instance whose disk is kept; a deleted one is no longer listed."""
-
-
-def _zone_region(zone: str) -> str:
-    return zone.rsplit("-", 1)[0]
 
 
 class GCPProvider(SdkCloudProvider[ComputeApi]):
@@ -67,6 +69,8 @@ class GCPProvider(SdkCloudProvider[ComputeApi]):
 
     def __init__(self) -> None:
         super().__init__(ComputeApi, classify)
+        self.tpus = TpuVms(self._call)
+        """The clusters whose offering is a TPU slice: their nodes are TPU VMs, not instances."""
 
     def whoami(self, session: ComputeApi) -> str:
         project = session.projects.get(project=session.project, **session.options)
@@ -84,7 +88,7 @@ class GCPProvider(SdkCloudProvider[ComputeApi]):
             found = []
             for scope, scoped in pages:
                 zone = scope.rpartition("/")[2]
-                if region is not None and _zone_region(zone) != region:
+                if region is not None and bodies.zone_region(zone) != region:
                     continue
                 for item in scoped.instances:
                     interface = item.network_interfaces[0] if item.network_interfaces else None
@@ -119,7 +123,7 @@ class GCPProvider(SdkCloudProvider[ComputeApi]):
         def insert(api: ComputeApi) -> None:
             from google.api_core.exceptions import Conflict
 
-            self._ensure_firewall(api, request.cluster_name, request.ports)
+            ensure_firewall(api, request.cluster_name, request.ports)
             for rank in ranks:
                 body = bodies.instance_body(api.project, request, rank, key)
                 try:
@@ -154,40 +158,8 @@ class GCPProvider(SdkCloudProvider[ComputeApi]):
             raise
         await self._call(wait)
 
-    def _ensure_firewall(self, api: ComputeApi, cluster_name: str, ports: list[str]) -> None:
-        """The cluster's rule exists and allows SSH and ``ports`` (created once, widened as needed)."""
-        from google.api_core.exceptions import Conflict, NotFound
-        from google.cloud import compute_v1
-
-        name = bodies.firewall_name(cluster_name)
-        wanted = ["22", *ports]
-        try:
-            rule = api.firewalls.get(project=api.project, firewall=name, **api.options)
-        except NotFound:
-            try:
-                operation = api.firewalls.insert(
-                    project=api.project,
-                    firewall_resource=compute_v1.Firewall(bodies.firewall_body(cluster_name, wanted)),
-                    **api.options,
-                )
-            except Conflict:
-                return
-            api.wait(operation)
-            return
-        have = [port for allowed in rule.allowed for port in allowed.ports]
-        if set(wanted) <= set(have):
-            return
-        ports_now = have + [p for p in wanted if p not in have]
-        operation = api.firewalls.patch(
-            project=api.project,
-            firewall=name,
-            firewall_resource=compute_v1.Firewall(allowed=[{"I_p_protocol": "tcp", "ports": ports_now}]),
-            **api.options,
-        )
-        api.wait(operation)
-
     async def open_ports(self, handle: ClusterHandle, ports: list[str]) -> None:
-        await self._call(lambda api: self._ensure_firewall(api, handle.cluster_name, ports))
+        await self._call(lambda api: ensure_firewall(api, handle.cluster_name, ports))
 
     async def _each(self, verb: str, instances: list[Instance], missing_ok: bool) -> None:
         """Call ``instances.<verb>`` on every instance, then wait for all the operations."""
@@ -222,22 +194,38 @@ class GCPProvider(SdkCloudProvider[ComputeApi]):
 
     async def terminate(self, handle: ClusterHandle) -> None:
         """Delete the nodes, then the cluster's firewall rule once no node of it is left anywhere."""
-        await super().terminate(handle)
-        if await self.list_instances(handle.cluster_name, None):
-            return
+        if is_tpu(handle.offering.instance_type):
+            await self.tpus.terminate(handle)
+            left = await self.tpus.list_instances(handle.cluster_name, None)
+        else:
+            await super().terminate(handle)
+            left = await self.list_instances(handle.cluster_name, None)
+        if not left:
+            await self._call(lambda api: remove_firewall(api, handle.cluster_name))
 
-        def remove_rule(api: ComputeApi) -> None:
-            from google.api_core.exceptions import NotFound
+    async def launch(self, request: ProvisionRequest) -> ClusterHandle:
+        if is_tpu(request.offering.instance_type):
+            return await self.tpus.launch(request)
+        return await super().launch(request)
 
-            try:
-                operation = api.firewalls.delete(
-                    project=api.project, firewall=bodies.firewall_name(handle.cluster_name), **api.options
-                )
-            except NotFound:
-                return
-            api.wait(operation)
+    async def start(self, handle: ClusterHandle, request: ProvisionRequest | None = None) -> ClusterHandle:
+        if is_tpu(handle.offering.instance_type):
+            return await self.tpus.start(handle, request)
+        return await super().start(handle, request)
 
-        await self._call(remove_rule)
+    async def stop(self, handle: ClusterHandle) -> None:
+        if is_tpu(handle.offering.instance_type):
+            return await self.tpus.stop(handle)
+        return await super().stop(handle)
+
+    async def node_statuses(self, handle: ClusterHandle) -> list[NodeStatus]:
+        if is_tpu(handle.offering.instance_type):
+            return await self.tpus.node_statuses(handle)
+        return await super().node_statuses(handle)
+
+    async def remove_untracked(self, cluster_name: str) -> list[str]:
+        """The cluster's instances and TPU VMs, wherever they are."""
+        return await super().remove_untracked(cluster_name) + await self.tpus.remove_untracked(cluster_name)
 
     async def stop_instances(self, region: str | None, instances: list[Instance]) -> None:
         await self._each("stop", instances, missing_ok=False)

@@ -20,6 +20,7 @@ n1-highmem-8,8.0,52.0,,,,us-central1,us-central1-a,0.47,0.1
 ,,,A100,1,"{'Gpus': [{'MemoryInfo': {'SizeInMiB': 40960}}]}",us-central1,us-central1-a,2.9,1.4
 ,,,T4,1,"{'Gpus': [{'MemoryInfo': {'SizeInMiB': 16384}}]}",us-central1,us-central1-a,0.35,0.11
 ,,,tpu-v2-8,1,,us-central1,us-central1-b,4.5,1.35
+,,,tpu-v4-32,1,,us-central2,us-central2-b,51.52,14.744
 """
 
 
@@ -31,7 +32,11 @@ def test_v8_gcp_folds_built_in_gpus_into_their_machine_and_keeps_n1_gpus_attacha
     assert (a2.accelerator, a2.accelerator_count, a2.accelerator_memory_gib) == ("A100", 1.0, 40.0)
     # Only zone a has both the VM and its GPU.
     assert catalog.locations["a2-highgpu-1g"] == [("us-central1", "us-central1-a", 3.8, 1.7)]
-    assert set(catalog.attachable) == {("T4", 1.0)}  # A100 is never attached; TPUs are skipped
+    assert set(catalog.attachable) == {("T4", 1.0)}  # A100 is never attached; a TPU is a VM of its own
+    tpu = catalog.types["tpu-v2-8"]
+    assert (tpu.cpus, tpu.memory_gib, tpu.accelerator, tpu.accelerator_count) == (96, 334, "tpu-v2-8", 1.0)
+    assert catalog.locations["tpu-v2-8"] == [("us-central1", "us-central1-b", 4.5, 1.35)]
+    assert "tpu-v4-32" not in catalog.types  # a multi-host slice is not launched
 
 
 def _write(tmp_path: Path, body: str, header: str = ",".join(COLUMNS)) -> Path:

@@ -86,7 +86,8 @@ def test_gcp_reprices_machines_and_gpus_from_the_billing_catalog(
         "n1-highmem-8,8,52,,,,us-central1,us-central1-b,9,9\n"
         "g2-standard-4,4,16,L4,1,24,us-central1,us-central1-a,9,9\n"
         "n2-standard-8,8,32,,,,europe-west4,europe-west4-a,9,9\n"
-        ",,,V100,1,16,us-central1,us-central1-b,9,9\n",
+        ",,,V100,1,16,us-central1,us-central1-b,9,9\n"
+        "tpu-v2-8,96,334,tpu-v2-8,1,,us-central1,us-central1-b,4.5,1.35\n",
     )
     result = _rows_to_catalog(tmp_path, "gcp", fetch_rows(shapes))
     # europe-west4 has no price in the recording, so it is dropped.
@@ -99,6 +100,8 @@ def test_gcp_reprices_machines_and_gpus_from_the_billing_catalog(
     assert l4[2] == pytest.approx(4 * 0.024988 + 16 * 0.002928 + 0.56004)
     assert l4[3] is None
     assert result.attachable[("V100", 1.0)] == [("us-central1", "us-central1-b", 2.48, 0.744)]
+    # Cloud TPU's SKUs are not read: the TPU VM keeps the price it had.
+    assert result.locations["tpu-v2-8"] == [("us-central1", "us-central1-b", 4.5, 1.35)]
     assert len(_Served.requests) == 2 and "key=test-key" in _Served.requests[0]
     assert "pageToken=p2" in _Served.requests[1]
 

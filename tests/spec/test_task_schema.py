@@ -14,6 +14,8 @@ import yaml
 from typer.testing import CliRunner
 
 from skyhop.cli.app import app
+from skyhop.providers.base import AcceleratorArgs
+from skyhop.spec import Task
 from tests.conftest import skyhop
 from tests.helpers import embedded_env
 
@@ -97,9 +99,27 @@ REFUSED: list[tuple[dict[str, Any], str]] = [
         "pool: pools are not supported yet; run each job as a managed job (skyhop jobs",
     ),
     (
-        {"resources": {"accelerators": "tpu-v6e-8"}},
-        "resources.accelerators: TPU-V6E-8: TPUs are not supported yet (skyhop's GCP provider launches VMs "
-        "with GPUs); ask for GPUs such as A100:8 or H100:8",
+        {"resources": {"accelerators": "tpu-v4-32"}},
+        "resources.accelerators: tpu-v4-32 is a multi-host TPU slice; skyhop launches single-host slices",
+    ),
+    ({"resources": {"accelerators": "tpu-v2-8:2"}}, "tpu-v2-8:2: a TPU slice counts once"),
+    (
+        {"resources": {"accelerators": "tpu-v2-8", "accelerator_args": {"tpu_vm": False}}},
+        "resources.accelerator_args: tpu_vm: false: TPU nodes (a TPU beside a separate host VM)",
+    ),
+    (
+        {"resources": {"accelerators": "tpu-v2-8", "accelerator_args": {"gcp_queued_resource": True}}},
+        "resources.accelerator_args: gcp_queued_resource: true: queued resources are not supported",
+    ),
+    (
+        {"resources": {"accelerators": "tpu-v2-8", "accelerator_args": {"tpu_name": "Bad_Name"}}},
+        "tpu_name 'Bad_Name' must be 1-50 lowercase letters",
+    ),
+    ({"resources": {"accelerators": "tpu-v2-8", "accelerator_args": {"zone": "x"}}}, "accelerator_args.zone"),
+    ({"resources": {"accelerators": "tpu-v2-8", "disk_size": 100}}, "disk_size with tpu-v2-8: a TPU VM's"),
+    (
+        {"resources": {"accelerators": "tpu-v2-8", "image_id": "img"}},
+        "image_id with tpu-v2-8: a TPU VM boots",
     ),
     ({"event_callback": "echo"}, "event_callback: not supported"),
     ({"file_mounts_mapping": {}}, "file_mounts_mapping: is internal to SkyPilot"),
@@ -128,7 +148,10 @@ REFUSED: list[tuple[dict[str, Any], str]] = [
         },
         "file_mounts: /ckpt: MOUNT_CACHED is flushed by the node, outside the task's container",
     ),
-    ({"resources": {"accelerator_args": {"tpu_vm": True}}}, "resources.accelerator_args: TPU options"),
+    (
+        {"resources": {"accelerator_args": {"tpu_vm": True}}},
+        "accelerator_args are TPU options; ask for a TPU",
+    ),
     ({"resources": {"priority": 5}}, "resources.priority: skyhop runs a cluster's jobs first in, first out"),
     ({"resources": {"local_disk": "nvme"}}, "resources.local_disk:"),
     ({"resources": {"priority_class": "high"}}, "resources.priority_class: a Kubernetes PriorityClass"),
@@ -168,6 +191,32 @@ def test_a_field_is_refused_in_one_line_saying_why(tmp_path: Path, doc: dict[str
     code, output = _dryrun(tmp_path, {"run": "echo hi", **doc})
     assert code == 2 and message in output, output
     assert len(output.strip().splitlines()) == 1 and "Traceback" not in output
+
+
+@pytest.mark.parametrize("name", ["tpu-v2-8", "TPU-V2-8", "v2-8", "tpu-v2-8:1"])
+def test_a_tpu_slice_plans_on_gcp_as_a_tpu_vm_at_its_zone_price(tmp_path: Path, name: str) -> None:
+    args = {"runtime_version": "tpu-vm-base", "tpu_vm": True, "tpu_name": "my-tpu"}
+    item = _item(tmp_path, {"resources": {"accelerators": name, "accelerator_args": args}})
+    assert (item["provider"], item["instance_type"], item["accelerators"]) == (
+        "gcp",
+        "tpu-v2-8",
+        {"tpu-v2-8": 1.0},
+    )
+    assert (item["zone"], item["hourly_cost"]) == ("us-central1-b", 4.5)
+    assert item["accelerator_args"] == {"runtime_version": "tpu-vm-base", "tpu_name": "my-tpu"}
+    assert {c["zone"] for c in item["candidates"]} >= {"us-central1-c", "us-central1-f", "europe-west4-a"}
+
+
+def test_tpu_options_go_only_to_the_alternatives_that_ask_for_a_tpu(tmp_path: Path) -> None:
+    resources = {"accelerators": {"tpu-v5litepod-8": 1, "T4": 1}, "accelerator_args": {"tpu_name": "pod"}}
+    task = Task.model_validate({"run": "echo", "resources": resources})
+    by_accelerator = {str(alt.accelerators): alt.accelerator_args for alt in task.resources.alternatives}
+    assert by_accelerator == {
+        "{'TPU-V5LITEPOD-8': 1.0}": AcceleratorArgs(tpu_name="pod"),
+        "{'T4': 1.0}": None,
+    }
+    item = _item(tmp_path, {"resources": {**resources, "use_spot": True}})
+    assert item["accelerators"] == {"T4": 1.0} and item["accelerator_args"] is None  # T4 spot is cheaper
 
 
 def test_max_hourly_cost_leaves_dearer_offerings_out(tmp_path: Path) -> None:
