@@ -18,7 +18,7 @@ from pydantic import BaseModel, ValidationError
 
 from skyhop.spec.dag import Dag, dag_from_documents
 from skyhop.spec.errors import SpecError, did_you_mean, redacted
-from skyhop.spec.refused import check_refused, drop_missing_clouds
+from skyhop.spec.refused import CONFIG_ACTED_ON, check_refused, drop_missing_clouds
 from skyhop.spec.resources import Resources
 from skyhop.spec.storage import URL_SCHEMES, Storage
 from skyhop.spec.task import Task
@@ -120,6 +120,8 @@ def _task_from_mapping(data: Mapping[str, Any], base: Path, envs: Mapping[str, s
     raw = {k: v for k, v in data.items() if k not in (*_NO_EFFECT_FIELDS, "config")}
     if isinstance(raw.get("resources"), Mapping):
         raw["resources"] = drop_missing_clouds(raw["resources"])
+    if isinstance(data.get("config"), Mapping):
+        raw["config"] = {k: v for k, v in data["config"].items() if k in CONFIG_ACTED_ON}
     if raw.get("api_server_access") is False:
         raw.pop("api_server_access")
     values = _known_values(raw, envs)
@@ -295,7 +297,7 @@ def _nested_model(annotation: object) -> type[BaseModel] | None:
     return None
 
 
-_ALSO_ALLOWED_TASK = ("config", "inputs", "outputs", "estimated_runtime", "_metadata", "api_server_access")
+_ALSO_ALLOWED_TASK = ("inputs", "outputs", "estimated_runtime", "_metadata", "api_server_access")
 """Task fields read before validation (or by the chain), beside the model's own."""
 _ALSO_ALLOWED_RESOURCES = ("cloud", "region", "zone", "gpus")
 """SkyPilot's legacy location keys and its alias of ``accelerators``, folded in before validation (the

@@ -19,6 +19,7 @@ from skyhop.providers.accelerators import label_gpu_name
 from skyhop.providers.base import NodeRequest, Offering
 from skyhop.providers.kubernetes.offerings import GPU_LABELS, GPU_RESOURCE
 from skyhop.providers.naming import fit_name
+from skyhop.providers.overrides import KubernetesOverrides
 
 __all__ = [
     "CLUSTER_LABEL",
@@ -28,6 +29,7 @@ __all__ = [
     "PodState",
     "cluster_selector",
     "gpu_node_terms",
+    "merge_pod_config",
     "pod_manifest",
     "pod_name",
     "pod_state",
@@ -131,6 +133,39 @@ def pod_manifest(
         },
         "spec": spec,
     }
+
+
+def merge_pod_config(manifest: Obj, overrides: KubernetesOverrides) -> dict[str, Any]:
+    """``manifest`` with the task's ``pod_config`` and ``custom_metadata`` merged in, as SkyPilot
+    merges them into its pods: mappings key by key, ``containers`` by position (the first is the
+    node's), other lists appended (tolerations, volumes, env, ...) but ``command`` and ``args``.
+    Where both set one value, skyhop's wins: the pod keeps its name, labels, command and resources,
+    so it is still found by its cluster and sized as planned."""
+    extra: dict[str, Any] = dict(overrides.pod_config)
+    if overrides.custom_metadata:
+        extra = _merged({"metadata": overrides.custom_metadata}, extra)
+    merged: dict[str, Any] = _merged(manifest, extra)
+    return merged
+
+
+_WHOLE_LISTS = ("command", "args")
+"""Lists that are one value, not items to add to: the node's command keeps the pod alive."""
+
+
+def _merged(ours: Any, theirs: Any, key: str = "") -> Any:
+    if isinstance(ours, Mapping) and isinstance(theirs, Mapping):
+        merged = {**theirs, **ours}
+        for both in ours.keys() & theirs.keys():
+            merged[both] = _merged(ours[both], theirs[both], both)
+        return merged
+    if isinstance(ours, list) and isinstance(theirs, list):
+        if key in _WHOLE_LISTS:
+            return ours
+        if key != "containers":
+            return [*ours, *theirs]
+        paired = [_merged(mine, other) for mine, other in zip(ours, theirs, strict=False)]
+        return paired + ours[len(paired) :] + theirs[len(paired) :]
+    return ours
 
 
 class PodState(StrEnum):
