@@ -18,9 +18,9 @@ from pydantic import BaseModel, ValidationError
 
 from skyhop.spec.dag import Dag, dag_from_documents
 from skyhop.spec.errors import SpecError, did_you_mean, redacted
-from skyhop.spec.refused import CONFIG_ACTED_ON, check_refused, drop_missing_clouds
+from skyhop.spec.refused import CONFIG_ACTED_ON, check_refused, check_store_clouds, drop_missing_clouds
 from skyhop.spec.resources import Resources
-from skyhop.spec.storage import URL_SCHEMES, Storage
+from skyhop.spec.storage import NO_HUGGING_FACE, URL_SCHEMES, Storage
 from skyhop.spec.task import Task
 from skyhop.spec.yaml_reader import read_yaml_documents
 
@@ -117,6 +117,7 @@ def task_from_dict(
 
 def _task_from_mapping(data: Mapping[str, Any], base: Path, envs: Mapping[str, str]) -> Task:
     check_refused(data)
+    check_store_clouds(data.get("file_mounts"))
     raw = {k: v for k, v in data.items() if k not in (*_NO_EFFECT_FIELDS, "config")}
     if isinstance(raw.get("resources"), Mapping):
         raw["resources"] = drop_missing_clouds(raw["resources"])
@@ -147,6 +148,8 @@ def _mount_source(entry: str | Storage, base: Path, field: str) -> str | Storage
         if "://" not in entry:
             return _local_path(entry, base, field)
         scheme, _, rest = entry.partition("://")
+        if scheme.lower() == "hf":
+            raise SpecError(field, f"{entry!r}: {NO_HUGGING_FACE}")
         if scheme.lower() not in URL_SCHEMES or not rest.strip("/"):
             raise SpecError(
                 field, f"{entry!r} is not a supported URL; use s3://, gs://, az://, r2:// or https://"

@@ -25,6 +25,7 @@ __all__ = [
     "TASK_REFUSED",
     "MissingCloudError",
     "check_refused",
+    "check_store_clouds",
     "drop_missing_clouds",
 ]
 
@@ -184,6 +185,20 @@ def _no_provider(clouds: list[str]) -> str:
     available = ", ".join(all_provider_names())
     names = ", ".join(dict.fromkeys(clouds))
     return f"skyhop has no provider for {names}; available: {available}"
+
+
+def check_store_clouds(file_mounts: object) -> None:
+    """Raise ``MissingCloudError`` for a storage entry whose bucket is on a cloud skyhop has no
+    provider for (``store: nebius``): only SkyPilot on that cloud can run such a task."""
+    if not isinstance(file_mounts, Mapping):
+        return
+    for target, entry in file_mounts.items():
+        store = entry.get("store") if isinstance(entry, Mapping) else None
+        cloud = _missing_cloud({"cloud": store}) if isinstance(store, str) else None
+        if cloud is not None:
+            raise MissingCloudError(
+                f"file_mounts.{target}.store", f"the bucket is on {cloud}: " + _no_provider([cloud])
+            )
 
 
 def drop_missing_clouds(resources: Mapping[str, Any]) -> dict[str, Any]:

@@ -81,6 +81,28 @@ ACCEPTED: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
     ),
     ("api_server_access false", {"api_server_access": False}, {}),
     (
+        "storage: a bucket folder mounted, an empty name",
+        {"file_mounts": {"/a": {"source": "s3://bkt/sub/dir"}, "/b": {"name": "", "source": "gs://other"}}},
+        {
+            "file_mounts": {
+                "/a": {
+                    "name": None,
+                    "source": "s3://bkt/sub/dir",
+                    "store": None,
+                    "persistent": True,
+                    "mode": "MOUNT",
+                },
+                "/b": {
+                    "name": None,
+                    "source": "gs://other",
+                    "store": None,
+                    "persistent": True,
+                    "mode": "MOUNT",
+                },
+            }
+        },
+    ),
+    (
         "any_of skips a missing cloud",
         {"resources": {"any_of": [{"infra": "lambda", "cpus": 2}, {"infra": "gcp", "cpus": 2}]}},
         {"provider": "gcp"},
@@ -151,6 +173,10 @@ REFUSED: list[tuple[dict[str, Any], str]] = [
     ),
     ({"config": {"nvidia_gpus": {"disable_ecc": True}}}, "config.nvidia_gpus:"),
     (
+        {"file_mounts": {"/d": {"name": "bkt", "store": "nebius"}}},
+        "file_mounts./d.store: the bucket is on nebius: skyhop has no provider for nebius",
+    ),
+    (
         {"resources": {"image_id": {"us-east-1": "docker:ubuntu:22.04"}}},
         "a container image is the same in every region; give image_id: docker:IMAGE",
     ),
@@ -192,7 +218,7 @@ REFUSED: list[tuple[dict[str, Any], str]] = [
     ({"inputs": {"a": 1, "b": 2}}, "inputs must be one {path: GB}"),
     (
         {"file_mounts": {"/data": {"name": "bkt", "store": "oci"}}},
-        "file_mounts: /data.store: store 'oci' is not supported yet; skyhop keeps buckets on s3, gcs",
+        "file_mounts./data.store: the bucket is on oci: skyhop has no provider for oci",
     ),
     (
         {"file_mounts": {"/vol": {"name": "vol", "type": "VOLUME"}}},
