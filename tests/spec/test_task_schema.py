@@ -173,6 +173,12 @@ REFUSED: list[tuple[dict[str, Any], str]] = [
     ),
     ({"config": {"nvidia_gpus": {"disable_ecc": True}}}, "config.nvidia_gpus:"),
     (
+        {"resources": {"job_recovery": {"strategy": "DYNAMIC_NODE_SET", "min_nodes": 4}}},
+        "resources.job_recovery: strategy DYNAMIC_NODE_SET (a node set that replaces lost nodes under "
+        "the running job, down to min_nodes) is not supported yet: skyhop recovers a managed job by "
+        "relaunching its whole cluster; use EAGER_NEXT_REGION or FAILOVER",
+    ),
+    (
         {"file_mounts": {"/d": {"name": "bkt", "store": "nebius"}}},
         "file_mounts./d.store: the bucket is on nebius: skyhop has no provider for nebius",
     ),
