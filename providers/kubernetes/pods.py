@@ -100,11 +100,16 @@ def pod_manifest(
     *,
     scale_up: bool = False,
     labels: dict[str, str] | None = None,
+    disk_gib: int | None = None,
 ) -> dict[str, Any]:
     """The pod of node ``rank``: the task's resources, on a node with the offering's GPU type;
     ``scale_up``: a cluster autoscaler may add a node for it (else ``NO_SCALE_UP``); ``labels``:
-    the task's ``resources.labels`` (skyhop's own win, so a pod is always found by its cluster)."""
+    the task's ``resources.labels`` (skyhop's own win, so a pod is always found by its cluster);
+    ``disk_gib``: the task's ``disk_size``, requested as ephemeral storage, so the pod lands only
+    on a node with that much local disk free (a request, not a limit: a job writing more is not
+    evicted, as a VM's disk is not taken away)."""
     amounts = _quantities(offering, ask)
+    disk = {"ephemeral-storage": f"{disk_gib}Gi"} if disk_gib else {}
     spec: dict[str, Any] = {
         "restartPolicy": "Never",
         "terminationGracePeriodSeconds": _GRACE_S,
@@ -113,7 +118,7 @@ def pod_manifest(
                 "name": "node",
                 "image": image,
                 "command": ["sleep", "infinity"],
-                "resources": {"requests": amounts, "limits": dict(amounts)},
+                "resources": {"requests": {**amounts, **disk}, "limits": dict(amounts)},
             }
         ],
     }

@@ -94,7 +94,12 @@ class KubernetesProvider(Provider):
 
     name = "kubernetes"
     capabilities: ClassVar[Capabilities] = Capabilities(
-        multi_node=True, container_nodes=True, open_ports=True, custom_image=True, labels=True
+        multi_node=True,
+        container_nodes=True,
+        open_ports=True,
+        custom_image=True,
+        labels=True,
+        disk_size=True,
     )
 
     # -- what there is -------------------------------------------------------------------------
@@ -186,6 +191,7 @@ class KubernetesProvider(Provider):
                     terms,
                     scale_up=scale_up,
                     labels=request.labels,
+                    disk_gib=request.disk_size,
                 )
                 manifest = merge_pod_config(manifest, request.overrides.kubernetes)
                 await _blocking(self._create, api, manifest)

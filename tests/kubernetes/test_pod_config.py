@@ -83,3 +83,28 @@ def test_the_pods_the_fake_cluster_receives_carry_the_tasks_pod_config(
     assert container["securityContext"] == {"capabilities": {"add": ["IPC_LOCK"]}}
     assert container["command"] == ["sleep", "infinity"]
     run(provider.terminate(handle))
+
+
+def test_disk_size_is_the_pods_ephemeral_storage_request_and_too_much_is_a_capacity_error(
+    fake_kubernetes: FakeKubernetes, provider: KubernetesProvider
+) -> None:
+    from skyhop.optimizer.capabilities import shortfall
+    from skyhop.providers.base import Needs
+    from skyhop.providers.errors import CapacityError
+
+    assert shortfall("kubernetes", Needs(disk_size=True)) is None  # no longer left out of the plan
+    offering = next(
+        o
+        for o in read_offerings(kubeconfig=str(fake_kubernetes.kubeconfig()))
+        if o.instance_type == "4CPU--16GB"
+    )
+    cluster = unique_cluster("kdisk")
+    handle = run(provider.launch(ProvisionRequest(cluster_name=cluster, offering=offering, disk_size=50)))
+    (pod,) = [p for p in fake_kubernetes.pods() if p["metadata"]["labels"].get(CLUSTER_LABEL) == cluster]  # type: ignore[index, union-attr]
+    resources = pod["spec"]["containers"][0]["resources"]  # type: ignore[index]
+    assert resources["requests"]["ephemeral-storage"] == "50Gi"
+    assert "ephemeral-storage" not in resources["limits"]
+    run(provider.terminate(handle))
+    huge = ProvisionRequest(cluster_name=unique_cluster("kdisk"), offering=offering, disk_size=4096)
+    with pytest.raises(CapacityError, match="unschedulable"):
+        run(provider.launch(huge))
