@@ -16,6 +16,7 @@ from typing import Any, get_args
 
 from pydantic import BaseModel, ValidationError
 
+from skyhop.spec.accelerator_names import with_skypilot_names
 from skyhop.spec.dag import Dag, dag_from_documents
 from skyhop.spec.errors import SpecError, did_you_mean, redacted
 from skyhop.spec.refused import CONFIG_ACTED_ON, check_refused, check_store_clouds, drop_missing_clouds
@@ -120,7 +121,7 @@ def _task_from_mapping(data: Mapping[str, Any], base: Path, envs: Mapping[str, s
     check_store_clouds(data.get("file_mounts"))
     raw = {k: v for k, v in data.items() if k not in (*_NO_EFFECT_FIELDS, "config")}
     if isinstance(raw.get("resources"), Mapping):
-        raw["resources"] = drop_missing_clouds(raw["resources"])
+        raw["resources"] = with_skypilot_names(drop_missing_clouds(raw["resources"]))
     if isinstance(data.get("config"), Mapping):
         raw["config"] = {k: v for k, v in data["config"].items() if k in CONFIG_ACTED_ON}
     if raw.get("api_server_access") is False:
@@ -217,6 +218,7 @@ class TaskOverrides(BaseModel):
             ("use_spot", "use_spot"),
         )
         changed = {field: getattr(self, flag) for flag, field in flags if getattr(self, flag) is not None}
+        changed = with_skypilot_names(changed)
         resources.update(changed)
         for choices in ("any_of", "ordered"):
             # Each alternative is complete (outer fields merged in), so a flag must reach every one.
