@@ -112,7 +112,13 @@ def job_container(handle: ClusterHandle, task: Task, stage: ContainerStage) -> C
     if image is None or get_provider(handle.offering.provider).capabilities.container_nodes:
         return None
     binds = [target for target in task.file_mounts if target.startswith("/")]
-    return ContainerSpec(image=image, stage=stage, binds=binds, gpus=bool(handle.offering.accelerators))
+    return ContainerSpec(
+        image=image,
+        stage=stage,
+        binds=binds,
+        gpus=bool(handle.offering.accelerators),
+        run_options=task.config.docker.arguments,
+    )
 
 
 async def install_programs(handle: ClusterHandle) -> None:

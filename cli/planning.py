@@ -149,6 +149,7 @@ def plan_document(plan: DagPlan, dag: Dag) -> dict[str, Any]:
                 if p.choice.accelerator_args
                 else None,
                 "labels": p.choice.labels,
+                "config": task.config.model_dump(exclude_defaults=True),
                 "workdir": task.workdir_git.model_dump() if task.workdir_git else _shown(task.workdir, task),
                 "file_mounts": {_shown(k, task): _shown_mount(v, task) for k, v in task.file_mounts.items()},
                 "secrets": dict.fromkeys(task.secrets, REDACTED),

@@ -29,6 +29,7 @@ from skyhop.providers.base import (
     ProvisionRequest,
 )
 from skyhop.providers.catalog import CLOUDS, CatalogSet, load_catalogs, policy_for
+from skyhop.providers.overrides import ProviderOverrides
 from skyhop.spec import DagTask, Resources, Task
 
 __all__ = ["Candidate", "Minimize", "Plan", "flat_offerings", "load_offerings", "optimize", "task_candidates"]
@@ -92,8 +93,15 @@ class Candidate(BaseModel):
             o.instance_type,
         )
 
-    def request(self, cluster_name: str, num_nodes: int, attempt_id: str) -> ProvisionRequest:
-        """The provision attempt that brings up ``num_nodes`` nodes of this candidate."""
+    def request(
+        self,
+        cluster_name: str,
+        num_nodes: int,
+        attempt_id: str,
+        overrides: ProviderOverrides | None = None,
+    ) -> ProvisionRequest:
+        """The provision attempt that brings up ``num_nodes`` nodes of this candidate, with the task's
+        provider settings (``overrides``)."""
         return ProvisionRequest(
             cluster_name=cluster_name,
             offering=self.offering,
@@ -109,6 +117,7 @@ class Candidate(BaseModel):
             node_request=self.node_request,
             container_image=self.docker_image,
             accelerator_args=self.accelerator_args,
+            overrides=overrides or ProviderOverrides(),
         )
 
 

@@ -20,6 +20,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from skyhop.providers.errors import NotSupportedError
+from skyhop.providers.overrides import ProviderOverrides
 from skyhop.providers.runtime.jobs import JobSpec, JobsQuery, JobsReport, NodeJobState
 
 __all__ = [
@@ -251,6 +252,8 @@ class Needs(BaseModel):
     labels: bool = False
     absolute_mount: str | None = None
     """The first file mount whose target is an absolute path, if any."""
+    container_options: bool = False
+    """Whether the task's container is started with ``config.docker.run_options``."""
 
 
 class Shortfall(BaseModel):
@@ -319,6 +322,11 @@ class Capabilities(BaseModel):
                 "folders on this machine, whose jobs see this machine's files; use a path under ~, "
                 "like ~/data.csv)",
             ),
+            (
+                needs.container_options and self.container_nodes,
+                "config.docker.run_options",
+                "docker run options (each node is the container itself; use config.kubernetes.pod_config)",
+            ),
         ]
         return next((Shortfall(field=f, feature=what) for missing, f, what in wanted if missing), None)
 
@@ -380,6 +388,8 @@ class ProvisionRequest(BaseModel):
     from it; others ignore it (the node runner starts the container on the node)."""
     accelerator_args: AcceleratorArgs | None = None
     """The task's TPU options, for an offering that is a TPU slice."""
+    overrides: ProviderOverrides = ProviderOverrides()
+    """The task's provider settings (its ``config:`` section); each provider reads its own."""
     scale_up_region: str | None = None
     """The region whose autoscaler an earlier attempt of this launch asked for nodes (it failed with
     ``SCALE_UP_ASKED``), or None. Only there may this attempt wait for new nodes; elsewhere it takes

@@ -16,11 +16,12 @@ from typing import Any, get_args
 
 from pydantic import BaseModel, ValidationError
 
+from skyhop.spec.accelerator_names import with_skypilot_names
 from skyhop.spec.dag import Dag, dag_from_documents
 from skyhop.spec.errors import SpecError, did_you_mean, redacted
-from skyhop.spec.refused import check_refused, drop_missing_clouds
+from skyhop.spec.refused import CONFIG_ACTED_ON, check_refused, check_store_clouds, drop_missing_clouds
 from skyhop.spec.resources import Resources
-from skyhop.spec.storage import URL_SCHEMES, Storage
+from skyhop.spec.storage import NO_HUGGING_FACE, URL_SCHEMES, Storage
 from skyhop.spec.task import Task
 from skyhop.spec.yaml_reader import read_yaml_documents
 
@@ -117,9 +118,12 @@ def task_from_dict(
 
 def _task_from_mapping(data: Mapping[str, Any], base: Path, envs: Mapping[str, str]) -> Task:
     check_refused(data)
+    check_store_clouds(data.get("file_mounts"))
     raw = {k: v for k, v in data.items() if k not in (*_NO_EFFECT_FIELDS, "config")}
     if isinstance(raw.get("resources"), Mapping):
-        raw["resources"] = drop_missing_clouds(raw["resources"])
+        raw["resources"] = with_skypilot_names(drop_missing_clouds(raw["resources"]))
+    if isinstance(data.get("config"), Mapping):
+        raw["config"] = {k: v for k, v in data["config"].items() if k in CONFIG_ACTED_ON}
     if raw.get("api_server_access") is False:
         raw.pop("api_server_access")
     values = _known_values(raw, envs)
@@ -145,6 +149,8 @@ def _mount_source(entry: str | Storage, base: Path, field: str) -> str | Storage
         if "://" not in entry:
             return _local_path(entry, base, field)
         scheme, _, rest = entry.partition("://")
+        if scheme.lower() == "hf":
+            raise SpecError(field, f"{entry!r}: {NO_HUGGING_FACE}")
         if scheme.lower() not in URL_SCHEMES or not rest.strip("/"):
             raise SpecError(
                 field, f"{entry!r} is not a supported URL; use s3://, gs://, az://, r2:// or https://"
@@ -212,6 +218,7 @@ class TaskOverrides(BaseModel):
             ("use_spot", "use_spot"),
         )
         changed = {field: getattr(self, flag) for flag, field in flags if getattr(self, flag) is not None}
+        changed = with_skypilot_names(changed)
         resources.update(changed)
         for choices in ("any_of", "ordered"):
             # Each alternative is complete (outer fields merged in), so a flag must reach every one.
@@ -295,7 +302,7 @@ def _nested_model(annotation: object) -> type[BaseModel] | None:
     return None
 
 
-_ALSO_ALLOWED_TASK = ("config", "inputs", "outputs", "estimated_runtime", "_metadata", "api_server_access")
+_ALSO_ALLOWED_TASK = ("inputs", "outputs", "estimated_runtime", "_metadata", "api_server_access")
 """Task fields read before validation (or by the chain), beside the model's own."""
 _ALSO_ALLOWED_RESOURCES = ("cloud", "region", "zone", "gpus")
 """SkyPilot's legacy location keys and its alias of ``accelerators``, folded in before validation (the

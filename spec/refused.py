@@ -15,21 +15,25 @@ from skyhop.providers.registry import all_provider_names, canonical_name
 from skyhop.spec.errors import SpecError
 
 __all__ = [
+    "CONFIG_ACTED_ON",
     "CONFIG_INERT",
     "NO_QUEUED_RESOURCES",
     "NO_TPU_NODES",
+    "CONFIG_KEYS_REFUSED",
     "CONFIG_REFUSED",
     "RESOURCES_REFUSED",
     "SKYPILOT_CLOUDS",
     "TASK_REFUSED",
     "MissingCloudError",
     "check_refused",
+    "check_store_clouds",
     "drop_missing_clouds",
 ]
 
 _NO_CONTAINERS = (
-    "skyhop runs image_id: docker:IMAGE containers with its own options (host network and IPC, the "
-    "home bind-mounted); private registries need docker login (or podman login) on the node"
+    "skyhop runs image_id: docker:IMAGE containers itself (host network and IPC, the home "
+    "bind-mounted; more options in config.docker.run_options); private registries need docker login "
+    "(or podman login) on the node"
 )
 _INTERNAL = "is internal to SkyPilot (it writes it itself); leave it out"
 NO_TPU_NODES = (
@@ -79,10 +83,8 @@ RESOURCES_REFUSED: dict[str, str] = {
 }
 
 CONFIG_REFUSED: dict[str, str] = {
-    "docker": _NO_CONTAINERS,
     "nvidia_gpus": "skyhop leaves the GPU driver's settings as the image has them",
     "ssh": "SSH node pools are set up in their pools file (skyhop ssh up)",
-    "gcp": "skyhop's GCP provider uses the project's default network and no placement policies",
     "azure": "skyhop's Azure provider makes its own network per cluster and uses its own identity",
     "active_workspace": "skyhop has no workspaces: one Temporal namespace is one workspace",
     "hooks": "lifecycle hooks are not supported; end 'run' with what should happen",
@@ -90,7 +92,30 @@ CONFIG_REFUSED: dict[str, str] = {
 """SkyPilot's task ``config:`` keys (its overridable settings) that would change a launch skyhop makes:
 refused, naming the key."""
 
-CONFIG_INERT = ("kubernetes", "vast", "slurm")
+CONFIG_ACTED_ON: dict[str, tuple[str, ...]] = {
+    "docker": ("run_options",),
+    "kubernetes": ("pod_config", "custom_metadata", "provision_timeout"),
+    "gcp": ("enable_gvnic",),
+}
+"""``config:`` sections whose keys skyhop acts on (``spec.task_config.TaskConfig``)."""
+
+CONFIG_KEYS_REFUSED: dict[str, str] = {
+    "gcp.managed_instance_group": (
+        "DWS managed instance groups are not supported: skyhop creates each instance itself and "
+        "fails over to the next zone when one has no capacity (use -r to keep trying)"
+    ),
+    "gcp.placement_policy": (
+        "compact placement is not supported yet: skyhop's instances take GCP's default placement"
+    ),
+    "gcp.enable_gpu_direct": (
+        "GPUDirect-TCPX networks are not set up by skyhop; network_tier: best gives the instances gVNIC"
+    ),
+    "kubernetes.dws": "GKE's Dynamic Workload Scheduler is not supported: skyhop creates plain pods",
+    "kubernetes.kueue": "Kueue queues are not supported: skyhop creates plain pods and queues jobs itself",
+}
+"""Keys of the acted-on sections that SkyPilot lets a task override but skyhop cannot act on."""
+
+CONFIG_INERT = ("vast", "slurm")
 """``config:`` keys for infrastructure skyhop has no provider for. SkyPilot applies them only when the
 task lands there, which under skyhop it never does, so they are accepted and change nothing: the
 same launch SkyPilot makes anywhere else."""
@@ -122,8 +147,10 @@ def check_refused(task: Mapping[str, Any]) -> None:
     if config is not None:
         if not isinstance(config, Mapping):
             raise SpecError("config", "must be a mapping of SkyPilot settings")
-        for key in config:
-            if key not in CONFIG_INERT:
+        for key, section in config.items():
+            if key in CONFIG_ACTED_ON:
+                _check_config_section(str(key), section)
+            elif key not in CONFIG_INERT:
                 raise SpecError(f"config.{key}", CONFIG_REFUSED.get(str(key), "not a setting skyhop has"))
     resources = task.get("resources")
     if isinstance(resources, Mapping):
@@ -132,6 +159,20 @@ def check_refused(task: Mapping[str, Any]) -> None:
             for index, item in enumerate(resources.get(choices) or []):
                 if isinstance(item, Mapping):
                     _refuse(RESOURCES_REFUSED, item, f"resources.{choices}.{index}.")
+
+
+def _check_config_section(name: str, section: object) -> None:
+    """Refuse a key of ``config.NAME`` that skyhop does not act on, by its full name."""
+    if not isinstance(section, Mapping):
+        raise SpecError(f"config.{name}", "must be a mapping of settings")
+    allowed = CONFIG_ACTED_ON[name]
+    for key in section:
+        if key not in allowed:
+            reason = CONFIG_KEYS_REFUSED.get(
+                f"{name}.{key}",
+                "not a setting a task may override (SkyPilot reads it only from its config file)",
+            )
+            raise SpecError(f"config.{name}.{key}", f"{reason}; acted on: {', '.join(allowed)}")
 
 
 def _missing_cloud(item: Mapping[str, Any]) -> str | None:
@@ -148,6 +189,20 @@ def _no_provider(clouds: list[str]) -> str:
     available = ", ".join(all_provider_names())
     names = ", ".join(dict.fromkeys(clouds))
     return f"skyhop has no provider for {names}; available: {available}"
+
+
+def check_store_clouds(file_mounts: object) -> None:
+    """Raise ``MissingCloudError`` for a storage entry whose bucket is on a cloud skyhop has no
+    provider for (``store: nebius``): only SkyPilot on that cloud can run such a task."""
+    if not isinstance(file_mounts, Mapping):
+        return
+    for target, entry in file_mounts.items():
+        store = entry.get("store") if isinstance(entry, Mapping) else None
+        cloud = _missing_cloud({"cloud": store}) if isinstance(store, str) else None
+        if cloud is not None:
+            raise MissingCloudError(
+                f"file_mounts.{target}.store", f"the bucket is on {cloud}: " + _no_provider([cloud])
+            )
 
 
 def drop_missing_clouds(resources: Mapping[str, Any]) -> dict[str, Any]:

@@ -225,6 +225,13 @@ class Autostop(BaseModel):
         return data
 
 
+_NO_DYNAMIC_NODE_SET = (
+    "strategy DYNAMIC_NODE_SET (a node set that replaces lost nodes under the running job, down to "
+    "min_nodes) is not supported yet: skyhop recovers a managed job by relaunching its whole cluster; "
+    "use EAGER_NEXT_REGION or FAILOVER"
+)
+
+
 class JobRecovery(BaseModel):
     """SkyPilot's ``resources.job_recovery``: how a managed job recovers (a strategy name, or this)."""
 
@@ -248,6 +255,8 @@ class JobRecovery(BaseModel):
         data = dict(data)
         if isinstance(data.get("strategy"), str):
             data["strategy"] = data["strategy"].upper()
+            if data["strategy"] == "DYNAMIC_NODE_SET":
+                raise ValueError(_NO_DYNAMIC_NODE_SET)
         if isinstance(data.get("recover_on_exit_codes"), int):
             data["recover_on_exit_codes"] = [data["recover_on_exit_codes"]]
         return data

@@ -10,9 +10,11 @@ A ``file_mounts`` value is one of:
 
 The rules are SkyPilot's (``sky/data/storage.py``, ``Storage._validate_storage_spec``): a local
 source needs a ``name``; a bucket URL source names the bucket itself, so ``name`` must not be given;
-without a source, ``name`` is required and the mode cannot be ``COPY``; ``MOUNT`` and
-``MOUNT_CACHED`` mount whole buckets (a URL with a path below the bucket is ``COPY`` only);
-``mode`` defaults to ``MOUNT`` and ``persistent`` to true.
+without a source, ``name`` is required and the mode cannot be ``COPY``; an empty ``name`` is no name
+(SkyPilot tests ``if not name``); a URL with a path below the bucket is that folder of the bucket,
+copied or mounted (SkyPilot's bucket sub-path); ``mode`` defaults to ``MOUNT`` and ``persistent`` to
+true. A bucket on a store of a cloud skyhop has no provider for (``nebius``, ``oci``, ``ibm``) is
+refused as that cloud is (``spec.refused.MissingCloudError``, raised by the loader).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
 __all__ = [
+    "NO_HUGGING_FACE",
     "OTHER_SKYPILOT_STORES",
     "BucketRef",
     "Storage",
@@ -35,6 +38,10 @@ __all__ = [
 
 OTHER_SKYPILOT_STORES = frozenset({"ibm", "oci", "nebius", "coreweave", "vastdata", "hf", "volume"})
 """SkyPilot's other ``store:`` values (its ``StoreType``), refused by name rather than as unknown."""
+NO_HUGGING_FACE = (
+    "Hugging Face sources (store: hf, hf://) are not supported yet; download in setup "
+    "(huggingface-cli download REPO --local-dir DIR), or copy the files to a bucket first"
+)
 
 
 class StorageMode(StrEnum):
@@ -123,6 +130,8 @@ class Storage(BaseModel):
     @classmethod
     def _store_any_case(cls, value: object) -> object:
         # SkyPilot reads both enums case-insensitively (``case_insensitive_enum``).
+        if isinstance(value, str) and value.lower() == "hf":
+            raise ValueError(NO_HUGGING_FACE)
         if isinstance(value, str) and value.lower() in OTHER_SKYPILOT_STORES:
             stores = ", ".join(kind.value for kind in StoreKind)
             raise ValueError(
@@ -130,6 +139,11 @@ class Storage(BaseModel):
                 "use one of them, or a bucket URL source (s3://, gs://, az://, r2://)"
             )
         return value.lower() if isinstance(value, str) else value
+
+    @field_validator("name", mode="before")
+    @classmethod
+    def _empty_name_is_none(cls, value: object) -> object:
+        return None if value == "" else value
 
     @field_validator("mode", mode="before")
     @classmethod
@@ -165,6 +179,8 @@ class Storage(BaseModel):
             if self.name is None:
                 raise ValueError("give a name (a bucket to create or use) or a source")
         elif remote is None:
+            if isinstance(self.source, str) and self.source.lower().startswith("hf://"):
+                raise ValueError(f"source {self.source!r}: {NO_HUGGING_FACE}")
             if isinstance(self.source, str) and "://" in self.source:
                 raise ValueError(
                     f"source {self.source!r} is not supported; use a local path or a bucket URL "
@@ -181,11 +197,6 @@ class Storage(BaseModel):
                 )
             if self.store is not None and self.store is not remote.store:
                 raise ValueError(f"store {self.store.value} does not match source {self.source}")
-            if self.mode.mounts and remote.prefix:
-                raise ValueError(
-                    f"{self.mode.value} mounts a whole bucket; mount {remote.store.scheme}://"
-                    f"{remote.bucket} or use mode: COPY for {self.source}"
-                )
         bucket = remote.bucket if remote is not None else self.name
         assert bucket is not None
         if not _BUCKET_NAME.fullmatch(bucket) or (self.kind is StoreKind.AZURE and "." in bucket):

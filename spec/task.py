@@ -21,6 +21,7 @@ from skyhop.spec.packed import PackedFiles
 from skyhop.spec.resources import Resources
 from skyhop.spec.service import Service
 from skyhop.spec.storage import Storage, StorageMode
+from skyhop.spec.task_config import TaskConfig
 
 __all__ = ["GitWorkdir", "Task", "env_mapping"]
 
@@ -84,6 +85,8 @@ class Task(BaseModel):
     contains ``..``."""
     setup: str | None = None
     run: str | None = None
+    config: TaskConfig = TaskConfig()
+    """The SkyPilot settings the task overrides for its own launches (``config:``; others refused)."""
     service: Service | None = None
     """What ``skyhop serve up`` (not built yet) serves; ``launch`` runs the task without it."""
     packed: PackedFiles | None = None

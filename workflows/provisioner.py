@@ -187,7 +187,9 @@ class Provisioner:
         candidate = await self._choose(blocklist, tried)
         if candidate is None:
             return None
-        request = candidate.request(spec.cluster_name, spec.task.num_nodes, self._attempt_id())
+        request = candidate.request(
+            spec.cluster_name, spec.task.num_nodes, self._attempt_id(), spec.task.config.provider_overrides
+        )
         return request.model_copy(update={"scale_up_region": scaled_up_region(self.state.attempts)})
 
     def _attempt_id(self) -> str:

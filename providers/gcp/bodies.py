@@ -100,6 +100,11 @@ def _ssh_keys(public_key: str) -> str:
     return f"{SSH_USER}:{public_key}"
 
 
+def wants_gvnic(request: ProvisionRequest) -> bool:
+    """Whether the instances get a gVNIC: ``network_tier: best`` or ``config.gcp.enable_gvnic``."""
+    return request.network_tier == NetworkTier.BEST or bool(request.overrides.gcp.enable_gvnic)
+
+
 def instance_body(project: str, request: ProvisionRequest, rank: int, public_key: str) -> dict[str, Any]:
     """The ``instances.insert`` body of node ``rank`` (compute_v1 ``Instance`` fields)."""
     offering = request.offering
@@ -126,7 +131,7 @@ def instance_body(project: str, request: ProvisionRequest, rank: int, public_key
             {
                 "network": NETWORK,
                 "access_configs": [{"name": "External NAT", "type_": "ONE_TO_ONE_NAT"}],
-                **({"nic_type": "GVNIC"} if request.network_tier == NetworkTier.BEST else {}),
+                **({"nic_type": "GVNIC"} if wants_gvnic(request) else {}),
             }
         ],
     }

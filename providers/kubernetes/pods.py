@@ -19,6 +19,7 @@ from skyhop.providers.accelerators import label_gpu_name
 from skyhop.providers.base import NodeRequest, Offering
 from skyhop.providers.kubernetes.offerings import GPU_LABELS, gpu_resource
 from skyhop.providers.naming import fit_name
+from skyhop.providers.overrides import KubernetesOverrides
 
 __all__ = [
     "CLUSTER_LABEL",
@@ -28,6 +29,7 @@ __all__ = [
     "PodState",
     "cluster_selector",
     "gpu_node_terms",
+    "merge_pod_config",
     "pod_manifest",
     "pod_name",
     "pod_state",
@@ -98,11 +100,16 @@ def pod_manifest(
     *,
     scale_up: bool = False,
     labels: dict[str, str] | None = None,
+    disk_gib: int | None = None,
 ) -> dict[str, Any]:
     """The pod of node ``rank``: the task's resources, on a node with the offering's GPU type;
     ``scale_up``: a cluster autoscaler may add a node for it (else ``NO_SCALE_UP``); ``labels``:
-    the task's ``resources.labels`` (skyhop's own win, so a pod is always found by its cluster)."""
+    the task's ``resources.labels`` (skyhop's own win, so a pod is always found by its cluster);
+    ``disk_gib``: the task's ``disk_size``, requested as ephemeral storage, so the pod lands only
+    on a node with that much local disk free (a request, not a limit: a job writing more is not
+    evicted, as a VM's disk is not taken away)."""
     amounts = _quantities(offering, ask)
+    disk = {"ephemeral-storage": f"{disk_gib}Gi"} if disk_gib else {}
     spec: dict[str, Any] = {
         "restartPolicy": "Never",
         "terminationGracePeriodSeconds": _GRACE_S,
@@ -111,7 +118,7 @@ def pod_manifest(
                 "name": "node",
                 "image": image,
                 "command": ["sleep", "infinity"],
-                "resources": {"requests": amounts, "limits": dict(amounts)},
+                "resources": {"requests": {**amounts, **disk}, "limits": dict(amounts)},
             }
         ],
     }
@@ -131,6 +138,39 @@ def pod_manifest(
         },
         "spec": spec,
     }
+
+
+def merge_pod_config(manifest: Obj, overrides: KubernetesOverrides) -> dict[str, Any]:
+    """``manifest`` with the task's ``pod_config`` and ``custom_metadata`` merged in, as SkyPilot
+    merges them into its pods: mappings key by key, ``containers`` by position (the first is the
+    node's), other lists appended (tolerations, volumes, env, ...) but ``command`` and ``args``.
+    Where both set one value, skyhop's wins: the pod keeps its name, labels, command and resources,
+    so it is still found by its cluster and sized as planned."""
+    extra: dict[str, Any] = dict(overrides.pod_config)
+    if overrides.custom_metadata:
+        extra = _merged({"metadata": overrides.custom_metadata}, extra)
+    merged: dict[str, Any] = _merged(manifest, extra)
+    return merged
+
+
+_WHOLE_LISTS = ("command", "args")
+"""Lists that are one value, not items to add to: the node's command keeps the pod alive."""
+
+
+def _merged(ours: Any, theirs: Any, key: str = "") -> Any:
+    if isinstance(ours, Mapping) and isinstance(theirs, Mapping):
+        merged = {**theirs, **ours}
+        for both in ours.keys() & theirs.keys():
+            merged[both] = _merged(ours[both], theirs[both], both)
+        return merged
+    if isinstance(ours, list) and isinstance(theirs, list):
+        if key in _WHOLE_LISTS:
+            return ours
+        if key != "containers":
+            return [*ours, *theirs]
+        paired = [_merged(mine, other) for mine, other in zip(ours, theirs, strict=False)]
+        return paired + ours[len(paired) :] + theirs[len(paired) :]
+    return ours
 
 
 class PodState(StrEnum):

@@ -47,7 +47,13 @@ from skyhop.providers.extras import ExtraMissingError, missing_packages
 from skyhop.providers.kubernetes import pods as k8s_pods
 from skyhop.providers.kubernetes.client import KUBE_THREADS, ContextApi, context_names, open_context
 from skyhop.providers.kubernetes.offerings import api_offerings
-from skyhop.providers.kubernetes.pods import PodState, cluster_selector, pod_manifest, pod_state
+from skyhop.providers.kubernetes.pods import (
+    PodState,
+    cluster_selector,
+    merge_pod_config,
+    pod_manifest,
+    pod_state,
+)
 from skyhop.providers.kubernetes.runtime import KubernetesNodeRuntime
 from skyhop.providers.kubernetes.services import service_manifest, service_name
 from skyhop.providers.kubernetes.settings import KubernetesSettings, SettingsError, load_settings
@@ -88,7 +94,12 @@ class KubernetesProvider(Provider):
 
     name = "kubernetes"
     capabilities: ClassVar[Capabilities] = Capabilities(
-        multi_node=True, container_nodes=True, open_ports=True, custom_image=True, labels=True
+        multi_node=True,
+        container_nodes=True,
+        open_ports=True,
+        custom_image=True,
+        labels=True,
+        disk_size=True,
     )
 
     # -- what there is -------------------------------------------------------------------------
@@ -155,6 +166,9 @@ class KubernetesProvider(Provider):
     async def launch(self, request: ProvisionRequest) -> ClusterHandle:
         self.refuse_unsupported(request)
         settings, api = await self._api(request.offering.region)
+        timeout = request.overrides.kubernetes.provision_timeout
+        if timeout is not None:  # the task's config.kubernetes.provision_timeout wins over the file's
+            settings = settings.model_copy(update={"provision_timeout": timeout})
         name, selector = request.cluster_name, cluster_selector(request.cluster_name)
         found = {_rank(p): p for p in await _blocking(api.pods, selector)}
         ended = [r for r, p in found.items() if pod_state(p)[0] is PodState.ENDED]
@@ -177,7 +191,9 @@ class KubernetesProvider(Provider):
                     terms,
                     scale_up=scale_up,
                     labels=request.labels,
+                    disk_gib=request.disk_size,
                 )
+                manifest = merge_pod_config(manifest, request.overrides.kubernetes)
                 await _blocking(self._create, api, manifest)
         wait = _Wait(settings.unschedulable_wait_s if scale_up else 0.0, request.scale_up_region)
         try:

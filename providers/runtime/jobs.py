@@ -58,6 +58,8 @@ class ContainerSpec(BaseModel):
     """Absolute paths outside the home to bind-mount too (absolute file-mount targets)."""
     gpus: bool = False
     """Pass the node's GPUs through (docker ``--gpus all``, podman's CDI ``nvidia.com/gpu=all``)."""
+    run_options: list[str] = []
+    """The task's ``config.docker.run_options`` as arguments, added after skyhop's own."""
 
 
 class JobSpec(BaseModel):

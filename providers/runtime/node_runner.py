@@ -323,7 +323,8 @@ def container_argv(
     The image's entrypoint is replaced by ``bash`` (SkyPilot's requirement of an image), the network
     and IPC are the host's (ports, NCCL, shared memory as without a container), envs are passed by
     name (their values stay off the command line), and the home, the working folder and each bind
-    are mounted at the same paths.
+    are mounted at the same paths. The task's ``run_options`` come after these, as SkyPilot adds its
+    user's to its own.
     """
     argv = [runtime, "run", "--name", name, "--network", "host", "--ipc", "host", "--entrypoint", "bash"]
     binds = [home] + [p for p in (cwd, *container.get("binds", [])) if not _inside(p, home)]
@@ -334,7 +335,7 @@ def container_argv(
     if container.get("gpus"):
         docker = os.path.basename(runtime) == "docker"
         argv += ["--gpus", "all"] if docker else ["--device", "nvidia.com/gpu=all"]
-    return [*argv, "-w", cwd, image, "-c", script]
+    return [*argv, *container.get("run_options", []), "-w", cwd, image, "-c", script]
 
 
 def _inside(path: str, folder: str) -> bool:

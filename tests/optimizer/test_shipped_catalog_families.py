@@ -1,8 +1,9 @@
 """``launch --dryrun --json`` on the shipped catalogs: accelerator families SkyPilot's examples ask for.
 
 Each family is a catalog row set (facts from SkyPilot's v8 catalogs); a name resolves as in SkyPilot,
-case-insensitively (``inferentia2`` is ``Inferentia2``), and ``Inferentia`` stays AWS's first-generation
-chip: ``Inferentia:6`` is refused with the ``Inferentia2:6`` that SkyPilot would suggest too.
+case-insensitively (``inferentia2`` is ``Inferentia2``), and ``Inferentia`` is either generation, as
+AWS's API and so SkyPilot's catalog name both: ``Inferentia:6`` plans on an inf2.24xlarge
+(SkyPilot's aws-neuron example), ``Inferentia:1`` on the cheaper inf1.xlarge.
 """
 
 from __future__ import annotations
@@ -38,6 +39,10 @@ def _dryrun(tmp_path: Path, resources: str) -> tuple[int, str]:
         ("{accelerators: L40S:8}", ("aws", "us-east-1", "g6e.48xlarge", {"L40S": 8.0}, 30.13118)),
         ("{accelerators: Inferentia}", ("aws", "us-east-1", "inf1.xlarge", {"Inferentia": 1.0}, 0.228)),
         (
+            "{accelerators: Inferentia:6}",
+            ("aws", "us-east-1", "inf2.24xlarge", {"Inferentia2": 6.0}, 6.49063),
+        ),
+        (
             "{accelerators: inferentia2:6}",
             ("aws", "us-east-1", "inf2.24xlarge", {"Inferentia2": 6.0}, 6.49063),
         ),
@@ -71,9 +76,9 @@ def test_a_family_plans_on_its_cheapest_row(
     ("resources", "message"),
     [
         (
-            "{accelerators: Inferentia:6}",
-            "no offering has 6 INFERENTIA on one node; the most is 16 on aws inf1.24xlarge; "
-            "offered: INFERENTIA:1, INFERENTIA:4, INFERENTIA:16; did you mean Inferentia2:6?",
+            "{accelerators: Inferentia:5}",
+            "[1] no offering has 5 INFERENTIA on one node; the most is 16 on aws inf1.24xlarge; offered: "
+            "INFERENTIA:1, INFERENTIA:4, INFERENTIA:16; [2] no offering has 5 INFERENTIA2 on one node;",
         ),
         ("{accelerators: H200:16}", "no offering has 16 H200 on one node; the most is 8 on azure "),
         ("{accelerators: K40}", "no offering has accelerator K40"),

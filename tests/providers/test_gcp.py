@@ -236,3 +236,15 @@ def test_disk_tier_network_tier_and_labels_reach_the_insert_body(gcp: FakeGCP) -
     assert body["networkInterfaces"][0]["nicType"] == "GVNIC"
     assert body["labels"] == {"team": "ml", "skyhop-cluster": "train", "skyhop-node-rank": "0"}
     run(_provider().terminate(handle))
+
+
+def test_the_tasks_config_gcp_enable_gvnic_reaches_the_insert_body(gcp: FakeGCP) -> None:
+    from skyhop.providers.overrides import GcpOverrides, ProviderOverrides
+
+    plain = run(_provider().launch(_request(nodes=1)))
+    assert "nicType" not in gcp.called("POST", "/instances")[0].body["networkInterfaces"][0]
+    run(_provider().terminate(plain))
+    overrides = ProviderOverrides(gcp=GcpOverrides(enable_gvnic=True))
+    handle = run(_provider().launch(_request(nodes=1, overrides=overrides, attempt_id="gvnic")))
+    assert gcp.called("POST", "/instances")[-1].body["networkInterfaces"][0]["nicType"] == "GVNIC"
+    run(_provider().terminate(handle))

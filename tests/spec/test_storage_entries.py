@@ -23,6 +23,24 @@ def test_a_bucket_url_source_names_the_bucket() -> None:
     assert bucket_url_of("https://example.com/x") is None
 
 
+@pytest.mark.parametrize("mode", ["MOUNT", "MOUNT_CACHED", "COPY"])
+def test_a_bucket_url_below_the_bucket_is_that_folder_in_every_mode(mode: str) -> None:
+    """SkyPilot's bucket sub-path: the node sees only the folder, however it reaches the node."""
+    from skyhop.storage.node_commands import attach_entries
+    from skyhop.storage.plan import storage_plan
+
+    storage = Storage.model_validate({"source": "s3://shared/imagenet/train", "mode": mode})
+    (entry,) = attach_entries(storage_plan({"/data": storage}))
+    assert entry["source"].endswith(":shared/imagenet/train") and entry["mode"] == mode
+
+
+def test_an_empty_name_is_no_name_as_in_skypilot() -> None:
+    storage = Storage.model_validate({"name": "", "source": "gs://shared-data"})
+    assert storage.name is None and storage.bucket_ref() == BucketRef(
+        store=StoreKind.GCS, bucket="shared-data"
+    )
+
+
 @pytest.mark.parametrize(
     ("entry", "says"),
     [
@@ -31,7 +49,10 @@ def test_a_bucket_url_source_names_the_bucket() -> None:
         ({"name": "scratch", "mode": "COPY"}, "COPY needs a source"),
         ({"name": "b1x", "source": "s3://other"}, "drop name"),
         ({"name": "s3://b1x"}, "must not start with s3://"),
-        ({"source": "s3://bkt/sub", "mode": "MOUNT"}, "mounts a whole bucket"),
+        ({"name": "", "source": "/data"}, "give the bucket's name"),
+        ({"name": "", "mode": "MOUNT"}, "give a name"),
+        ({"source": "hf://datasets/org/set", "mode": "COPY"}, "Hugging Face sources .* not supported yet"),
+        ({"name": "bkt", "store": "hf"}, "Hugging Face sources .* not supported yet"),
         ({"source": "s3://bkt", "store": "gcs"}, "does not match"),
         ({"source": "ftp://host/x", "name": "bkt"}, "not supported"),
         ({"name": "Bad_Name", "source": "/data"}, "lowercase"),

@@ -55,8 +55,55 @@ ACCEPTED: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
     ("autostop dict", {"resources": {"autostop": {"idle_minutes": 5, "down": True, "wait_for": "jobs"}}}, {}),
     ("infra wildcard", {"resources": {"infra": "*/us-east-1", "cpus": 2}}, {"region": "us-east-1"}),
     ("no-effect", {"resources": {"_no_missing_accel_warnings": True}, "_metadata": {"git": "x"}}, {}),
-    ("config inert", {"config": {"kubernetes": {"pod_config": {}}}}, {}),
+    ("config inert", {"config": {"vast": {"x": 1}, "slurm": {}}}, {"config": {}}),
+    (
+        "config acted on",
+        {
+            "resources": {"infra": "gcp", "cpus": 2, "image_id": "docker:ubuntu:22.04"},
+            "config": {
+                "docker": {"run_options": ["--shm-size=8g", "-v /data:/data"]},
+                "kubernetes": {
+                    "pod_config": {"spec": {"runtimeClassName": "nvidia"}},
+                    "provision_timeout": 900,
+                },
+                "gcp": {"enable_gvnic": True},
+            },
+        },
+        {
+            "provider": "gcp",
+            "config": {
+                "docker": {"run_options": ["--shm-size=8g", "-v /data:/data"]},
+                "kubernetes": {
+                    "pod_config": {"spec": {"runtimeClassName": "nvidia"}},
+                    "provision_timeout": 900,
+                },
+                "gcp": {"enable_gvnic": True},
+            },
+        },
+    ),
     ("api_server_access false", {"api_server_access": False}, {}),
+    (
+        "storage: a bucket folder mounted, an empty name",
+        {"file_mounts": {"/a": {"source": "s3://bkt/sub/dir"}, "/b": {"name": "", "source": "gs://other"}}},
+        {
+            "file_mounts": {
+                "/a": {
+                    "name": None,
+                    "source": "s3://bkt/sub/dir",
+                    "store": None,
+                    "persistent": True,
+                    "mode": "MOUNT",
+                },
+                "/b": {
+                    "name": None,
+                    "source": "gs://other",
+                    "store": None,
+                    "persistent": True,
+                    "mode": "MOUNT",
+                },
+            }
+        },
+    ),
     (
         "any_of skips a missing cloud",
         {"resources": {"any_of": [{"infra": "lambda", "cpus": 2}, {"infra": "gcp", "cpus": 2}]}},
@@ -127,11 +174,34 @@ REFUSED: list[tuple[dict[str, Any], str]] = [
     ({"managed_secrets": ["A"]}, "managed_secrets: managed secret stores are not supported"),
     ({"secrets": ["A"]}, "secrets: managed secret references are not supported"),
     ({"api_server_access": True}, "api_server_access: skyhop has no API server"),
+    ({"config": {"docker": {"run_options": [3]}}}, "config.docker.run_options: each run option must be"),
+    ({"config": {"docker": {"login": {}}}}, "config.docker.login: not a setting a task may override"),
     (
-        {"config": {"docker": {"run_options": "-v /x"}}},
-        "config.docker: skyhop runs image_id: docker:IMAGE containers with its own options",
+        {"config": {"gcp": {"managed_instance_group": {"run_duration": 3600}}}},
+        "config.gcp.managed_instance_group: DWS managed instance groups are not supported",
+    ),
+    ({"config": {"gcp": {"placement_policy": "compact"}}}, "config.gcp.placement_policy: compact placement"),
+    ({"config": {"gcp": {"enable_gpu_direct": True}}}, "config.gcp.enable_gpu_direct: GPUDirect-TCPX"),
+    ({"config": {"gcp": {"use_internal_ips": True}}}, "config.gcp.use_internal_ips: not a setting a task"),
+    ({"config": {"kubernetes": {"kueue": {}}}}, "config.kubernetes.kueue: Kueue queues are not supported"),
+    (
+        {
+            "resources": {"infra": "k8s", "image_id": "docker:ubuntu:22.04"},
+            "config": {"docker": {"run_options": ["--shm-size=8g"]}},
+        },
+        "config.docker.run_options: kubernetes does not support docker run options",
     ),
     ({"config": {"nvidia_gpus": {"disable_ecc": True}}}, "config.nvidia_gpus:"),
+    (
+        {"resources": {"job_recovery": {"strategy": "DYNAMIC_NODE_SET", "min_nodes": 4}}},
+        "resources.job_recovery: strategy DYNAMIC_NODE_SET (a node set that replaces lost nodes under "
+        "the running job, down to min_nodes) is not supported yet: skyhop recovers a managed job by "
+        "relaunching its whole cluster; use EAGER_NEXT_REGION or FAILOVER",
+    ),
+    (
+        {"file_mounts": {"/d": {"name": "bkt", "store": "nebius"}}},
+        "file_mounts./d.store: the bucket is on nebius: skyhop has no provider for nebius",
+    ),
     (
         {"resources": {"image_id": {"us-east-1": "docker:ubuntu:22.04"}}},
         "a container image is the same in every region; give image_id: docker:IMAGE",
@@ -177,7 +247,7 @@ REFUSED: list[tuple[dict[str, Any], str]] = [
     ({"inputs": {"a": 1, "b": 2}}, "inputs must be one {path: GB}"),
     (
         {"file_mounts": {"/data": {"name": "bkt", "store": "oci"}}},
-        "file_mounts: /data.store: store 'oci' is not supported yet; skyhop keeps buckets on s3, gcs",
+        "file_mounts./data.store: the bucket is on oci: skyhop has no provider for oci",
     ),
     (
         {"file_mounts": {"/vol": {"name": "vol", "type": "VOLUME"}}},

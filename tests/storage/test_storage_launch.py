@@ -205,7 +205,7 @@ def test_down_deletes_every_launch_s_buckets_but_not_a_persistent_one_nor_re_cre
         ("{name: NAME, source: ./data, size: 3}", "unknown storage field 'size'; allowed: name, source"),
         ("{name: NAME, source: ./missing}", "file_mounts.~/d.source: local path './missing' does not exist"),
         ("{name: NAME, source: ./data/f}", "is a file; a storage source is a folder"),
-        ("{source: s3://bkt/sub, mode: MOUNT}", "MOUNT mounts a whole bucket"),
+        ("hf://datasets/org/set", "Hugging Face sources (store: hf, hf://) are not supported yet"),
         ("ftp://host/x", "is not a supported URL"),
     ],
 )
