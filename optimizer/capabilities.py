@@ -28,6 +28,7 @@ def task_needs(task: Task, resources: Resources) -> Needs:
         disk_size=resources.disk_size is not None,
         disk_tier=resources.disk_tier,
         labels=bool(resources.labels),
+        priority_class=resources.priority_class is not None,
         absolute_mount=next((target for target in task.file_mounts if target.startswith("/")), None),
         container_options=resources.docker_image is not None and bool(task.config.docker.run_options),
     )

@@ -57,6 +57,7 @@ class Candidate(BaseModel):
     disk_tier: DiskTier | None = None
     network_tier: NetworkTier | None = None
     labels: dict[str, str] = {}
+    priority_class: str | None = None
     ports: list[str] = []
     hourly_cost: float
     """$/hour for all nodes of the task."""
@@ -113,6 +114,7 @@ class Candidate(BaseModel):
             disk_tier=self.disk_tier,
             network_tier=self.network_tier,
             labels=self.labels,
+            priority_class=self.priority_class,
             attempt_id=attempt_id,
             node_request=self.node_request,
             container_image=self.docker_image,
@@ -229,6 +231,7 @@ def _priced(
         disk_tier=resources.disk_tier,
         network_tier=resources.network_tier,
         labels=resources.labels,
+        priority_class=resources.priority_class,
         ports=resources.ports or [],
         hourly_cost=(price or 0.0) * node.task.num_nodes,
         hours=node.hours_on(offering.accelerators),

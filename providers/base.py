@@ -250,6 +250,7 @@ class Needs(BaseModel):
     disk_size: bool = False
     disk_tier: DiskTier | None = None
     labels: bool = False
+    priority_class: bool = False
     absolute_mount: str | None = None
     """The first file mount whose target is an absolute path, if any."""
     container_options: bool = False
@@ -285,6 +286,8 @@ class Capabilities(BaseModel):
     nodes have where there are none)."""
     labels: bool = False
     """Whether its nodes carry the task's ``resources.labels`` (as tags or labels)."""
+    priority_classes: bool = False
+    """Whether its nodes take a ``resources.priority_class`` (Kubernetes pods)."""
     max_nodes: int | None = None
     """Most nodes one cluster may have here; None: only the absolute bound (``spec.limits``)."""
     container_nodes: bool = False
@@ -315,6 +318,11 @@ class Capabilities(BaseModel):
                 f"disk tier {needs.disk_tier}",
             ),
             (needs.labels and not self.labels, "resources.labels", "labels on its nodes"),
+            (
+                needs.priority_class and not self.priority_classes,
+                "resources.priority_class",
+                "priority classes (a Kubernetes PriorityClass)",
+            ),
             (
                 needs.absolute_mount is not None and not self.absolute_paths,
                 "file_mounts",
@@ -379,6 +387,8 @@ class ProvisionRequest(BaseModel):
     """None or ``standard``: the provider's default networking."""
     labels: dict[str, str] = {}
     """The task's ``resources.labels``, put on every node beside skyhop's own tags."""
+    priority_class: str | None = None
+    """The task's ``resources.priority_class``: the pods' Kubernetes PriorityClass."""
     attempt_id: str = ""
     """Same for every retry of one attempt, different across attempts: a cloud idempotency token."""
     node_request: NodeRequest | None = None
@@ -406,6 +416,7 @@ class ProvisionRequest(BaseModel):
             disk_size=self.disk_size is not None,
             disk_tier=self.disk_tier,
             labels=bool(self.labels),
+            priority_class=self.priority_class is not None,
         )
 
 

@@ -72,10 +72,6 @@ RESOURCES_REFUSED: dict[str, str] = {
     "volumes": _NO_VOLUMES,
     "local_disk": "not selectable; pick an instance_type that has local disks",
     "priority": "skyhop runs a cluster's jobs first in, first out; submit them in the order they should run",
-    "priority_class": (
-        "a Kubernetes PriorityClass for the pods; not supported yet: skyhop's pods take the "
-        "cluster's default priority"
-    ),
     "_docker_login_config": f"{_INTERNAL} ({_NO_CONTAINERS})",
     "_is_image_managed": _INTERNAL,
     "_requires_fuse": _INTERNAL,

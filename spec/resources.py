@@ -34,6 +34,9 @@ __all__ = [
     "parse_accelerators",
 ]
 
+_K8S_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+"""A Kubernetes object name (a DNS subdomain), as a PriorityClass is named."""
+
 KNOWN_INFRA = tuple(all_provider_names())
 """Infrastructure names ``infra``/``cloud`` accept: the providers this installation has."""
 
@@ -288,6 +291,9 @@ class Resources(BaseModel):
     """``standard`` (the default networking) or ``best`` (the fastest the instance type offers)."""
     labels: dict[str, str] = {}
     """Key-value labels put on every node (AWS and Azure tags, GCP labels)."""
+    priority_class: str | None = None
+    """The Kubernetes PriorityClass of the pods (``priorityClassName``): which pods the cluster's
+    scheduler preempts first. Only Kubernetes has it, so it pins the task there."""
     max_hourly_cost: float | None = Field(default=None, gt=0)
     """Most $/hour one node may cost; dearer offerings are no candidates."""
     ports: list[str] | None = None
@@ -490,6 +496,16 @@ class Resources(BaseModel):
     @classmethod
     def _disk_size_units(cls, value: object) -> object:
         return value if value is None or isinstance(value, bool | int) else parse_disk_size(value)
+
+    @field_validator("priority_class")
+    @classmethod
+    def _check_priority_class(cls, value: str | None) -> str | None:
+        if value is not None and not _K8S_NAME.match(value):
+            raise ValueError(
+                f"a Kubernetes PriorityClass name: at most 253 lowercase letters, digits, '-' and '.', "
+                f"starting and ending with a letter or digit, got {value!r}"
+            )
+        return value
 
     @field_validator("labels", mode="before")
     @classmethod

@@ -101,13 +101,15 @@ def pod_manifest(
     scale_up: bool = False,
     labels: dict[str, str] | None = None,
     disk_gib: int | None = None,
+    priority_class: str | None = None,
 ) -> dict[str, Any]:
     """The pod of node ``rank``: the task's resources, on a node with the offering's GPU type;
     ``scale_up``: a cluster autoscaler may add a node for it (else ``NO_SCALE_UP``); ``labels``:
     the task's ``resources.labels`` (skyhop's own win, so a pod is always found by its cluster);
     ``disk_gib``: the task's ``disk_size``, requested as ephemeral storage, so the pod lands only
     on a node with that much local disk free (a request, not a limit: a job writing more is not
-    evicted, as a VM's disk is not taken away)."""
+    evicted, as a VM's disk is not taken away); ``priority_class``: the task's
+    ``resources.priority_class`` (the cluster's PriorityClass that ranks the pod for preemption)."""
     amounts = _quantities(offering, ask)
     disk = {"ephemeral-storage": f"{disk_gib}Gi"} if disk_gib else {}
     spec: dict[str, Any] = {
@@ -122,6 +124,8 @@ def pod_manifest(
             }
         ],
     }
+    if priority_class:
+        spec["priorityClassName"] = priority_class
     if gpu_terms:
         spec["affinity"] = {
             "nodeAffinity": {

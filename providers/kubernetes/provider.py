@@ -100,6 +100,7 @@ class KubernetesProvider(Provider):
         custom_image=True,
         labels=True,
         disk_size=True,
+        priority_classes=True,
     )
 
     # -- what there is -------------------------------------------------------------------------
@@ -192,6 +193,7 @@ class KubernetesProvider(Provider):
                     scale_up=scale_up,
                     labels=request.labels,
                     disk_gib=request.disk_size,
+                    priority_class=request.priority_class,
                 )
                 manifest = merge_pod_config(manifest, request.overrides.kubernetes)
                 await _blocking(self._create, api, manifest)

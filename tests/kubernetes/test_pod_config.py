@@ -108,3 +108,29 @@ def test_disk_size_is_the_pods_ephemeral_storage_request_and_too_much_is_a_capac
     huge = ProvisionRequest(cluster_name=unique_cluster("kdisk"), offering=offering, disk_size=4096)
     with pytest.raises(CapacityError, match="unschedulable"):
         run(provider.launch(huge))
+
+
+def test_a_priority_class_is_the_pods_and_pins_the_task_to_kubernetes(
+    fake_kubernetes: FakeKubernetes, provider: KubernetesProvider
+) -> None:
+    """SkyPilot's ``resources.priority_class``: the pods' ``priorityClassName``; no other provider
+    has one, so a task that asks for it plans on Kubernetes only."""
+    from skyhop.optimizer.capabilities import left_out
+    from skyhop.spec import Task
+
+    task = Task.model_validate({"run": "x", "resources": {"priority_class": "batch-low"}})
+    assert left_out(task, ["aws", "kubernetes"]) == {
+        "aws": "aws does not support priority classes (a Kubernetes PriorityClass)"
+    }
+    offering = next(
+        o
+        for o in read_offerings(kubeconfig=str(fake_kubernetes.kubeconfig()))
+        if o.instance_type == "4CPU--16GB"
+    )
+    cluster = unique_cluster("kprio")
+    handle = run(
+        provider.launch(ProvisionRequest(cluster_name=cluster, offering=offering, priority_class="batch-low"))
+    )
+    (pod,) = [p for p in fake_kubernetes.pods() if p["metadata"]["labels"].get(CLUSTER_LABEL) == cluster]  # type: ignore[index, union-attr]
+    assert pod["spec"]["priorityClassName"] == "batch-low"  # type: ignore[index]
+    run(provider.terminate(handle))

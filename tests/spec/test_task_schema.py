@@ -224,7 +224,11 @@ REFUSED: list[tuple[dict[str, Any], str]] = [
     ),
     ({"resources": {"priority": 5}}, "resources.priority: skyhop runs a cluster's jobs first in, first out"),
     ({"resources": {"local_disk": "nvme"}}, "resources.local_disk:"),
-    ({"resources": {"priority_class": "high"}}, "resources.priority_class: a Kubernetes PriorityClass"),
+    (
+        {"resources": {"priority_class": "High_P"}},
+        "resources.priority_class: a Kubernetes PriorityClass name",
+    ),
+    ({"resources": {"infra": "aws", "priority_class": "high"}}, "aws does not support priority classes"),
     ({"resources": {"volumes": []}}, "resources.volumes:"),
     ({"resources": {"any_of": [{"priority": 1}]}}, "resources.any_of.0.priority:"),
     ({"resources": {"autostop": {"wait_for": "jobs_and_ssh"}}}, "counts only jobs as activity"),
