@@ -187,18 +187,25 @@ def _no_provider(clouds: list[str]) -> str:
     return f"skyhop has no provider for {names}; available: {available}"
 
 
+_CLOUD_OF_SCHEME = {"nebius": "nebius", "oci": "oci", "cos": "ibm"}
+"""Bucket URL schemes of SkyPilot's stores on clouds skyhop has no provider for."""
+
+
 def check_store_clouds(file_mounts: object) -> None:
     """Raise ``MissingCloudError`` for a storage entry whose bucket is on a cloud skyhop has no
-    provider for (``store: nebius``): only SkyPilot on that cloud can run such a task."""
+    provider for (``store: nebius``, ``source: nebius://b``): only SkyPilot on that cloud can run
+    such a task."""
     if not isinstance(file_mounts, Mapping):
         return
     for target, entry in file_mounts.items():
         store = entry.get("store") if isinstance(entry, Mapping) else None
-        cloud = _missing_cloud({"cloud": store}) if isinstance(store, str) else None
-        if cloud is not None:
-            raise MissingCloudError(
-                f"file_mounts.{target}.store", f"the bucket is on {cloud}: " + _no_provider([cloud])
-            )
+        source = entry.get("source") if isinstance(entry, Mapping) else entry
+        scheme = source.partition("://")[0].lower() if isinstance(source, str) and "://" in source else ""
+        for field, name in (("store", store), ("source", _CLOUD_OF_SCHEME.get(scheme))):
+            cloud = _missing_cloud({"cloud": name}) if isinstance(name, str) else None
+            if cloud is not None:
+                where = f"file_mounts.{target}" + (f".{field}" if isinstance(entry, Mapping) else "")
+                raise MissingCloudError(where, f"the bucket is on {cloud}: " + _no_provider([cloud]))
 
 
 def drop_missing_clouds(resources: Mapping[str, Any]) -> dict[str, Any]:

@@ -187,7 +187,10 @@ class Storage(BaseModel):
                     "(s3://, gs://, az://, r2://)"
                 )
             if self.name is None:
-                raise ValueError("a local source is uploaded to a bucket: give the bucket's name")
+                raise ValueError(
+                    f"source {self.source!r} is a local path (not a bucket URL), and a local source "
+                    "is uploaded to a bucket: give the bucket's name"
+                )
             if isinstance(self.source, str) and self.source.endswith("/") and self.source != "/":
                 raise ValueError(f"source {self.source!r} must not end with a slash")
         else:

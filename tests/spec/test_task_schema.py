@@ -254,6 +254,11 @@ REFUSED: list[tuple[dict[str, Any], str]] = [
         "file_mounts./data.store: the bucket is on oci: skyhop has no provider for oci",
     ),
     (
+        {"file_mounts": {"/ckpt": {"source": "nebius://ckpts", "mode": "MOUNT"}}},
+        "file_mounts./ckpt.source: the bucket is on nebius: skyhop has no provider for nebius",
+    ),
+    ({"file_mounts": {"/ckpt": "cos://us-east/ckpts"}}, "file_mounts./ckpt: the bucket is on ibm"),
+    (
         {"file_mounts": {"/vol": {"name": "vol", "type": "VOLUME"}}},
         "file_mounts: /vol.type: volumes are not supported yet; a storage entry is a bucket",
     ),

@@ -194,7 +194,8 @@ def test_down_deletes_every_launch_s_buckets_but_not_a_persistent_one_nor_re_cre
     [
         (
             "{source: ./data}",
-            "file_mounts: ~/d: a local source is uploaded to a bucket: give the bucket's name",
+            "file_mounts: ~/d: source './data' is a local path (not a bucket URL), and a local source is "
+            "uploaded to a bucket: give the bucket's name",
         ),
         ("{name: NAME, source: s3://other}", "names the bucket already; drop name"),
         ("{name: NAME, mode: COPY}", "COPY needs a source"),
