@@ -56,6 +56,8 @@ class Candidate(BaseModel):
     disk_tier: DiskTier | None = None
     network_tier: NetworkTier | None = None
     labels: dict[str, str] = {}
+    volumes: dict[str, str] = {}
+    """The task's ``volumes`` (mount path -> PVC), which pinned it to their Kubernetes context."""
     ports: list[str] = []
     hourly_cost: float
     """$/hour for all nodes of the task."""
@@ -105,6 +107,7 @@ class Candidate(BaseModel):
             disk_tier=self.disk_tier,
             network_tier=self.network_tier,
             labels=self.labels,
+            volumes=self.volumes,
             attempt_id=attempt_id,
             node_request=self.node_request,
             container_image=self.docker_image,
@@ -220,6 +223,7 @@ def _priced(
         disk_tier=resources.disk_tier,
         network_tier=resources.network_tier,
         labels=resources.labels,
+        volumes=node.task.volumes,
         ports=resources.ports or [],
         hourly_cost=(price or 0.0) * node.task.num_nodes,
         hours=node.hours_on(offering.accelerators),

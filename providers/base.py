@@ -371,6 +371,8 @@ class ProvisionRequest(BaseModel):
     """None or ``standard``: the provider's default networking."""
     labels: dict[str, str] = {}
     """The task's ``resources.labels``, put on every node beside skyhop's own tags."""
+    volumes: dict[str, str] = {}
+    """The task's ``volumes``: mount path -> the Kubernetes PVC mounted there on every node."""
     attempt_id: str = ""
     """Same for every retry of one attempt, different across attempts: a cloud idempotency token."""
     node_request: NodeRequest | None = None

@@ -98,10 +98,12 @@ def pod_manifest(
     *,
     scale_up: bool = False,
     labels: dict[str, str] | None = None,
+    volumes: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """The pod of node ``rank``: the task's resources, on a node with the offering's GPU type;
     ``scale_up``: a cluster autoscaler may add a node for it (else ``NO_SCALE_UP``); ``labels``:
-    the task's ``resources.labels`` (skyhop's own win, so a pod is always found by its cluster)."""
+    the task's ``resources.labels`` (skyhop's own win, so a pod is always found by its cluster);
+    ``volumes``: mount path -> the PVC mounted there (``volumes.py``)."""
     amounts = _quantities(offering, ask)
     spec: dict[str, Any] = {
         "restartPolicy": "Never",
@@ -115,6 +117,8 @@ def pod_manifest(
             }
         ],
     }
+    if volumes:
+        spec["volumes"], spec["containers"][0]["volumeMounts"] = _claim_mounts(volumes)
     if gpu_terms:
         spec["affinity"] = {
             "nodeAffinity": {
@@ -131,6 +135,14 @@ def pod_manifest(
         },
         "spec": spec,
     }
+
+
+def _claim_mounts(volumes: dict[str, str]) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
+    """The pod's ``volumes`` (one per PVC) and the container's ``volumeMounts`` (one per path)."""
+    names = {claim: f"volume-{index}" for index, claim in enumerate(dict.fromkeys(volumes.values()))}
+    pod_volumes = [{"name": name, "persistentVolumeClaim": {"claimName": c}} for c, name in names.items()]
+    mounts = [{"name": names[claim], "mountPath": path} for path, claim in volumes.items()]
+    return pod_volumes, mounts
 
 
 class PodState(StrEnum):
