@@ -33,7 +33,7 @@ def _find(names: list[str]) -> dict[str, list[tuple[str, Any]]]:
         settings = load_settings()
         contexts = allowed_contexts(settings)
     except (SettingsError, ExtraMissingError, OSError, ValueError) as exc:
-        raise VolumeLookupError(field, f"cannot look volumes up: {exc}") from None
+        raise VolumeLookupError(field, f"cannot plan: volumes cannot be looked up: {exc}") from None
     if not contexts:
         raise VolumeLookupError(
             field,
@@ -48,7 +48,9 @@ def _find(names: list[str]) -> dict[str, list[tuple[str, Any]]]:
                 if record.name in found:
                     found[record.name].append((context, record))
         except ProviderError as exc:
-            raise VolumeLookupError(field, f"cannot plan: cannot look volumes up in {exc.message}") from None
+            raise VolumeLookupError(
+                field, f"cannot plan: volumes cannot be looked up: {exc.message}"
+            ) from None
     return found
 
 
