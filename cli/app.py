@@ -33,6 +33,7 @@ from skyhop.cli.running import run_command
 from skyhop.cli.serve_commands import serve_app
 from skyhop.cli.ssh_commands import ssh_app
 from skyhop.cli.storage_commands import storage_app
+from skyhop.cli.volume_commands import volumes_app
 
 if TYPE_CHECKING:
     from skyhop.spec import TaskOverrides
@@ -58,6 +59,7 @@ app.add_typer(server_app, name="server")
 app.add_typer(ssh_app, name="ssh")
 app.add_typer(jobs_app, name="jobs")
 app.add_typer(storage_app, name="storage")
+app.add_typer(volumes_app, name="volumes")
 app.add_typer(serve_app, name="serve")
 register_catalog_commands(app)
 

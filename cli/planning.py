@@ -61,10 +61,13 @@ def planned_dag(entrypoint: str, overrides: TaskOverrides) -> Dag:
 
 
 def placeable(task: Task) -> Task:
-    """``task``, unless every provider it is pinned to lacks what it needs (``SpecError``, exit 2)."""
+    """``task`` pinned where its volumes are, unless every provider it is pinned to lacks what it
+    needs (``SpecError``, exit 2)."""
+    from skyhop.cli.volume_placement import pinned_to_volumes
     from skyhop.optimizer.capabilities import pinned_refusal
     from skyhop.spec import SpecError
 
+    task = pinned_to_volumes(task)
     refusal = pinned_refusal(task)
     if refusal is not None:
         raise SpecError(*refusal)
@@ -152,6 +155,7 @@ def plan_document(plan: DagPlan, dag: Dag) -> dict[str, Any]:
                 "config": task.config.model_dump(exclude_defaults=True),
                 "workdir": task.workdir_git.model_dump() if task.workdir_git else _shown(task.workdir, task),
                 "file_mounts": {_shown(k, task): _shown_mount(v, task) for k, v in task.file_mounts.items()},
+                "volumes": task.volumes,
                 "secrets": dict.fromkeys(task.secrets, REDACTED),
                 "service": task.service is not None,
                 "hourly_cost": round(p.hourly_cost, 6),

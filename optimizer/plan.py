@@ -58,6 +58,8 @@ class Candidate(BaseModel):
     network_tier: NetworkTier | None = None
     labels: dict[str, str] = {}
     priority_class: str | None = None
+    volumes: dict[str, str] = {}
+    """The task's ``volumes`` (mount path -> PVC), which pinned it to their Kubernetes context."""
     ports: list[str] = []
     hourly_cost: float
     """$/hour for all nodes of the task."""
@@ -115,6 +117,7 @@ class Candidate(BaseModel):
             network_tier=self.network_tier,
             labels=self.labels,
             priority_class=self.priority_class,
+            volumes=self.volumes,
             attempt_id=attempt_id,
             node_request=self.node_request,
             container_image=self.docker_image,
@@ -232,6 +235,7 @@ def _priced(
         network_tier=resources.network_tier,
         labels=resources.labels,
         priority_class=resources.priority_class,
+        volumes=node.task.volumes,
         ports=resources.ports or [],
         hourly_cost=(price or 0.0) * node.task.num_nodes,
         hours=node.hours_on(offering.accelerators),

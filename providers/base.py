@@ -389,6 +389,8 @@ class ProvisionRequest(BaseModel):
     """The task's ``resources.labels``, put on every node beside skyhop's own tags."""
     priority_class: str | None = None
     """The task's ``resources.priority_class``: the pods' Kubernetes PriorityClass."""
+    volumes: dict[str, str] = {}
+    """The task's ``volumes``: mount path -> the Kubernetes PVC mounted there on every node."""
     attempt_id: str = ""
     """Same for every retry of one attempt, different across attempts: a cloud idempotency token."""
     node_request: NodeRequest | None = None

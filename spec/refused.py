@@ -1,7 +1,7 @@
 """SkyPilot task fields skyhop refuses, each with what skyhop does instead, and clouds it lacks.
 
 A field skyhop cannot act on is refused by name before anything starts, never ignored: a task
-that asks for a priority, a volume or a container must not run as if it had not. Alternatives
+that asks for a priority or a container must not run as if it had not. Alternatives
 (``any_of``/``ordered`` items) naming a cloud of SkyPilot's that skyhop has no provider for are
 skipped, as a disabled cloud is; only when none is left is the task refused (``MissingCloudError``).
 """
@@ -44,7 +44,10 @@ NO_QUEUED_RESOURCES = (
     "queued resources are not supported; skyhop creates the TPU VM directly and fails over to the "
     "next zone when one has no capacity"
 )
-_NO_VOLUMES = "volumes are not supported; use resources.disk_size for a bigger disk, or file_mounts"
+_NO_RESOURCE_VOLUMES = (
+    "disks attached through resources are not supported; use resources.disk_size for a bigger disk, "
+    "or a Kubernetes volume: volumes: {PATH: NAME} (skyhop volumes apply)"
+)
 
 TASK_REFUSED: dict[str, str] = {
     "pool": (
@@ -56,8 +59,7 @@ TASK_REFUSED: dict[str, str] = {
     ),
     "file_mounts_mapping": _INTERNAL,
     "packed": "is written by skyhop when it uploads the workdir and file mounts; leave it out",
-    "volumes": _NO_VOLUMES,
-    "volume_mounts": _NO_VOLUMES,
+    "volume_mounts": f"{_INTERNAL}: mount volumes with volumes: {{PATH: NAME}}",
     "managed_secrets": (
         "managed secret stores are not supported; give values in secrets: {NAME: value} "
         "or --secret NAME=VALUE"
@@ -69,7 +71,7 @@ TASK_REFUSED: dict[str, str] = {
 """Task fields refused whatever their value (``api_server_access: false`` is accepted: it asks nothing)."""
 
 RESOURCES_REFUSED: dict[str, str] = {
-    "volumes": _NO_VOLUMES,
+    "volumes": _NO_RESOURCE_VOLUMES,
     "local_disk": "not selectable; pick an instance_type that has local disks",
     "priority": "skyhop runs a cluster's jobs first in, first out; submit them in the order they should run",
     "_docker_login_config": f"{_INTERNAL} ({_NO_CONTAINERS})",

@@ -22,6 +22,7 @@ from skyhop.spec.resources import Resources
 from skyhop.spec.service import Service
 from skyhop.spec.storage import Storage, StorageMode
 from skyhop.spec.task_config import TaskConfig
+from skyhop.spec.volume import task_volumes
 
 __all__ = ["GitWorkdir", "Task", "env_mapping"]
 
@@ -83,6 +84,9 @@ class Task(BaseModel):
     ``gs://``, ``az://``, ``r2://``), an ``https://`` file, or a storage dict (``spec.storage``).
     A remote path is under the node's home (``~/data``, or relative) or absolute, and never
     contains ``..``."""
+    volumes: dict[str, str] = {}
+    """Mount path on each node -> the name of a volume (``skyhop volumes apply``), SkyPilot's
+    ``{path: name}`` or ``{path: {name: name}}``: the task runs in the volume's Kubernetes context."""
     setup: str | None = None
     run: str | None = None
     config: TaskConfig = TaskConfig()
@@ -177,6 +181,11 @@ class Task(BaseModel):
             for target, source in value.items()
         }
 
+    @field_validator("volumes", mode="before")
+    @classmethod
+    def _check_volumes(cls, value: object) -> object:
+        return task_volumes(value)
+
     @field_validator("setup", "run", mode="before")
     @classmethod
     def _check_script(cls, value: object) -> object:
@@ -200,8 +209,8 @@ def _storage(target: str, entry: dict[object, object]) -> Storage:
         if error["type"] == "extra_forbidden":
             if field in ("type", "config"):
                 raise ValueError(
-                    f"{target}.{field}: volumes are not supported yet; a storage entry is a bucket "
-                    "(name, source, store, persistent, mode)"
+                    f"{target}.{field}: a storage entry is a bucket (name, source, store, persistent, "
+                    "mode); mount a volume with volumes: {PATH: NAME}"
                 ) from None
             allowed = ", ".join(Storage.model_fields)
             raise ValueError(f"{target}: unknown storage field {field!r}; allowed: {allowed}") from None

@@ -28,7 +28,7 @@ from skyhop.providers.kubernetes.settings import KubernetesSettings
 from skyhop.providers.runtime.errors import NodeUnreachableError
 from skyhop.providers.runtime.shell import Result
 
-__all__ = ["KUBE_THREADS", "ContextApi", "classify", "context_names", "open_context"]
+__all__ = ["KUBE_THREADS", "ContextApi", "allowed_contexts", "classify", "context_names", "open_context"]
 
 T = TypeVar("T")
 Obj = Mapping[str, Any]
@@ -79,6 +79,14 @@ def context_names(settings: KubernetesSettings) -> tuple[list[str], str | None]:
 
     contexts, current = config.list_kube_config_contexts(config_file=str(path))
     return [c["name"] for c in contexts], (current or {}).get("name")
+
+
+def allowed_contexts(settings: KubernetesSettings) -> list[str]:
+    """The contexts skyhop uses, in order: ``allowed_contexts``, else the current one (else the first)."""
+    if settings.allowed_contexts is not None:
+        return list(settings.allowed_contexts)
+    names, current = context_names(settings)
+    return [current] if current else names[:1]
 
 
 @dataclass

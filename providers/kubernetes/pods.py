@@ -102,6 +102,7 @@ def pod_manifest(
     labels: dict[str, str] | None = None,
     disk_gib: int | None = None,
     priority_class: str | None = None,
+    volumes: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """The pod of node ``rank``: the task's resources, on a node with the offering's GPU type;
     ``scale_up``: a cluster autoscaler may add a node for it (else ``NO_SCALE_UP``); ``labels``:
@@ -109,7 +110,8 @@ def pod_manifest(
     ``disk_gib``: the task's ``disk_size``, requested as ephemeral storage, so the pod lands only
     on a node with that much local disk free (a request, not a limit: a job writing more is not
     evicted, as a VM's disk is not taken away); ``priority_class``: the task's
-    ``resources.priority_class`` (the cluster's PriorityClass that ranks the pod for preemption)."""
+    ``resources.priority_class`` (the cluster's PriorityClass that ranks the pod for preemption);
+    ``volumes``: mount path -> the PVC mounted there (``volumes.py``)."""
     amounts = _quantities(offering, ask)
     disk = {"ephemeral-storage": f"{disk_gib}Gi"} if disk_gib else {}
     spec: dict[str, Any] = {
@@ -126,6 +128,8 @@ def pod_manifest(
     }
     if priority_class:
         spec["priorityClassName"] = priority_class
+    if volumes:
+        spec["volumes"], spec["containers"][0]["volumeMounts"] = _claim_mounts(volumes)
     if gpu_terms:
         spec["affinity"] = {
             "nodeAffinity": {
@@ -175,6 +179,14 @@ def _merged(ours: Any, theirs: Any, key: str = "") -> Any:
         paired = [_merged(mine, other) for mine, other in zip(ours, theirs, strict=False)]
         return paired + ours[len(paired) :] + theirs[len(paired) :]
     return ours
+
+
+def _claim_mounts(volumes: dict[str, str]) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
+    """The pod's ``volumes`` (one per PVC) and the container's ``volumeMounts`` (one per path)."""
+    names = {claim: f"volume-{index}" for index, claim in enumerate(dict.fromkeys(volumes.values()))}
+    pod_volumes = [{"name": name, "persistentVolumeClaim": {"claimName": c}} for c, name in names.items()]
+    mounts = [{"name": names[claim], "mountPath": path} for path, claim in volumes.items()]
+    return pod_volumes, mounts
 
 
 class PodState(StrEnum):

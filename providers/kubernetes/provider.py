@@ -45,7 +45,7 @@ from skyhop.providers.errors import (
 )
 from skyhop.providers.extras import ExtraMissingError, missing_packages
 from skyhop.providers.kubernetes import pods as k8s_pods
-from skyhop.providers.kubernetes.client import KUBE_THREADS, ContextApi, context_names, open_context
+from skyhop.providers.kubernetes.client import KUBE_THREADS, ContextApi, allowed_contexts, open_context
 from skyhop.providers.kubernetes.offerings import api_offerings
 from skyhop.providers.kubernetes.pods import (
     PodState,
@@ -105,10 +105,7 @@ class KubernetesProvider(Provider):
 
     # -- what there is -------------------------------------------------------------------------
     def _contexts(self, settings: KubernetesSettings) -> list[str]:
-        names, current = context_names(settings)
-        if settings.allowed_contexts is not None:
-            return list(settings.allowed_contexts)
-        return [current] if current else names[:1]
+        return allowed_contexts(settings)
 
     def offerings(self) -> list[Offering]:
         if missing_packages("kubernetes"):
@@ -194,6 +191,7 @@ class KubernetesProvider(Provider):
                     labels=request.labels,
                     disk_gib=request.disk_size,
                     priority_class=request.priority_class,
+                    volumes=request.volumes,
                 )
                 manifest = merge_pod_config(manifest, request.overrides.kubernetes)
                 await _blocking(self._create, api, manifest)

@@ -170,7 +170,13 @@ REFUSED: list[tuple[dict[str, Any], str]] = [
     ),
     ({"event_callback": "echo"}, "event_callback: not supported"),
     ({"file_mounts_mapping": {}}, "file_mounts_mapping: is internal to SkyPilot"),
-    ({"volumes": {"a": "b"}}, "volumes: volumes are not supported"),
+    ({"volumes": {"a": "b"}}, "volumes: mount path 'a' must be an absolute path"),
+    ({"volumes": {"/d": {"size": "10Gi"}}}, "volumes: /d: ephemeral volumes (size:) are not supported yet"),
+    ({"volumes": {"/d": "Bad_Name"}}, "volumes: volume name 'Bad_Name' must be 1-63 lower case"),
+    (
+        {"volume_mounts": []},
+        "volume_mounts: is internal to SkyPilot (it writes it itself); leave it out: mount",
+    ),
     ({"managed_secrets": ["A"]}, "managed_secrets: managed secret stores are not supported"),
     ({"secrets": ["A"]}, "secrets: managed secret references are not supported"),
     ({"api_server_access": True}, "api_server_access: skyhop has no API server"),
@@ -260,7 +266,7 @@ REFUSED: list[tuple[dict[str, Any], str]] = [
     ({"file_mounts": {"/ckpt": "cos://us-east/ckpts"}}, "file_mounts./ckpt: the bucket is on ibm"),
     (
         {"file_mounts": {"/vol": {"name": "vol", "type": "VOLUME"}}},
-        "file_mounts: /vol.type: volumes are not supported yet; a storage entry is a bucket",
+        "file_mounts: /vol.type: a storage entry is a bucket (name, source, store, persistent, mode); mount",
     ),
 ]
 

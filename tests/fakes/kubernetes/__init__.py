@@ -11,9 +11,12 @@ provider tests use.
 
 Where it departs from a real cluster: one machine hosts every node (a node's allocatable is what it
 declares, not what the machine has) and a container runs on this machine's filesystem (its ``image``
-is only recorded; a pod's own folder is its ``/root``); no init containers, probes, volumes, PDBs,
-quotas, priorities, RBAC, admission webhooks or aggregated discovery; no OpenAPI (``kubectl create``
-and ``apply`` need ``--validate=false``); one bearer token, no users or client certificates;
+is only recorded; a pod's own folder is its ``/root``); no init containers, probes, PDBs, quotas,
+priorities, RBAC, admission webhooks or aggregated discovery; of volumes, only PersistentVolumeClaims:
+Bound at once (StorageClass ``standard`` by default, no PersistentVolume objects, no size enforced,
+deletable while in use), each a folder of this machine that a pod mounts only under ``/root`` (a bind
+mount in the pod's mount namespace, a symlink on loopback: ``kubelet.py``); no OpenAPI (``kubectl
+create`` and ``apply`` need ``--validate=false``); one bearer token, no users or client certificates;
 strategic merge patch is a plain merge patch; services get a cluster IP but no proxying or
 endpoints; CrashLoopBackOff is 1-10 s, not 10 s-5 min; namespaces cannot be deleted.
 """

@@ -3,7 +3,9 @@
 Pods: ``restartPolicy`` Always, ``terminationGracePeriodSeconds`` 30, ``schedulerName``, requests
 defaulted from limits, extended resources (``nvidia.com/gpu``) only whole and with requests equal to
 limits, status Pending. Services: a cluster IP, ``targetPort`` defaulting to ``port``, a node port for
-NodePort services. Secrets: ``stringData`` folded into base64 ``data``.
+NodePort services. Secrets: ``stringData`` folded into base64 ``data``. PersistentVolumeClaims: access
+modes and a storage request required, the default StorageClass ``standard``, and Bound at once (a
+provisioner that is always there and instant; the kubelet gives each claim a folder).
 """
 
 from __future__ import annotations
@@ -164,6 +166,39 @@ def _admit_secret(secret: Obj) -> None:
         secret["data"] = data
 
 
+_ACCESS_MODES = ("ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany", "ReadWriteOncePod")
+DEFAULT_STORAGE_CLASS = "standard"
+
+
+def _admit_claim(claim: Obj) -> None:
+    name = claim["metadata"].get("name", "")
+    spec = claim.setdefault("spec", {})
+    problems: list[tuple[str, str]] = []
+    modes = spec.get("accessModes") or []
+    if not modes:
+        problems.append(("spec.accessModes", "Required value: at least 1 access mode is required"))
+    for mode in modes:
+        if mode not in _ACCESS_MODES:
+            supported = ", ".join(f'"{m}"' for m in _ACCESS_MODES)
+            problems.append(
+                ("spec.accessModes", f'Unsupported value: "{mode}": supported values: {supported}')
+            )
+    storage = ((spec.get("resources") or {}).get("requests") or {}).get("storage")
+    if storage is None:
+        problems.append(("spec.resources[storage]", "Required value"))
+    else:
+        try:
+            parse_quantity(storage)
+        except InvalidQuantity as error:
+            problems.append(("spec.resources.requests[storage]", f'Invalid value: "{storage}": {error}'))
+    if problems:
+        raise _invalid("PersistentVolumeClaim", name, problems)
+    spec.setdefault("storageClassName", DEFAULT_STORAGE_CLASS)
+    spec.setdefault("volumeMode", "Filesystem")
+    spec["volumeName"] = f"pvc-{name}"
+    claim["status"] = {"phase": "Bound", "accessModes": list(modes), "capacity": {"storage": storage}}
+
+
 def admit(resource: str, obj: Obj) -> None:
     """Default and validate ``obj`` in place for a create; raises 422 ``StatusError``."""
     if resource == "pods":
@@ -172,6 +207,8 @@ def admit(resource: str, obj: Obj) -> None:
         _admit_service(obj)
     elif resource == "secrets":
         _admit_secret(obj)
+    elif resource == "persistentvolumeclaims":
+        _admit_claim(obj)
     elif resource == "namespaces":
         obj["spec"] = {"finalizers": ["kubernetes"]}
         obj["status"] = {"phase": "Active"}

@@ -4,7 +4,8 @@ Served: ``/version``, ``/api``, ``/apis`` and ``/api/v1`` discovery (legacy, whi
 to when the answer is not aggregated discovery); list (``labelSelector``, ``fieldSelector``,
 ``limit``/``continue``), deletecollection (DELETE with selectors), ``?watch=true`` (chunked JSON lines
 from ``resourceVersion``, ``timeoutSeconds``), get, create, PUT (409 on a stale resourceVersion),
-merge PATCH and delete for pods, services, secrets, events, nodes and namespaces; ``pods/{name}/exec``
+merge PATCH and delete for pods, services, secrets, persistentvolumeclaims, events, nodes and
+namespaces; ``pods/{name}/exec``
 (``exec.py``), ``pods/{name}/eviction``, ``pods/{name}/log`` (``follow``, ``previous``, ``tailLines``)
 and ``pods/{name}/status``. Tables for ``kubectl get`` (``tables.py``). Errors are ``Status`` objects.
 
@@ -41,7 +42,7 @@ from tests.providers.fake_http import ApiError, Call, FakeApi, Reply, Streamed
 __all__ = ["KubeApi"]
 
 Obj = dict[str, Any]
-_NAMESPACED = "pods|events|services|secrets"
+_NAMESPACED = "pods|events|services|secrets|persistentvolumeclaims"
 _CLUSTER = "nodes|namespaces"
 _NS = r"/api/v1/namespaces/(?P<namespace>[^/]+)"
 _POD = _NS + r"/pods/(?P<name>[^/]+)"
@@ -300,7 +301,7 @@ class KubeApi(FakeApi):
         if resource == "namespaces":
             raise StatusError(405, "MethodNotAllowed", "the fake does not delete namespaces")
         removed = self.store.remove(resource, namespace, name)
-        if resource == "services":
+        if resource in ("services", "persistentvolumeclaims"):  # these answer with the object
             return 200, removed
         details = {"name": name, "kind": resource, "uid": removed["metadata"]["uid"]}
         return 200, status(200, "", "", details) | {"status": "Success"}
@@ -308,7 +309,13 @@ class KubeApi(FakeApi):
     def _delete_collection(self, call: Call) -> Reply:
         """``deletecollection``: every object the selectors match, each deleted as a DELETE would."""
         resource, namespace = self._where(call)
-        if not namespace or resource not in ("pods", "services", "secrets", "events"):
+        if not namespace or resource not in (
+            "pods",
+            "services",
+            "secrets",
+            "events",
+            "persistentvolumeclaims",
+        ):
             raise StatusError(
                 405, "MethodNotAllowed", "the server does not allow this method on the requested resource"
             )

@@ -8,6 +8,11 @@ command is missing ends ``StartError`` (exit 128). When a process exits the cont
 ``oom_kill``); ``restartPolicy`` restarts it after a back-off (``CrashLoopBackOff``, 1 s doubling to
 10 s, shorter than the real 10 s to 5 min), else the pod ends ``Succeeded`` or ``Failed``.
 
+A ``persistentVolumeClaim`` volume is the claim's folder (``<fake folder>/volumes/<namespace>/<claim>``,
+kept while the claim lives, so the next pod that mounts it sees what the last one wrote); a container's
+``volumeMounts`` of it must lie under ``/root``, the pod's own folder (``sandbox.py`` maps them). A
+missing claim, or a mount elsewhere, leaves the pod ContainerCreating with a ``FailedMount`` event.
+
 Deletion is graceful: SIGTERM, SIGKILL after the grace period, then the object is removed. A
 node-pressure eviction (``evict``) kills the pod at once and leaves it ``Failed``/``Evicted`` with a
 ``DisruptionTarget`` condition. When a single-container pod's container exits, the pod's other
@@ -117,6 +122,10 @@ class ConfigError(Exception):
     """The container cannot be configured (``CreateContainerConfigError``)."""
 
 
+class MountError(Exception):
+    """A volume cannot be mounted (``FailedMount``): the pod waits, as a kubelet retries mounts."""
+
+
 class Kubelet:
     def __init__(self, store: Store, network: Network, folder: Path) -> None:
         self.store, self.network, self.folder = store, network, folder
@@ -124,6 +133,8 @@ class Kubelet:
         self.runs: dict[str, PodRun] = {}
         self.errors: list[str] = []
         """Tracebacks of reconcile passes that failed (the loop goes on; the fixture fails on any)."""
+        self.failed_mounts: set[str] = set()
+        """Pods (uid) whose FailedMount was recorded: once, not on every pass."""
         self.unpullable: set[str] = set()
         """Images whose pull fails (``ErrImagePull``, then ``ImagePullBackOff``)."""
 
@@ -198,7 +209,18 @@ class Kubelet:
         labels = node["metadata"].get("labels") or {}
         product = next((labels[k] for k in GPU_LABELS if k in labels), "NVIDIA-GPU")
         try:
-            sandbox = self.network.sandbox(meta["uid"], meta["name"], [product.replace("-", " ")] * gpus)
+            mounts = self._claim_mounts(pod)
+        except MountError as error:
+            if meta["uid"] not in self.failed_mounts:
+                self.failed_mounts.add(meta["uid"])
+                record_event(
+                    self.store, pod, "Warning", "FailedMount", str(error), "kubelet", spec["nodeName"]
+                )
+            return
+        try:
+            sandbox = self.network.sandbox(
+                meta["uid"], meta["name"], [product.replace("-", " ")] * gpus, mounts
+            )
         except (OSError, RuntimeError, subprocess.CalledProcessError) as error:
             # The pod stays ContainerCreating and is tried again on the next change, as kubelets do.
             message = f"Failed to create pod sandbox: {error}"
@@ -232,6 +254,30 @@ class Kubelet:
         for container in containers:
             if container.waiting is None:
                 self._launch(run, container, pod)
+
+    def _claim_mounts(self, pod: Obj) -> list[tuple[str, Path]]:
+        """``(path under /root, the claim's folder)`` for every volumeMount of a PVC volume."""
+        namespace = pod["metadata"]["namespace"]
+        claims = {
+            v["name"]: v["persistentVolumeClaim"]["claimName"]
+            for v in pod["spec"].get("volumes") or []
+            if "persistentVolumeClaim" in v
+        }
+        mounts = []
+        for container in pod["spec"]["containers"]:
+            for mount in container.get("volumeMounts") or []:
+                claim = claims.get(mount["name"])
+                if claim is None:
+                    continue
+                if self.store.find("persistentvolumeclaims", namespace, claim) is None:
+                    raise MountError(f'persistentvolumeclaim "{claim}" not found')
+                path = str(mount["mountPath"]).rstrip("/")
+                if not path.startswith("/root/"):
+                    raise MountError(f"the fake mounts volumes only under /root, not at {path}")
+                folder = self.folder / "volumes" / namespace / claim
+                folder.mkdir(parents=True, exist_ok=True)
+                mounts.append((path, folder))
+        return mounts
 
     def _env(self, pod: Obj, container: Obj, ip: str) -> dict[str, str]:
         env: dict[str, str] = {}

@@ -42,6 +42,7 @@ RESOURCES = {
         Resource("events", "Event", True, ("ev",)),
         Resource("services", "Service", True, ("svc",)),
         Resource("secrets", "Secret", True),
+        Resource("persistentvolumeclaims", "PersistentVolumeClaim", True, ("pvc",)),
     )
 }
 

@@ -9,6 +9,10 @@ of one pod do; there is no cluster DNS (``/etc/resolv.conf`` is this machine's, 
 Loopback mode: processes run on this machine's network (like ``hostNetwork: true`` pods, ``podIP``
 is ``127.0.0.1``) with ``HOME`` the pod's folder.
 
+Volume mounts (``mounts``: a path under ``/root`` and a folder of this machine) are bind mounts in the
+holder's mount namespace, made after ``/root``; in loopback mode, symlinks in the pod's folder (so
+``~/x`` reaches the volume, ``/root/x`` does not).
+
 Either way every process carries ``SKYHOP_FAKE_POD=<uid>`` in its environment, so a pod's processes
 are found (and killed) even when they detached from their parents.
 """
@@ -17,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -35,9 +40,17 @@ IMAGE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 class Sandbox:
     def __init__(
-        self, uid: str, name: str, folder: Path, space: Namespace | None, gpus: list[str], index: int = 0
+        self,
+        uid: str,
+        name: str,
+        folder: Path,
+        space: Namespace | None,
+        gpus: list[str],
+        index: int = 0,
+        mounts: Sequence[tuple[str, Path]] = (),
     ) -> None:
         self.uid, self.name, self.folder, self.space, self.index = uid, name, folder, space, index
+        self.mounts = list(mounts)
         self.host_home = folder / "root"
         self.host_home.mkdir(parents=True, exist_ok=True)
         self.bin = folder / "bin"
@@ -54,16 +67,28 @@ class Sandbox:
         """``HOME`` as the pod's processes see it."""
         return "/root" if self.space else str(self.host_home)
 
+    def _link_mounts(self) -> None:
+        for path, source in self.mounts:
+            link = self.host_home / path.removeprefix("/root/")
+            link.parent.mkdir(parents=True, exist_ok=True)
+            if not link.is_symlink():
+                link.symlink_to(source, target_is_directory=True)
+
     def start(self) -> None:
         if self.space is None:
+            self._link_mounts()
             return
         hosts = self.folder / "hosts"
         hosts.write_text(
             f"127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n{self.ip}\t{self.name}\n"
         )
+        binds = "".join(
+            f"mkdir -p {shlex.quote(path)} && mount --bind {shlex.quote(str(source))} {shlex.quote(path)} && "
+            for path, source in self.mounts
+        )
         boot = (
-            'hostname "$0" && mount --bind "$1" /root && mount --bind "$2" /etc/hosts && echo ready '
-            "&& exec sleep infinity"
+            'hostname "$0" && mount --bind "$1" /root && mount --bind "$2" /etc/hosts && '
+            f"{binds}echo ready && exec sleep infinity"
         )
         self.holder = subprocess.Popen(
             [
@@ -162,13 +187,15 @@ class Network:
         """The nodes' ``InternalIP``: the bridge's address (every fake node is this machine)."""
         return self.bridge.gateway if self.bridge else "127.0.0.1"
 
-    def sandbox(self, uid: str, name: str, gpus: list[str]) -> Sandbox:
+    def sandbox(
+        self, uid: str, name: str, gpus: list[str], mounts: Sequence[tuple[str, Path]] = ()
+    ) -> Sandbox:
         space, index = None, 0
         if self.bridge is not None:
             index = min(set(range(1, 245)) - self._used)
             self._used.add(index)
             space = self.bridge.add(index, f"k8s-{self.bridge.tag}-{index}")
-        sandbox = Sandbox(uid, name, self.folder / uid, space, gpus, index)
+        sandbox = Sandbox(uid, name, self.folder / uid, space, gpus, index, mounts)
         try:
             sandbox.start()
         except BaseException:

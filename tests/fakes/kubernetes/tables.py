@@ -200,6 +200,36 @@ _SECRETS = _columns(
     ("Name", "string", 0), ("Type", "string", 0), ("Data", "integer", 0), ("Age", "string", 0)
 )
 _NAMESPACES = _columns(("Name", "string", 0), ("Status", "string", 0), ("Age", "string", 0))
+_CLAIMS = _columns(
+    ("Name", "string", 0),
+    ("Status", "string", 0),
+    ("Volume", "string", 0),
+    ("Capacity", "string", 0),
+    ("Access Modes", "string", 0),
+    ("StorageClass", "string", 0),
+    ("Age", "string", 0),
+)
+
+
+def _claim_cells(claim: Obj) -> list[Any]:
+    spec, status = claim.get("spec", {}), claim.get("status", {})
+    modes = {
+        "ReadWriteOnce": "RWO",
+        "ReadOnlyMany": "ROX",
+        "ReadWriteMany": "RWX",
+        "ReadWriteOncePod": "RWOP",
+    }
+    return [
+        claim["metadata"]["name"],
+        status.get("phase", "Pending"),
+        spec.get("volumeName", ""),
+        (status.get("capacity") or {}).get("storage", ""),
+        ",".join(modes.get(m, m) for m in status.get("accessModes") or []),
+        spec.get("storageClassName") or "<unset>",
+        _age(claim["metadata"]["creationTimestamp"]),
+    ]
+
+
 _PRINTERS: dict[str, tuple[list[Obj], Callable[[Obj], list[Any]]]] = {
     "pods": (_PODS, _pod_cells),
     "nodes": (_NODES, _node_cells),
@@ -207,6 +237,7 @@ _PRINTERS: dict[str, tuple[list[Obj], Callable[[Obj], list[Any]]]] = {
     "events": (_EVENTS, _event_cells),
     "secrets": (_SECRETS, _secret_cells),
     "namespaces": (_NAMESPACES, _namespace_cells),
+    "persistentvolumeclaims": (_CLAIMS, _claim_cells),
 }
 
 
