@@ -12,7 +12,8 @@ cloned SkyPilot into their home. A variable the file leaves null (``HF_TOKEN: nu
 Users of the Kubernetes examples have a cluster: unless ``--no-kubernetes``, the files are planned
 with a kubeconfig whose context is a local fake cluster (``tests/fakes/kubernetes``) of nodes of
 224 vCPUs and 2 TiB (an 8-GPU server's size): a CPU node, nodes of 8 H100, H200, A100-80GB, A100,
-L40S, L4, of 4 T4 and 4 A10G (NVIDIA), of 8 MI300 and 4 MI210 (AMD).
+L40S, L4, of 4 T4 and 4 A10G (NVIDIA), of 8 MI300 and 4 MI210 (AMD); the volumes the files mount
+(``volumes:``) are applied on it first, as those examples say to (``sky volumes apply``).
 
 ``--subprocess N`` also runs N of the files through the real CLI and checks it gives the same
 verdict.
@@ -98,6 +99,31 @@ def _kubernetes_cluster(home: Path) -> Iterator[None]:
         (home / ".kube").mkdir(exist_ok=True)
         fake.kubeconfig(home / ".kube" / "config")
         yield
+
+
+def _apply_volumes(files: list[Path]) -> list[str]:
+    """Apply (``skyhop volumes apply``'s code) each volume a file's ``volumes:`` names, as the
+    examples that use one say to do first (``sky volumes apply create-volume.yaml``)."""
+    from skyhop.providers.kubernetes.client import open_context
+    from skyhop.providers.kubernetes.settings import load_settings
+    from skyhop.providers.kubernetes.volumes import apply_volume
+    from skyhop.spec.volume import VolumeConfig, VolumeSpec
+    from skyhop.spec.yaml_reader import read_yaml_documents
+
+    names: set[str] = set()
+    for path in files:
+        with contextlib.suppress(Exception):
+            for doc in read_yaml_documents(str(path)):
+                volumes = doc.get("volumes") if isinstance(doc, Mapping) else None
+                if isinstance(volumes, Mapping):
+                    names |= {v if isinstance(v, str) else v.get("name") for v in volumes.values()}
+    api = open_context(load_settings(), None)
+    applied = sorted(n for n in names if isinstance(n, str))
+    for name in applied:
+        apply_volume(
+            api, VolumeSpec(name=name, size="100Gi", config=VolumeConfig(access_mode="ReadWriteMany"))
+        )
+    return applied
 
 
 def verdict(path: Path) -> tuple[str, str]:
@@ -212,6 +238,8 @@ def main() -> int:
         if not args.no_kubernetes:
             stack.enter_context(_kubernetes_cluster(home))
             print("planning with a Kubernetes context (a fake cluster of CPU and GPU nodes)")
+            applied = _apply_volumes(files)
+            print(f"volumes applied first, as the examples say: {', '.join(applied) or 'none'}")
         with _quiet():
             for path in files:
                 results[path] = verdict(path)
