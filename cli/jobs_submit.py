@@ -54,6 +54,7 @@ def load_job(
         name=name,
         tasks=tasks,
         parallel=dag.execution == Execution.PARALLEL,
+        group=dag.group,
         user=current_user(),
         minimize=minimize,
     )

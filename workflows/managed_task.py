@@ -124,7 +124,13 @@ class ManagedTask:
         self._continue_as_new = continue_as_new
         self.handle: ClusterHandle | None = None
         """The cluster this task holds now, if any."""
+        self.stopped_with: JobEnd | None = None
+        """The end an auxiliary task of a job group is given when it is stopped (``stop``)."""
         self._ends = ends
+
+    def stop(self, end: JobEnd) -> None:
+        """An auxiliary task's primary tasks ended: its cancellation (the caller's) ends it with ``end``."""
+        self.stopped_with = end
 
     async def run(self) -> JobEnd:
         """Run the task to its end; its cluster is gone by then, whatever ends it."""
@@ -133,13 +139,14 @@ class ManagedTask:
         except asyncio.CancelledError:
             by_sibling = workflow.cancellation_reason() is None
             self._stop_clock()
-            self._close_attempt("cancelled")
+            self._close_attempt("cancelled" if self.stopped_with is None else "stopped")
             self._set(ManagedJobStatus.CANCELLING)
             await self._remove()
             if not by_sibling:
                 raise
-            # A sibling of a parallel group failed: this task is cancelled for it, the job goes on.
-            end = JobEnd(
+            # Within its parallel group: stopped once the primary tasks ended (``stop``), or
+            # cancelled because a sibling failed; the job goes on.
+            end = self.stopped_with or JobEnd(
                 status=ManagedJobStatus.CANCELLED,
                 reason=EndReason.EARLIER_TASK,
                 message="cancelled: another task of its parallel group failed",

@@ -239,10 +239,11 @@ def test_a_job_group_is_planned_task_by_task_and_launch_points_to_jobs_launch(tm
     assert code == 2 and "job group of 2 tasks" in output and "skyhop jobs launch" in output
     code, output = _dryrun(tmp_path, [{"name": "p"}, {"run": "x"}, {"run": "y"}], "-y", launch=True)
     assert code == 2 and "pipeline of 2 tasks" in output
-    code, output = _dryrun(
-        tmp_path, [{"name": "g", "execution": "parallel", "primary_tasks": ["a"]}, *group[1:]]
-    )
-    assert code == 2 and "primary_tasks: not supported" in output
+    header = {"name": "g", "execution": "parallel", "primary_tasks": ["a"], "termination_delay": "5s"}
+    code, output = _dryrun(tmp_path, [header, *group[1:]])
+    assert code == 0 and [i["name"] for i in json.loads(output)["items"]] == ["a", "b"]
+    code, output = _dryrun(tmp_path, [{**header, "primary_tasks": ["c"]}, *group[1:]])
+    assert code == 2 and "primary_tasks: no task is named 'c'" in output
 
 
 def test_launch_of_a_service_runs_the_task_and_says_serve_up_reads_the_section(tmp_path: Path) -> None:
