@@ -33,7 +33,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, model_validator
 
 from skyhop.contract import ProvisionState
-from skyhop.spec import JobGroup, Task
+from skyhop.spec import JobGroup, Placement, Task
 
 __all__ = [
     "MANAGED_JOB_IDS_ID",
@@ -173,6 +173,15 @@ class ManagedJobRequest(BaseModel):
         missing = [name for name in self.group.primary_tasks if name not in names]
         if missing:
             raise ValueError(f"group.primary_tasks: no task is named {missing[0]!r}")
+        places = {(alt.cloud, alt.region) for task in self.tasks for alt in task.resources.alternatives}
+        # A provider without regions (``local``) has region None: the provider alone is one place.
+        if self.group.placement == Placement.SAME_INFRA and (
+            len(places) != 1 or next(iter(places))[0] is None
+        ):
+            raise ValueError(
+                "group.placement SAME_INFRA: every task must be pinned to one provider and region "
+                "(skyhop jobs launch pins them where the plan puts the group)"
+            )
         return self
 
 

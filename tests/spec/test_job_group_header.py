@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from skyhop.spec import Dag, JobGroup, SpecError, load_dag
+from skyhop.spec import Dag, JobGroup, Placement, SpecError, load_dag
 
 _PRIMARY = "primary_tasks: [trainer]\n"
 _TASKS = "---\nname: trainer\nrun: a\n---\nname: data-server\nrun: b\n---\nname: buffer\nrun: c\n"
@@ -20,8 +20,15 @@ def _group(tmp_path: Path, header: str, tasks: str = _TASKS) -> Dag:
 
 
 def test_skypilots_coding_agent_header_is_read_whole(tmp_path: Path) -> None:
-    group = _group(tmp_path, "primary_tasks: [trainer]\ntermination_delay: 60s\n").group
-    assert group == JobGroup(primary_tasks=["trainer"], termination_delays={"default": 60.0}, name="rl")
+    group = _group(
+        tmp_path, "primary_tasks: [trainer]\ntermination_delay: 60s\nplacement: SAME_INFRA\n"
+    ).group
+    assert group == JobGroup(
+        primary_tasks=["trainer"],
+        termination_delays={"default": 60.0},
+        placement=Placement.SAME_INFRA,
+        name="rl",
+    )
     assert group.is_primary("trainer") and not group.is_primary("buffer")
     assert group.delay_seconds("buffer") == 60.0
 
@@ -62,6 +69,7 @@ def test_a_termination_delay_may_differ_per_auxiliary_task(tmp_path: Path) -> No
             "allowed: default, data-server, buffer",
         ),
         (_PRIMARY + "termination_delay: {buffer: x}\n", "termination_delay.buffer: must be a duration"),
+        ("placement: SAME_ZONE\n", "placement: must be SAME_INFRA, got 'SAME_ZONE'"),
     ],
 )
 def test_a_bad_group_field_is_one_line_naming_it(tmp_path: Path, header: str, expected: str) -> None:
