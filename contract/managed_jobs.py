@@ -11,7 +11,9 @@ with the final ``ManagedJobState`` as result.
 A parallel group's runs see, besides the usual variables, ``SKYHOP_JOBGROUP_<NAME>_IPS`` (and
 ``SKYPILOT_JOBGROUP_<NAME>_IPS``) for every task of the group: its nodes' addresses, newline-separated
 in rank order, ``<NAME>`` being the task's name upper-cased with other characters than letters and
-digits as ``_`` (``TASK<index>`` for a task without a name); ``jobgroup_env_name`` spells it.
+digits as ``_`` (``TASK<index>`` for a task without a name); ``jobgroup_env_name`` spells it;
+and the group's name as ``SKYHOP_JOBGROUP_NAME`` (``SKYPILOT_JOBGROUP_NAME``), the domain of the
+``<task>-<rank>.<group>`` hostnames an ``inter_connection`` group's runs add to their nodes.
 A group with ``primary_tasks`` (``ManagedJobRequest.group``) ends when those have ended: the
 others are then stopped after their ``termination_delay``, ending CANCELLED with reason
 PRIMARY_TASKS_ENDED, and the job's status is the primary tasks'.

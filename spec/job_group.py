@@ -90,10 +90,6 @@ def job_group_from_header(
     header: Mapping[Any, Any], name: str | None, task_names: Sequence[str | None]
 ) -> JobGroup:
     """The group fields of a parallel header, checked against its tasks' names."""
-    if "inter_connection" in header:
-        raise SpecError(
-            "inter_connection", "not yet: a group's tasks reach each other by SKYHOP_JOBGROUP_<NAME>_IPS"
-        )
     primary = _primary_tasks(header.get("primary_tasks"), task_names)
     delays = _termination_delays(header.get("termination_delay"), task_names, primary)
     inter_connection = header.get("inter_connection", False)

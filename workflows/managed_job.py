@@ -129,7 +129,7 @@ class ManagedJobWorkflow:
                 return
 
     async def _run_group(self) -> None:
-        group = Group(len(self._state.tasks))
+        group = Group(len(self._state.tasks), self.request.group)
         runners = [
             ManagedTask(self.request, task, self._publish, self._run_ends, group=group)
             for task in self._state.tasks

@@ -48,9 +48,10 @@ with workflow.unsafe.imports_passed_through():
     from skyhop.contract.watch_hub import RunEnded, run_key, watch_hub_shard
     from skyhop.providers.base import ClusterHandle, NodeStatus
     from skyhop.providers.runtime.jobs import JobOutcome, NodeJobStatus
-    from skyhop.spec import JobRecovery, Task
+    from skyhop.spec import JobGroup, JobRecovery, Task
     from skyhop.storage.plan import cluster_storage, storage_plan
     from skyhop.workflows.failover import history_table
+    from skyhop.workflows.group_hosts import hosts_lines, with_hosts
     from skyhop.workflows.provisioner import Provisioner, ProvisionSpec, remove_nodes
     from skyhop.workflows.recovery import PREEMPTED, Search, Verdict, nodes_lost, searches_for, verdict
     from skyhop.workflows.stages import (
@@ -73,19 +74,42 @@ _PROBE_MAX = timedelta(minutes=5)
 class Group:
     """The clusters of a parallel group: each run starts once all are up, knowing the others' nodes."""
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, fields: JobGroup | None = None) -> None:
         self.size = size
+        self.fields = fields
+        """The header's fields; None in a request from before they were carried."""
         self.handles: dict[int, tuple[str | None, ClusterHandle]] = {}
         self.started = False
 
     def env(self) -> dict[str, str]:
-        """``SKYHOP_JOBGROUP_<NAME>_IPS`` of every task (see ``contract.managed_jobs``)."""
+        """``SKYHOP_JOBGROUP_<NAME>_IPS`` of every task (see ``contract.managed_jobs``), and the
+        group's name as ``SKYHOP_JOBGROUP_NAME``, the domain of its hostnames."""
         env = {}
         for index, (name, handle) in sorted(self.handles.items()):
             ips = "\n".join(node.ip for node in handle.nodes)
             for prefix in ("SKYHOP", "SKYPILOT"):
                 env[f"{prefix}_JOBGROUP_{jobgroup_env_name(name, index)}_IPS"] = ips
+        if self.fields is not None and self.fields.name:
+            for prefix in ("SKYHOP", "SKYPILOT"):
+                env[f"{prefix}_JOBGROUP_NAME"] = self.fields.name
         return env
+
+    def task_on(self, handle: ClusterHandle, task: Task) -> Task:
+        """``task`` as it runs on ``handle``'s nodes: with the group's variables (``env``), and
+        adding the group's hostnames first when it asked for ``inter_connection`` and the nodes are
+        machines of their own (``workflows.group_hosts``)."""
+        fields, run = self.fields, task.run
+        if (
+            fields is not None
+            and fields.inter_connection
+            and run is not None
+            and handle.nodes[0].access.kind != "local"
+        ):
+            tasks = [
+                (name or "", [node.ip for node in h.nodes]) for _, (name, h) in sorted(self.handles.items())
+            ]
+            run = with_hosts(run, fields.name, hosts_lines(fields.name, tasks))
+        return task.model_copy(update={"envs": {**task.envs, **self.env()}, "run": run})
 
 
 class _Ended(Exception):
@@ -335,7 +359,7 @@ class ManagedTask:
         the provider's view of the nodes if the hub asked it (``RunEnded.node_statuses``)."""
         task = self.task
         if self._group is not None:
-            task = task.model_copy(update={"envs": {**task.envs, **self._group.env()}})
+            task = self._group.task_on(handle, task)
         job = JobRecord(
             job_id=attempt.number,
             name=task.name,

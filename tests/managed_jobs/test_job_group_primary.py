@@ -1,6 +1,7 @@
 """A job group with ``primary_tasks``: once the primary tasks ended, the auxiliary ones are stopped
 after their ``termination_delay`` (a durable timer), their clusters removed, and the job's status is
-the primary tasks'."""
+the primary tasks'. With ``inter_connection``, runs know the group's name; sim nodes share this
+machine's ``/etc/hosts``, which stays untouched."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from skyhop.spec import JobGroup, Resources, Task
 from tests.conftest import run
 from tests.helpers import DevServer, WorkerProcess
 from tests.integration.support import client_for
-from tests.managed_jobs.support import alive, assert_replays, gate, start_job
+from tests.managed_jobs.support import alive, assert_replays, gate, job_log, start_job
 
 pytestmark = pytest.mark.integration
 
@@ -26,16 +27,25 @@ def test_the_auxiliary_task_is_stopped_after_the_delay_and_the_group_succeeds(
 ) -> None:
     tasks = [
         # The primary task ends once the auxiliary one runs; the auxiliary one never ends by itself.
-        Task(name="a", run=f"{gate(tmp_path, 'b-running')}; echo trained", resources=SIM),
+        Task(
+            name="a",
+            run=f"{gate(tmp_path, 'b-running')}; echo trained in $SKYHOP_JOBGROUP_NAME",
+            resources=SIM,
+        ),
         Task(name="b", run=f"touch {tmp_path}/b-running; {gate(tmp_path, 'never')}", resources=SIM),
     ]
-    group = JobGroup(primary_tasks=["a"], termination_delays={"default": DELAY_S}, name="g")
+    group = JobGroup(
+        primary_tasks=["a"], termination_delays={"default": DELAY_S}, inter_connection=True, name="g"
+    )
+    hosts_before = Path("/etc/hosts").read_text()
 
     async def scenario() -> None:
         client = await client_for(temporal_server.address)
         handle = await start_job(client, tasks, parallel=True, group=group)
         final = await handle.result()
         assert final.status == ManagedJobStatus.SUCCEEDED and final.end is not None, final
+        assert job_log(final.job_id, 0, 1) == "trained in g\n"
+        assert Path("/etc/hosts").read_text() == hosts_before
         assert final.end.message == "the primary tasks (a) succeeded"
         a, b = final.tasks
         assert a.primary and not b.primary

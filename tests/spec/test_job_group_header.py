@@ -20,12 +20,14 @@ def _group(tmp_path: Path, header: str, tasks: str = _TASKS) -> Dag:
 
 
 def test_skypilots_coding_agent_header_is_read_whole(tmp_path: Path) -> None:
-    group = _group(
-        tmp_path, "primary_tasks: [trainer]\ntermination_delay: 60s\nplacement: SAME_INFRA\n"
-    ).group
+    header = (
+        "primary_tasks: [trainer]\ntermination_delay: 60s\ninter_connection: true\nplacement: SAME_INFRA\n"
+    )
+    group = _group(tmp_path, header).group
     assert group == JobGroup(
         primary_tasks=["trainer"],
         termination_delays={"default": 60.0},
+        inter_connection=True,
         placement=Placement.SAME_INFRA,
         name="rl",
     )
@@ -69,6 +71,7 @@ def test_a_termination_delay_may_differ_per_auxiliary_task(tmp_path: Path) -> No
             "allowed: default, data-server, buffer",
         ),
         (_PRIMARY + "termination_delay: {buffer: x}\n", "termination_delay.buffer: must be a duration"),
+        ("inter_connection: yes please\n", "inter_connection: must be true or false"),
         ("placement: SAME_ZONE\n", "placement: must be SAME_INFRA, got 'SAME_ZONE'"),
     ],
 )
@@ -82,6 +85,13 @@ def test_primary_tasks_need_distinct_names(tmp_path: Path) -> None:
     tasks = "---\nname: a\nrun: a\n---\nname: a\nrun: b\n"
     with pytest.raises(SpecError, match="primary_tasks: 2 tasks are named 'a'"):
         _group(tmp_path, "primary_tasks: [a]\n", tasks)
+
+
+def test_inter_connection_needs_hostname_names(tmp_path: Path) -> None:
+    with pytest.raises(SpecError, match="inter_connection: task 2 is named None"):
+        _group(tmp_path, "inter_connection: true\n", "---\nname: a\nrun: a\n---\nrun: b\n")
+    with pytest.raises(SpecError, match="inter_connection: task 1 is named 'A_b'"):
+        _group(tmp_path, "inter_connection: true\n", "---\nname: A_b\nrun: a\n")
 
 
 def test_group_fields_in_a_pipeline_header_are_refused(tmp_path: Path) -> None:
