@@ -13,7 +13,7 @@ A parallel group's runs see, besides the usual variables, ``SKYHOP_JOBGROUP_<NAM
 in rank order, ``<NAME>`` being the task's name upper-cased with other characters than letters and
 digits as ``_`` (``TASK<index>`` for a task without a name); ``jobgroup_env_name`` spells it;
 and the group's name as ``SKYHOP_JOBGROUP_NAME`` (``SKYPILOT_JOBGROUP_NAME``), the domain of the
-``<task>-<rank>.<group>`` hostnames an ``inter_connection`` group's runs add to their nodes.
+``<task>-<rank>.<group>`` hostnames a group's runs add to their nodes (``JobGroup.hostnames``).
 A group with ``primary_tasks`` (``ManagedJobRequest.group``) ends when those have ended: the
 others are then stopped after their ``termination_delay``, ending CANCELLED with reason
 PRIMARY_TASKS_ENDED, and the job's status is the primary tasks'.

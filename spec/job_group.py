@@ -8,7 +8,8 @@ The header document of an ``execution: parallel`` file may hold, beside ``name``
 * ``termination_delay``: how long an auxiliary task is left running after the primary tasks
   ended (to flush its data): a duration (``30s``, ``5m``, ``1h``, a number of seconds), or
   ``{default: DURATION, TASK: DURATION}`` per task. Default 0.
-* ``inter_connection: true``: the tasks reach each other by name (``<task>-<rank>.<group>``).
+* ``inter_connection: true``: the tasks must reach each other by name (``<task>-<rank>.<group>``),
+  so the names must make hostnames; a group whose names do gets them anyway, as in SkyPilot.
 * ``placement: SAME_INFRA``: every task on the same provider and region.
 
 ``job_group_from_header`` checks them against the group's tasks, one line naming the field.
@@ -53,6 +54,11 @@ class JobGroup(BaseModel):
     """Seconds an auxiliary task keeps running after the primary tasks ended, by task name;
     ``default`` for the others."""
     inter_connection: bool = False
+    """Asked for hostnames: the header is refused unless the names make them."""
+    hostnames: bool = False
+    """Whether the runs add ``<task>-<rank>.<group>`` to their nodes' hosts files: with
+    ``inter_connection``, or whenever the names make hostnames (SkyPilot names every group's nodes,
+    and its examples use the names without asking)."""
     placement: Placement | None = None
     name: str = ""
     """The group's name: the domain of its tasks' hostnames."""
@@ -95,8 +101,9 @@ def job_group_from_header(
     inter_connection = header.get("inter_connection", False)
     if not isinstance(inter_connection, bool):
         raise SpecError("inter_connection", f"must be true or false, got {str(inter_connection)[:60]!r}")
-    if inter_connection:
-        _check_hostnames(name, task_names)
+    unnamed = _hostname_problem(name, task_names)
+    if inter_connection and unnamed is not None:
+        raise SpecError("inter_connection", unnamed)
     raw = header.get("placement")
     allowed = [p.value for p in Placement]
     if raw is not None and raw not in allowed:
@@ -105,6 +112,7 @@ def job_group_from_header(
         primary_tasks=primary,
         termination_delays=delays,
         inter_connection=inter_connection,
+        hostnames=unnamed is None,
         placement=None if raw is None else Placement(raw),
         name=name or "",
     )
@@ -154,17 +162,15 @@ def _termination_delays(
     return delays
 
 
-def _check_hostnames(group: str | None, task_names: Sequence[str | None]) -> None:
-    """``<task>-<rank>.<group>`` must be a hostname: every task named, once, in lower-case DNS labels."""
+def _hostname_problem(group: str | None, task_names: Sequence[str | None]) -> str | None:
+    """Why ``<task>-<rank>.<group>`` cannot name the nodes (every task named once, in lower-case
+    DNS labels); None when it can."""
     if group is None or not _HOSTNAME_LABEL.fullmatch(group):
-        raise SpecError(
-            "inter_connection",
-            f"the group's name {group!r} must be a hostname label (a-z, 0-9, '-') to reach tasks by name",
-        )
+        return f"the group's name {group!r} must be a hostname label (a-z, 0-9, '-') to reach tasks by name"
     for index, task in enumerate(task_names):
         if task is None or not _HOSTNAME_LABEL.fullmatch(task) or task_names.count(task) > 1:
-            raise SpecError(
-                "inter_connection",
+            return (
                 f"task {index + 1} is named {task!r}: each task needs a name of its own, "
-                "a hostname label (a-z, 0-9, '-')",
+                "a hostname label (a-z, 0-9, '-')"
             )
+    return None

@@ -1,4 +1,4 @@
-"""``inter_connection: true``: a job group's tasks reach each other by name, ``<task>-<rank>.<group>``.
+"""A job group's tasks reach each other by name, ``<task>-<rank>.<group>`` (``JobGroup.hostnames``).
 
 As SkyPilot does on VMs, every run of the group first adds the group's names to its node's
 ``/etc/hosts`` (as root, or through passwordless ``sudo``; once per node, the block marked by the

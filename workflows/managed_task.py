@@ -96,12 +96,12 @@ class Group:
 
     def task_on(self, handle: ClusterHandle, task: Task) -> Task:
         """``task`` as it runs on ``handle``'s nodes: with the group's variables (``env``), and
-        adding the group's hostnames first when it asked for ``inter_connection`` and the nodes are
-        machines of their own (``workflows.group_hosts``)."""
+        adding the group's hostnames first when its names make them and the nodes are machines of
+        their own (``workflows.group_hosts``)."""
         fields, run = self.fields, task.run
         if (
             fields is not None
-            and fields.inter_connection
+            and fields.hostnames
             and run is not None
             and handle.nodes[0].access.kind != "local"
         ):

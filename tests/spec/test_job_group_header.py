@@ -28,6 +28,7 @@ def test_skypilots_coding_agent_header_is_read_whole(tmp_path: Path) -> None:
         primary_tasks=["trainer"],
         termination_delays={"default": 60.0},
         inter_connection=True,
+        hostnames=True,
         placement=Placement.SAME_INFRA,
         name="rl",
     )
@@ -85,6 +86,12 @@ def test_primary_tasks_need_distinct_names(tmp_path: Path) -> None:
     tasks = "---\nname: a\nrun: a\n---\nname: a\nrun: b\n"
     with pytest.raises(SpecError, match="primary_tasks: 2 tasks are named 'a'"):
         _group(tmp_path, "primary_tasks: [a]\n", tasks)
+
+
+def test_a_group_whose_names_make_hostnames_gets_them_unasked_as_in_skypilot(tmp_path: Path) -> None:
+    assert _group(tmp_path, "").group == JobGroup(hostnames=True, name="rl")
+    unnamed = _group(tmp_path, "", "---\nname: a\nrun: a\n---\nrun: b\n").group
+    assert unnamed is not None and not unnamed.hostnames
 
 
 def test_inter_connection_needs_hostname_names(tmp_path: Path) -> None:
