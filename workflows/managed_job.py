@@ -211,7 +211,11 @@ class ManagedJobWorkflow:
         """Write the status to the search attribute and the memo, when it changed (and at a run's start)."""
         state = self._state
         if not state.status.done:
-            live = [task.status for task in state.tasks]
+            # Once a group's primary tasks have ended, its auxiliary tasks being stopped do not
+            # make the job CANCELLING: it stays as it was until ``_finish``.
+            primaries = self._primaries()
+            counted = primaries if all(task.status.done for task in primaries) else state.tasks
+            live = [task.status for task in counted]
             if all(status.done for status in live) and not identify:
                 return  # ``_finish`` publishes the job's end
             state.status = next((s for s in _LIVE_ORDER if s in live), ManagedJobStatus.PENDING)

@@ -5,11 +5,14 @@ machine's ``/etc/hosts``, which stays untouched."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
+from temporalio.client import WorkflowHandle
 
-from skyhop.contract.managed_jobs import EndReason, ManagedJobStatus
+from skyhop.contract.managed_jobs import EndReason, ManagedJobState, ManagedJobStatus
+from skyhop.contract.search import STATUS
 from skyhop.spec import JobGroup, Resources, Task
 from tests.conftest import run
 from tests.helpers import DevServer, WorkerProcess
@@ -57,9 +60,22 @@ def test_the_auxiliary_task_is_stopped_after_the_delay_and_the_group_succeeds(
         assert b.attempts[-1].outcome == "stopped"
         assert final.summary().primary_tasks == ["a"]
         assert all(alive(t.cluster_name) == [] for t in final.tasks)
+        assert await published_statuses(handle) == ["PENDING", "STARTING", "RUNNING", "SUCCEEDED"]
         await assert_replays(client, handle)
 
     run(scenario())
+
+
+async def published_statuses(handle: WorkflowHandle[object, ManagedJobState]) -> list[str]:
+    """The job's statuses as its ``SkyhopStatus`` search attribute said them, in order: stopping the
+    auxiliary task never showed the job as CANCELLING."""
+    said = []
+    async for event in handle.fetch_history_events():
+        if event.HasField("upsert_workflow_search_attributes_event_attributes"):
+            fields = event.upsert_workflow_search_attributes_event_attributes.search_attributes.indexed_fields
+            if STATUS.name in fields:
+                said.append(json.loads(fields[STATUS.name].data))
+    return said
 
 
 def test_a_failed_primary_task_fails_the_group_and_stops_the_others_at_once(
