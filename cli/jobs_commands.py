@@ -65,6 +65,8 @@ def launch(
     env: Envs = None,
     secret: Secrets = None,
     minimize: Annotated[str, typer.Option("--minimize", help="What to minimise: cost or time.")] = "cost",
+    dryrun: Annotated[bool, typer.Option("--dryrun", help="Only optimize and print the plan.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="With --dryrun: print the plan as JSON.")] = False,
 ) -> None:
     """Launch a managed job: it recovers from preemptions and its clusters go when it ends.
 
@@ -92,10 +94,13 @@ def launch(
         request, dag = load_job(" ".join(entrypoint), overrides, minimize=check_minimize(minimize))
     except SpecError as exc:
         fail(str(exc), EXIT_USAGE)
-    if not yes:
+    if dryrun or not yes:
         from skyhop.cli.planning import print_dag_plan
 
-        print_dag_plan(dag, request.minimize)
+        print_dag_plan(dag, request.minimize, as_json=as_json and dryrun)
+    if dryrun:
+        return
+    if not yes:
         typer.confirm(f"Launch managed job {request.name!r}?", default=True, abort=True, err=True)
     from skyhop.cli.jobs_submit import run_jobs_launch
 

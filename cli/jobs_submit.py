@@ -32,12 +32,13 @@ def load_job(
     """The request (its ``job_id`` still a placeholder) and the tasks as a ``Dag``, for the plan.
 
     ``SpecError`` (exit 2) for anything wrong. ``--name`` names the job, and the task when there
-    is one; every other override applies to each task.
+    is one; every other override applies to each task. A ``placement: SAME_INFRA`` group is placed
+    now, each task pinned to the provider and region chosen for them all.
     """
     from skyhop.cli.launching import current_user
-    from skyhop.cli.planning import placeable
+    from skyhop.cli.planning import place_dag, placeable, placed_together
     from skyhop.contract.managed_jobs import ManagedJobRequest
-    from skyhop.spec import Execution, SpecError, load_dag
+    from skyhop.spec import Execution, Placement, SpecError, load_dag
     from skyhop.spec.limits import MAX_NAME_CHARS, check_request_size
 
     dag = load_dag(entrypoint, overrides.values(), overrides.secret_values().values())
@@ -46,6 +47,9 @@ def load_job(
     dag = dag.model_copy(
         update={"tasks": [n.model_copy(update={"task": t}) for n, t in zip(dag.tasks, tasks, strict=True)]}
     )
+    if dag.group is not None and dag.group.placement == Placement.SAME_INFRA:
+        dag = placed_together(dag, place_dag(dag, minimize))
+        tasks = [node.task for node in dag.tasks]
     name = overrides.name or dag.name or tasks[0].name or "unnamed"
     if len(name) > MAX_NAME_CHARS:
         raise SpecError("--name", f"at most {MAX_NAME_CHARS} characters, got {len(name)}")
@@ -54,6 +58,7 @@ def load_job(
         name=name,
         tasks=tasks,
         parallel=dag.execution == Execution.PARALLEL,
+        group=dag.group,
         user=current_user(),
         minimize=minimize,
     )

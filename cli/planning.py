@@ -16,10 +16,19 @@ from skyhop.spec.errors import REDACTED
 
 if TYPE_CHECKING:
     from skyhop.optimizer import Candidate, DagPlan, Minimize, Plan
-    from skyhop.spec import Dag, TaskOverrides
+    from skyhop.spec import Dag, JobGroup, TaskOverrides
     from skyhop.spec.storage import Storage
 
-__all__ = ["dryrun", "planned_dag", "placeable", "plan_document", "print_dag_plan", "print_plan"]
+__all__ = [
+    "dryrun",
+    "place_dag",
+    "placed_together",
+    "planned_dag",
+    "placeable",
+    "plan_document",
+    "print_dag_plan",
+    "print_plan",
+]
 
 
 def print_plan(task: Task, minimize: Minimize = "cost") -> int:
@@ -29,9 +38,13 @@ def print_plan(task: Task, minimize: Minimize = "cost") -> int:
     return print_dag_plan(Dag.chain([task]), minimize)
 
 
-def print_dag_plan(dag: Dag, minimize: Minimize = "cost") -> int:
-    """``print_plan`` for every task of a pipeline or group (``jobs launch``)."""
-    _show(_place(dag, minimize), dag)
+def print_dag_plan(dag: Dag, minimize: Minimize = "cost", *, as_json: bool = False) -> int:
+    """``print_plan`` for every task of a pipeline or group (``jobs launch``, ``--dryrun``)."""
+    plan = place_dag(dag, minimize)
+    if as_json:
+        print_json("plan", **plan_document(plan, dag))
+    else:
+        _show(plan, dag)
     return 0
 
 
@@ -43,12 +56,7 @@ def dryrun(entrypoint: str, overrides: TaskOverrides, *, as_json: bool, minimize
         dag = planned_dag(entrypoint, overrides)
     except SpecError as exc:
         fail(str(exc), EXIT_USAGE)
-    plan = _place(dag, minimize)
-    if as_json:
-        print_json("plan", **plan_document(plan, dag))
-    else:
-        _show(plan, dag)
-    return 0
+    return print_dag_plan(dag, minimize, as_json=as_json)
 
 
 def planned_dag(entrypoint: str, overrides: TaskOverrides) -> Dag:
@@ -74,7 +82,8 @@ def placeable(task: Task) -> Task:
     return task
 
 
-def _place(dag: Dag, minimize: Minimize) -> DagPlan:
+def place_dag(dag: Dag, minimize: Minimize) -> DagPlan:
+    """The plan of every task, placed jointly; an impossible one ends the command in one line."""
     from skyhop.optimizer import NoFeasibleOfferingError, optimize_dag
     from skyhop.providers.catalog import CatalogError
     from skyhop.providers.extras import ExtraMissingError
@@ -90,6 +99,23 @@ def _place(dag: Dag, minimize: Minimize) -> DagPlan:
         return optimize_dag(dag, minimize=minimize)
     except (NoFeasibleOfferingError, CatalogError, ExtraMissingError) as exc:
         fail(str(exc))
+
+
+def placed_together(dag: Dag, plan: DagPlan) -> Dag:
+    """A ``placement: SAME_INFRA`` group with each task pinned to the provider and region ``plan``
+    chose for them all (and its zone, for a task pinned to one): each task's own searches, a
+    recovery's too, then stay there."""
+    from skyhop.spec import TaskOverrides
+
+    nodes = []
+    for node, task_plan in zip(dag.tasks, plan.plans, strict=True):
+        chosen = task_plan.chosen
+        place = [chosen.provider, *([chosen.region] if chosen.region else [])]
+        if chosen.region and node.task.resources.zone is not None and chosen.zone is not None:
+            place.append(chosen.zone)
+        pinned = TaskOverrides(infra="/".join(place)).apply(node.task)
+        nodes.append(node.model_copy(update={"task": pinned}))
+    return dag.model_copy(update={"tasks": nodes})
 
 
 def _accelerators(accelerators: dict[str, float]) -> str:
@@ -163,6 +189,7 @@ def plan_document(plan: DagPlan, dag: Dag) -> dict[str, Any]:
                 "candidates": [_candidate_json(k, i == 0) for i, k in enumerate(p.considered)],
                 "left_out": left,
                 "storage": [m.model_dump(mode="json") for m in storage_plan(node.task.file_mounts)],
+                **({"primary": dag.group.is_primary(task.name)} if dag.group is not None else {}),
             }
         )
     return {
@@ -208,10 +235,22 @@ def _rows(plan: Plan) -> list[Candidate]:
     return rows
 
 
+def _group_line(group: JobGroup) -> str:
+    """How a job group's tasks live together, above its plan."""
+    parts = ["every task at once"]
+    if group.primary_tasks:
+        parts.append(f"it ends with {', '.join(group.primary_tasks)}; the others are then stopped")
+    if group.placement is not None:
+        parts.append(f"placement {group.placement}: one provider and region")
+    return f"Job group {group.name or '(unnamed)'}: {'; '.join(parts)}"
+
+
 def _show(plan: DagPlan, dag: Dag) -> None:
     from skyhop.storage.plan import storage_plan
 
     info(f"Target: minimizing {plan.minimize}")
+    if dag.group is not None:
+        info(_group_line(dag.group))
     for p, left, node in zip(plan.plans, _left_out(dag), dag.tasks, strict=True):
         nodes = f"{p.num_nodes} node{'s' if p.num_nodes > 1 else ''}"
         title = f"Task {p.task_name!r}" if len(plan.plans) > 1 else "Considered resources"

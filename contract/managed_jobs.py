@@ -11,7 +11,12 @@ with the final ``ManagedJobState`` as result.
 A parallel group's runs see, besides the usual variables, ``SKYHOP_JOBGROUP_<NAME>_IPS`` (and
 ``SKYPILOT_JOBGROUP_<NAME>_IPS``) for every task of the group: its nodes' addresses, newline-separated
 in rank order, ``<NAME>`` being the task's name upper-cased with other characters than letters and
-digits as ``_`` (``TASK<index>`` for a task without a name); ``jobgroup_env_name`` spells it.
+digits as ``_`` (``TASK<index>`` for a task without a name); ``jobgroup_env_name`` spells it;
+and the group's name as ``SKYHOP_JOBGROUP_NAME`` (``SKYPILOT_JOBGROUP_NAME``), the domain of the
+``<task>-<rank>.<group>`` hostnames a group's runs add to their nodes (``JobGroup.hostnames``).
+A group with ``primary_tasks`` (``ManagedJobRequest.group``) ends when those have ended: the
+others are then stopped after their ``termination_delay``, ending CANCELLED with reason
+PRIMARY_TASKS_ENDED, and the job's status is the primary tasks'.
 
 Job ids are short and sequential: ``ManagedJobIdsWorkflow`` (id ``managed-job-ids``) hands them
 out through its ``allocate`` update, once per ``request_id``.
@@ -27,10 +32,10 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from skyhop.contract import ProvisionState
-from skyhop.spec import Task
+from skyhop.spec import JobGroup, Placement, Task
 
 __all__ = [
     "MANAGED_JOB_IDS_ID",
@@ -123,6 +128,8 @@ class EndReason(StrEnum):
     CANCELLED = "cancelled"
     EARLIER_TASK = "earlier_task"
     """A task before it in the pipeline (or beside it in a parallel group) failed."""
+    PRIMARY_TASKS_ENDED = "primary_tasks_ended"
+    """An auxiliary task of a job group, stopped once the group's primary tasks had ended."""
 
 
 class JobEnd(BaseModel):
@@ -143,6 +150,8 @@ class ManagedJobRequest(BaseModel):
     """A pipeline: run in order, each on its own cluster; a failure stops the rest."""
     parallel: bool = False
     """Run every task at once as one group (a header document with ``execution: parallel``)."""
+    group: JobGroup | None = None
+    """A parallel group's header fields: its primary tasks and how the others are stopped."""
     user: str = "unknown"
     minimize: Literal["cost", "time"] = "cost"
     max_searches: int | None = Field(default=None, ge=1)
@@ -154,6 +163,28 @@ class ManagedJobRequest(BaseModel):
     """Continue as new once the history has this many events (tests force a small one)."""
     resume: ManagedJobResume | None = None
     """Set by the workflow itself when it continues as new: where the job stands."""
+
+    @model_validator(mode="after")
+    def _group_names_its_tasks(self) -> ManagedJobRequest:
+        """A client other than the CLI gets the header's rules too: a primary task is one of the tasks."""
+        if self.group is None:
+            return self
+        if not self.parallel:
+            raise ValueError("group: only a parallel job (parallel: true) is a job group")
+        names = [task.name for task in self.tasks]
+        missing = [name for name in self.group.primary_tasks if name not in names]
+        if missing:
+            raise ValueError(f"group.primary_tasks: no task is named {missing[0]!r}")
+        places = {(alt.cloud, alt.region) for task in self.tasks for alt in task.resources.alternatives}
+        # A provider without regions (``local``) has region None: the provider alone is one place.
+        if self.group.placement == Placement.SAME_INFRA and (
+            len(places) != 1 or next(iter(places))[0] is None
+        ):
+            raise ValueError(
+                "group.placement SAME_INFRA: every task must be pinned to one provider and region "
+                "(skyhop jobs launch pins them where the plan puts the group)"
+            )
+        return self
 
 
 class TaskAttempt(BaseModel):
@@ -178,6 +209,9 @@ class ManagedTaskState(BaseModel):
 
     index: int
     name: str | None = None
+    primary: bool = True
+    """Whether its end decides the job's (false: an auxiliary task of a job group, stopped once
+    the primary tasks ended)."""
     status: ManagedJobStatus = ManagedJobStatus.PENDING
     cluster_name: str
     task_id: str
@@ -215,6 +249,7 @@ class ManagedJobState(BaseModel):
     def summary(self) -> ManagedJobSummary:
         """The memo's summary of this state (what ``jobs queue`` lists)."""
         running = [task.running_since for task in self.tasks if task.running_since is not None]
+        grouped = not all(task.primary for task in self.tasks)
         return ManagedJobSummary(
             job_id=self.job_id,
             name=self.name,
@@ -226,6 +261,7 @@ class ManagedJobState(BaseModel):
             job_seconds=sum(task.job_seconds for task in self.tasks),
             running_since=min(running) if running else None,
             message=self.end.message if self.end is not None else None,
+            primary_tasks=[task.name for task in self.tasks if task.primary and task.name] if grouped else [],
         )
 
 
@@ -250,6 +286,8 @@ class ManagedJobSummary(BaseModel):
     job_seconds: float = 0.0
     running_since: float | None = None
     message: str | None = None
+    primary_tasks: list[str] = []
+    """A job group's primary tasks, whose end is the job's; empty: every task's end counts."""
 
 
 JOB_INDEX_SHARD_SIZE = 1_000

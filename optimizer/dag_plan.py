@@ -2,7 +2,9 @@
 
 Without data to move, each task's best candidate is the joint optimum, and no solver runs. With
 it, each task is reduced to its best candidate per (provider, region), since moving data costs
-the same from any zone of a region, and ``dag_solver.place`` picks one per task.
+the same from any zone of a region, and ``dag_solver.place`` picks one per task. A job group
+with ``placement: SAME_INFRA`` puts every task on one (provider, region): among those every task
+has a candidate in, the one whose best candidates sum to the least.
 """
 
 from __future__ import annotations
@@ -12,9 +14,10 @@ from pydantic import BaseModel
 from skyhop.optimizer.blocklist import Blocklist
 from skyhop.optimizer.dag_solver import Choice, Flow, Values, place
 from skyhop.optimizer.egress import egress
+from skyhop.optimizer.errors import NoFeasibleOfferingError
 from skyhop.optimizer.plan import Candidate, Minimize, Plan, plan_for, task_candidates
 from skyhop.providers.catalog import CatalogSet, load_catalogs
-from skyhop.spec import Dag
+from skyhop.spec import Dag, Placement
 
 __all__ = ["DagPlan", "optimize_dag"]
 
@@ -59,7 +62,9 @@ def optimize_dag(
     catalogs = catalogs or load_catalogs()
     found = [task_candidates(node, catalogs, blocklist or Blocklist(), minimize) for node in dag.tasks]
     moving = [(u, v, dag.tasks[u].outputs_gb) for u, v in dag.edges if dag.tasks[u].outputs_gb > 0]
-    if not moving:
+    if dag.group is not None and dag.group.placement == Placement.SAME_INFRA:
+        chosen = _same_place(dag, found, minimize)
+    elif not moving:
         chosen = [candidates[0] for candidates in found]
     else:
         groups = [_best_per_region(candidates) for candidates in found]
@@ -82,6 +87,32 @@ def optimize_dag(
         egress_cost=cost,
         egress_hours=hours,
     )
+
+
+def _same_place(dag: Dag, found: list[list[Candidate]], minimize: Minimize) -> list[Candidate]:
+    """Each task's best candidate in the one (provider, region) where they cost least together."""
+    per_place = [{(c.offering.provider, c.offering.region): c for c in _best_per_region(f)} for f in found]
+    common = set(per_place[0]).intersection(*per_place[1:])
+    if not common:
+        places = "; ".join(
+            f"{node.task.name or f'task {i + 1}'}: {', '.join(_place_names(per_place[i]))}"
+            for i, node in enumerate(dag.tasks)
+        )
+        raise NoFeasibleOfferingError(
+            f"placement SAME_INFRA: no provider and region offers every task of the group ({places})"
+        )
+
+    def together(place: tuple[str, str | None]) -> tuple[Values, str, str]:
+        values = [_values(places[place], minimize) for places in per_place]
+        return (sum(v[0] for v in values), sum(v[1] for v in values)), place[0], place[1] or ""
+
+    best = min(common, key=together)
+    return [places[best] for places in per_place]
+
+
+def _place_names(places: dict[tuple[str, str | None], Candidate], shown: int = 3) -> list[str]:
+    names = sorted(f"{provider}/{region}" if region else provider for provider, region in places)
+    return names[:shown] + ([f"{len(names) - shown} more"] if len(names) > shown else [])
 
 
 def _best_per_region(candidates: list[Candidate]) -> list[Candidate]:

@@ -2,6 +2,7 @@
 
 from skyhop.spec.dag import Dag, DagTask, Execution
 from skyhop.spec.errors import SpecError
+from skyhop.spec.job_group import JobGroup, Placement
 from skyhop.spec.loader import TaskOverrides, load_dag, load_task, looks_like_yaml_path, task_from_dict
 from skyhop.spec.quantity import Quantity, parse_memory, parse_quantity
 from skyhop.spec.resources import KNOWN_INFRA, JobRecovery, Resources, parse_accelerators
@@ -14,7 +15,9 @@ __all__ = [
     "DagTask",
     "Execution",
     "GitWorkdir",
+    "JobGroup",
     "JobRecovery",
+    "Placement",
     "Quantity",
     "Resources",
     "Service",

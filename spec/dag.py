@@ -3,8 +3,9 @@
 A YAML file with several documents separated by ``---`` is a chain: an optional header document
 holding ``name`` and ``execution``, then one task per document, each feeding the next. A header
 with ``execution: parallel`` makes them a group instead (SkyPilot's job groups): a managed job runs
-them at once, and no data flows between them. Per task, two fields beside SkyPilot's task fields
-feed the optimizer:
+them at once, and no data flows between them; its header may also say which tasks are primary,
+how the others are stopped, and where the tasks go (``spec.job_group``). Per task, two fields
+beside SkyPilot's task fields feed the optimizer:
 
 * ``outputs``: what the task hands to the next one, ``{path: GB}`` (SkyPilot's form) or a number
   of GB; moving it between clouds or regions costs egress.
@@ -25,6 +26,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from skyhop.spec.errors import SpecError
+from skyhop.spec.job_group import GROUP_FIELDS, JobGroup, job_group_from_header
 from skyhop.spec.limits import MAX_CHAIN_TASKS, MAX_NAME_CHARS
 from skyhop.spec.task import Task
 
@@ -126,6 +128,8 @@ class Dag(BaseModel):
     tasks: list[DagTask]
     edges: list[tuple[int, int]] = []
     execution: Execution = Execution.SERIAL
+    group: JobGroup | None = None
+    """A parallel group's header fields; None for a chain."""
 
     @model_validator(mode="after")
     def _check_edges(self) -> Dag:
@@ -153,9 +157,11 @@ def dag_from_documents(documents: list[Any], base: Path, validate_task: Any, sou
     from pydantic import ValidationError
 
     docs = list(documents)
+    header: Mapping[Any, Any] = {}
     name, execution = None, Execution.SERIAL
     if _is_header(docs):
-        name, execution = _read_header(docs.pop(0))
+        header = docs.pop(0)
+        name, execution = _read_header(header)
     if not docs:
         raise SpecError("", f"{source}: no task document")
     if len(docs) > MAX_CHAIN_TASKS:
@@ -178,37 +184,28 @@ def dag_from_documents(documents: list[Any], base: Path, validate_task: Any, sou
             field = {v: k for k, v in _DAG_KEYS.items()}.get(loc, loc.removesuffix("_gb"))
             raise SpecError(field, where + error["msg"].removeprefix("Value error, ")) from None
     if execution == Execution.PARALLEL:
-        return Dag(name=name, tasks=nodes, execution=execution)
+        group = job_group_from_header(header, name, [node.task.name for node in nodes])
+        return Dag(name=name, tasks=nodes, execution=execution, group=group)
     return Dag.chain(nodes, name=name)
 
 
 def _is_header(docs: list[Any]) -> bool:
-    """A first document with ``execution``, or holding only ``name`` in front of tasks, is the header."""
+    """A first document with ``execution`` or a job group's field, or holding only ``name`` in
+    front of tasks, is the header."""
     first = docs[0] if docs else None
     if not isinstance(first, Mapping):
         return False
-    return "execution" in first or (len(docs) > 1 and set(first) == {"name"})
-
-
-_HEADER_REFUSED = {
-    "primary_tasks": "not supported: a skyhop job group ends when every one of its tasks has ended",
-    "termination_delay": "not supported: a skyhop job group ends when every one of its tasks has ended",
-    "inter_connection": (
-        "not supported: a group's tasks reach each other by the SKYHOP_JOBGROUP_<NAME>_IPS variables"
-    ),
-}
-"""SkyPilot's job-group header fields skyhop refuses, each with what it does instead."""
+    return any(key in first for key in ("execution", *GROUP_FIELDS)) or (
+        len(docs) > 1 and set(first) == {"name"}
+    )
 
 
 def _read_header(header: Mapping[Any, Any]) -> tuple[str | None, Execution]:
-    refused = next((str(key) for key in header if key in _HEADER_REFUSED), None)
-    if refused is not None:
-        raise SpecError(refused, _HEADER_REFUSED[refused])
-    extra = sorted(str(key) for key in header if key not in _HEADER_KEYS)
+    """The header's name and execution; a job group's own fields are read by ``job_group_from_header``."""
+    fields = (*_HEADER_KEYS, *GROUP_FIELDS)
+    extra = sorted(str(key) for key in header if key not in fields)
     if extra:
-        raise SpecError(
-            extra[0], f"unknown field in the header document; it holds only {', '.join(_HEADER_KEYS)}"
-        )
+        raise SpecError(extra[0], f"unknown field in the header document; it holds only {', '.join(fields)}")
     name = None if header.get("name") is None else str(header["name"])
     if name is not None and len(name) > MAX_NAME_CHARS:
         raise SpecError("name", f"at most {MAX_NAME_CHARS} characters, got {len(name)}")
@@ -216,4 +213,7 @@ def _read_header(header: Mapping[Any, Any]) -> tuple[str | None, Execution]:
     allowed = [e.value for e in Execution]
     if raw not in allowed:
         raise SpecError("execution", f"must be one of {', '.join(allowed)}, got {str(raw)[:60]!r}")
+    grouped = next((field for field in GROUP_FIELDS if field in header), None)
+    if grouped is not None and raw != Execution.PARALLEL:
+        raise SpecError(grouped, "only a job group has it: add execution: parallel to the header")
     return name, Execution(raw)

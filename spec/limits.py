@@ -28,6 +28,7 @@ __all__ = [
     "MAX_REQUEST_BYTES",
     "MAX_SCRIPT_BYTES",
     "MAX_TASK_FILE_BYTES",
+    "MAX_TERMINATION_DELAY_SECONDS",
     "MAX_YAML_DEPTH",
     "MAX_YAML_VALUES",
     "check_request_size",
@@ -77,6 +78,10 @@ optimized separately, and ``any_of`` times an accelerator set multiplies."""
 
 MAX_CHAIN_TASKS = 32
 """Tasks in one ``---`` chain, placed jointly by one solver call."""
+
+MAX_TERMINATION_DELAY_SECONDS = 24 * 3600
+"""A job group's ``termination_delay``: auxiliary tasks hold their clusters (and cost) that long
+after the primary tasks ended; a day covers any flush, a longer wait is a typo (``30h`` for ``30m``)."""
 
 MAX_REQUEST_BYTES = 512 * 1024
 """A launch request or job submission, as JSON. Temporal refuses a payload over 2 MB, and the

@@ -4,7 +4,10 @@ One workflow per job (id ``managed-job:<id>``), no controller process: each task
 ``workflows.managed_task.ManagedTask`` on a dedicated cluster it brings up and removes itself.
 A pipeline runs its tasks in order (a failure ends the rest CANCELLED, reason EARLIER_TASK); a
 parallel group runs them at once (every cluster up before any run starts, each run told the
-others' addresses) and a failure of one cancels the others.
+others' addresses) and a failure of one cancels the others. A group with ``primary_tasks``
+(SkyPilot's job groups) ends with its primary tasks: once they all ended, each other (auxiliary)
+task is stopped after its ``termination_delay``, a durable timer, through the same cancellation
+that removes its cluster; the job's status is then the primary tasks'.
 
 The job's status is the ``state`` query (``ManagedJobState``), the ``SkyhopStatus`` search
 attribute, the memo's ``ManagedJobSummary`` and its row in the job index (``JobIndexWorkflow``,
@@ -43,6 +46,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from skyhop.contract.search import KIND, NAME, STATUS, USER
     from skyhop.contract.watch_hub import RUN_ENDED_SIGNAL, RunEnded
+    from skyhop.workflows.auxiliary_stops import AuxiliaryStops, auxiliary_end
     from skyhop.workflows.managed_task import Group, ManagedTask
     from skyhop.workflows.options import LONG_RETRY
     from skyhop.workflows.stages import history_is_long
@@ -125,29 +129,52 @@ class ManagedJobWorkflow:
                 return
 
     async def _run_group(self) -> None:
-        group = Group(len(self._state.tasks))
-        runs = {
-            asyncio.create_task(
-                ManagedTask(self.request, task, self._publish, self._run_ends, group=group).run()
-            ): task
+        group = Group(len(self._state.tasks), self.request.group)
+        runners = [
+            ManagedTask(self.request, task, self._publish, self._run_ends, group=group)
             for task in self._state.tasks
-        }
+        ]
+        runs = {asyncio.create_task(runner.run()): runner for runner in runners}
         pending = list(runs)  # a list: cancelling in a set's order would not replay deterministically
+        stops: AuxiliaryStops[asyncio.Task[JobEnd]] = AuxiliaryStops()
+        failed = False
         try:
             while pending:
-                done, pending = await workflow.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                now = workflow.now().timestamp()
+                for run, delay in stops.due(now):
+                    runs[run].stop(auxiliary_end(delay))
+                    run.cancel()  # it ends CANCELLED (PRIMARY_TASKS_ENDED) once its cluster is gone
+                # A durable timer while a stop is due; none otherwise (a group without primary_tasks).
+                done, pending = await workflow.wait(
+                    pending, timeout=stops.next_in(now), return_when=asyncio.FIRST_COMPLETED
+                )
                 for run in done:
                     end = run.result()
-                    self._end_task(runs[run], end)
-                    if end.status != ManagedJobStatus.SUCCEEDED:
+                    stops.forget(run)
+                    self._end_task(runs[run].state, end)
+                    if end.status != ManagedJobStatus.SUCCEEDED and not stops.scheduled:
+                        failed = True
                         for other in pending:
                             other.cancel()  # each ends CANCELLED (EARLIER_TASK) once its cluster is gone
+                if (
+                    pending
+                    and not failed
+                    and not stops.scheduled
+                    and all(t.status.done for t in self._primaries())
+                ):
+                    group_fields = self.request.group
+                    assert group_fields is not None  # auxiliary tasks exist only under primary_tasks
+                    delays = [(run, group_fields.delay_seconds(runs[run].state.name)) for run in pending]
+                    stops.schedule(delays, workflow.now().timestamp())
         except BaseException:
             # Cancelled, or a task failed unexpectedly: no other task may keep its cluster.
             for run in pending:
                 run.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
             raise
+
+    def _primaries(self) -> list[ManagedTaskState]:
+        return [task for task in self._state.tasks if task.primary]
 
     def _end_task(self, task: ManagedTaskState, end: JobEnd) -> None:
         task.end, task.waiting, task.retry_at = end, None, None
@@ -184,7 +211,11 @@ class ManagedJobWorkflow:
         """Write the status to the search attribute and the memo, when it changed (and at a run's start)."""
         state = self._state
         if not state.status.done:
-            live = [task.status for task in state.tasks]
+            # Once a group's primary tasks have ended, its auxiliary tasks being stopped do not
+            # make the job CANCELLING: it stays as it was until ``_finish``.
+            primaries = self._primaries()
+            counted = primaries if all(task.status.done for task in primaries) else state.tasks
+            live = [task.status for task in counted]
             if all(status.done for status in live) and not identify:
                 return  # ``_finish`` publishes the job's end
             state.status = next((s for s in _LIVE_ORDER if s in live), ManagedJobStatus.PENDING)
@@ -229,6 +260,7 @@ class ManagedJobWorkflow:
 def _first_state(request: ManagedJobRequest) -> ManagedJobState:
     submitted_at = request.submitted_at or workflow.now().timestamp()
     count = len(request.tasks)
+    group = request.group
     return ManagedJobState(
         job_id=request.job_id,
         name=request.name,
@@ -240,6 +272,7 @@ def _first_state(request: ManagedJobRequest) -> ManagedJobState:
             ManagedTaskState(
                 index=index,
                 name=task.name,
+                primary=group is None or group.is_primary(task.name),
                 cluster_name=managed_cluster_name(request.job_id, index, count),
                 task_id=managed_task_id(submitted_at, request.name, request.job_id, index),
             )
@@ -249,14 +282,30 @@ def _first_state(request: ManagedJobRequest) -> ManagedJobState:
 
 
 def _job_end(tasks: list[ManagedTaskState]) -> JobEnd:
-    """The job's end from its tasks': a cancel, else the first failure, else success."""
+    """The job's end from its tasks': a cancel, else the primary tasks' success (a job group's
+    auxiliary tasks' ends do not count then), else the first failure, else success."""
     ends = [task.end for task in tasks if task.end is not None]
     for end in ends:
         if end.reason == EndReason.CANCELLED:
             return end
+    primaries = [task for task in tasks if task.primary]
+    if len(primaries) < len(tasks) and all(
+        t.end is not None and t.end.status == ManagedJobStatus.SUCCEEDED for t in primaries
+    ):
+        names = ", ".join(task.name or str(task.index) for task in primaries)
+        return JobEnd(
+            status=ManagedJobStatus.SUCCEEDED,
+            reason=EndReason.SUCCEEDED,
+            message=f"the primary tasks ({names}) succeeded",
+            exit_code=0,
+        )
     for end in ends:
-        if end.status != ManagedJobStatus.SUCCEEDED and end.reason != EndReason.EARLIER_TASK:
+        if end.status != ManagedJobStatus.SUCCEEDED and end.reason not in _NOT_FAILURES:
             return end
     count = len(tasks)
     message = "succeeded" if count == 1 else f"all {count} tasks succeeded"
     return JobEnd(status=ManagedJobStatus.SUCCEEDED, reason=EndReason.SUCCEEDED, message=message, exit_code=0)
+
+
+_NOT_FAILURES = (EndReason.EARLIER_TASK, EndReason.PRIMARY_TASKS_ENDED)
+"""Ends that are another task's doing, never the job's end."""

@@ -48,9 +48,10 @@ with workflow.unsafe.imports_passed_through():
     from skyhop.contract.watch_hub import RunEnded, run_key, watch_hub_shard
     from skyhop.providers.base import ClusterHandle, NodeStatus
     from skyhop.providers.runtime.jobs import JobOutcome, NodeJobStatus
-    from skyhop.spec import JobRecovery, Task
+    from skyhop.spec import JobGroup, JobRecovery, Task
     from skyhop.storage.plan import cluster_storage, storage_plan
     from skyhop.workflows.failover import history_table
+    from skyhop.workflows.group_hosts import hosts_lines, with_hosts
     from skyhop.workflows.provisioner import Provisioner, ProvisionSpec, remove_nodes
     from skyhop.workflows.recovery import PREEMPTED, Search, Verdict, nodes_lost, searches_for, verdict
     from skyhop.workflows.stages import (
@@ -73,19 +74,42 @@ _PROBE_MAX = timedelta(minutes=5)
 class Group:
     """The clusters of a parallel group: each run starts once all are up, knowing the others' nodes."""
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, fields: JobGroup | None = None) -> None:
         self.size = size
+        self.fields = fields
+        """The header's fields; None in a request from before they were carried."""
         self.handles: dict[int, tuple[str | None, ClusterHandle]] = {}
         self.started = False
 
     def env(self) -> dict[str, str]:
-        """``SKYHOP_JOBGROUP_<NAME>_IPS`` of every task (see ``contract.managed_jobs``)."""
+        """``SKYHOP_JOBGROUP_<NAME>_IPS`` of every task (see ``contract.managed_jobs``), and the
+        group's name as ``SKYHOP_JOBGROUP_NAME``, the domain of its hostnames."""
         env = {}
         for index, (name, handle) in sorted(self.handles.items()):
             ips = "\n".join(node.ip for node in handle.nodes)
             for prefix in ("SKYHOP", "SKYPILOT"):
                 env[f"{prefix}_JOBGROUP_{jobgroup_env_name(name, index)}_IPS"] = ips
+        if self.fields is not None and self.fields.name:
+            for prefix in ("SKYHOP", "SKYPILOT"):
+                env[f"{prefix}_JOBGROUP_NAME"] = self.fields.name
         return env
+
+    def task_on(self, handle: ClusterHandle, task: Task) -> Task:
+        """``task`` as it runs on ``handle``'s nodes: with the group's variables (``env``), and
+        adding the group's hostnames first when its names make them and the nodes are machines of
+        their own (``workflows.group_hosts``)."""
+        fields, run = self.fields, task.run
+        if (
+            fields is not None
+            and fields.hostnames
+            and run is not None
+            and handle.nodes[0].access.kind != "local"
+        ):
+            tasks = [
+                (name or "", [node.ip for node in h.nodes]) for _, (name, h) in sorted(self.handles.items())
+            ]
+            run = with_hosts(run, fields.name, hosts_lines(fields.name, tasks))
+        return task.model_copy(update={"envs": {**task.envs, **self.env()}, "run": run})
 
 
 class _Ended(Exception):
@@ -124,7 +148,13 @@ class ManagedTask:
         self._continue_as_new = continue_as_new
         self.handle: ClusterHandle | None = None
         """The cluster this task holds now, if any."""
+        self.stopped_with: JobEnd | None = None
+        """The end an auxiliary task of a job group is given when it is stopped (``stop``)."""
         self._ends = ends
+
+    def stop(self, end: JobEnd) -> None:
+        """An auxiliary task's primary tasks ended: its cancellation (the caller's) ends it with ``end``."""
+        self.stopped_with = end
 
     async def run(self) -> JobEnd:
         """Run the task to its end; its cluster is gone by then, whatever ends it."""
@@ -133,13 +163,14 @@ class ManagedTask:
         except asyncio.CancelledError:
             by_sibling = workflow.cancellation_reason() is None
             self._stop_clock()
-            self._close_attempt("cancelled")
+            self._close_attempt("cancelled" if self.stopped_with is None else "stopped")
             self._set(ManagedJobStatus.CANCELLING)
             await self._remove()
             if not by_sibling:
                 raise
-            # A sibling of a parallel group failed: this task is cancelled for it, the job goes on.
-            end = JobEnd(
+            # Within its parallel group: stopped once the primary tasks ended (``stop``), or
+            # cancelled because a sibling failed; the job goes on.
+            end = self.stopped_with or JobEnd(
                 status=ManagedJobStatus.CANCELLED,
                 reason=EndReason.EARLIER_TASK,
                 message="cancelled: another task of its parallel group failed",
@@ -328,7 +359,7 @@ class ManagedTask:
         the provider's view of the nodes if the hub asked it (``RunEnded.node_statuses``)."""
         task = self.task
         if self._group is not None:
-            task = task.model_copy(update={"envs": {**task.envs, **self._group.env()}})
+            task = self._group.task_on(handle, task)
         job = JobRecord(
             job_id=attempt.number,
             name=task.name,

@@ -179,3 +179,29 @@ def test_ctrl_c_detaches_and_the_job_runs_on_until_cancelled(
     cancel = skyhop("jobs", "cancel", str(job_id), env=env)
     assert cancel.returncode == 0 and f"Cancelling managed job(s) {job_id}:" in cancel.stderr
     wait_for(lambda: status() == "CANCELLED", 120, "the job to end CANCELLED")
+
+
+def test_a_skypilot_job_group_ends_with_its_primary_task_and_queue_says_which(
+    temporal_server: DevServer, live_worker: WorkerProcess, cli_env: dict[str, str], tmp_path: Path
+) -> None:
+    """SkyPilot's job-group header, whole: the auxiliary server is stopped 1 s after the trainer ended."""
+    env, _ = user_env(cli_env)
+    group = tmp_path / "group.yaml"
+    group.write_text(
+        "name: rl\nexecution: parallel\nprimary_tasks: [trainer]\ntermination_delay: 1s\n"
+        "inter_connection: true\nplacement: SAME_INFRA\n"
+        f"---\nname: trainer\nresources: {{infra: local}}\n"
+        f"run: while [ ! -e {tmp_path}/serving ]; do sleep 0.05; done; "
+        "echo trained in $SKYPILOT_JOBGROUP_NAME\n"
+        f"---\nname: server\nresources: {{infra: local}}\nrun: touch {tmp_path}/serving; sleep 100000\n"
+    )
+    launched = skyhop("jobs", "launch", "-y", str(group), env=env, timeout=300)
+    assert launched.returncode == 0, launched.stderr
+    job_id = _submitted_id(launched.stderr)
+    assert "trained in rl" in launched.stdout
+    assert f"Managed job {job_id} (rl): SUCCEEDED" in launched.stderr
+    items = json.loads(skyhop("jobs", "queue", "--json", env=env).stdout)["items"]
+    assert [(i["job_id"], i["status"], i["primary_tasks"]) for i in items] == [
+        (job_id, "SUCCEEDED", ["trainer"])
+    ]
+    assert items[0]["message"] == "the primary tasks (trainer) succeeded"

@@ -373,10 +373,29 @@ def test_a_job_group_is_planned_task_by_task_and_launch_points_to_jobs_launch(tm
     assert code == 2 and "job group of 2 tasks" in output and "skyhop jobs launch" in output
     code, output = _dryrun(tmp_path, [{"name": "p"}, {"run": "x"}, {"run": "y"}], "-y", launch=True)
     assert code == 2 and "pipeline of 2 tasks" in output
-    code, output = _dryrun(
-        tmp_path, [{"name": "g", "execution": "parallel", "primary_tasks": ["a"]}, *group[1:]]
-    )
-    assert code == 2 and "primary_tasks: not supported" in output
+    header = {"name": "g", "execution": "parallel", "primary_tasks": ["a"], "termination_delay": "5s"}
+    code, output = _dryrun(tmp_path, [header, *group[1:]])
+    assert code == 0 and [i["name"] for i in json.loads(output)["items"]] == ["a", "b"]
+    code, output = _dryrun(tmp_path, [{**header, "primary_tasks": ["c"]}, *group[1:]])
+    assert code == 2 and "primary_tasks: no task is named 'c'" in output
+
+
+def test_jobs_launch_dryrun_plans_a_same_infra_group_in_one_region(tmp_path: Path) -> None:
+    header = {"name": "g", "execution": "parallel", "primary_tasks": ["a"], "placement": "SAME_INFRA"}
+    tasks = [
+        {"name": "a", "run": "x", "resources": {"accelerators": "A100:1"}},
+        {"name": "b", "run": "y", "resources": {"cpus": "4+"}},
+    ]
+    path = tmp_path / "group.yaml"
+    path.write_text(yaml.safe_dump_all([header, *tasks]))
+    for command in (["launch"], ["jobs", "launch"]):
+        result = CliRunner().invoke(app, [*command, "--dryrun", "--json", str(path)])
+        assert result.exit_code == 0, result.output
+        items = json.loads(result.output)["items"]
+        assert [(i["name"], i["primary"]) for i in items] == [("a", True), ("b", False)]
+        assert len({(i["provider"], i["region"]) for i in items}) == 1, items
+    text = CliRunner().invoke(app, ["jobs", "launch", "--dryrun", str(path)])
+    assert text.exit_code == 0 and "Job group g: every task at once; it ends with a" in text.output
 
 
 def test_launch_of_a_service_runs_the_task_and_says_serve_up_reads_the_section(tmp_path: Path) -> None:
