@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from skyhop.providers.base import Needs, Shortfall
+from skyhop.providers.pod_run_options import pod_options
 from skyhop.providers.registry import capabilities_of
 from skyhop.spec import Resources, Task
 
@@ -30,7 +31,7 @@ def task_needs(task: Task, resources: Resources) -> Needs:
         labels=bool(resources.labels),
         priority_class=resources.priority_class is not None,
         absolute_mount=next((target for target in task.file_mounts if target.startswith("/")), None),
-        container_options=resources.docker_image is not None and bool(task.config.docker.run_options),
+        pod_incompatible_option=pod_options(task.config.docker.arguments).unsupported,
     )
 
 

@@ -253,8 +253,9 @@ class Needs(BaseModel):
     priority_class: bool = False
     absolute_mount: str | None = None
     """The first file mount whose target is an absolute path, if any."""
-    container_options: bool = False
-    """Whether the task's container is started with ``config.docker.run_options``."""
+    pod_incompatible_option: str | None = None
+    """The first of the task's ``config.docker.run_options`` that a pod has no equivalent for
+    (``providers.pod_run_options``), if any."""
 
 
 class Shortfall(BaseModel):
@@ -331,9 +332,10 @@ class Capabilities(BaseModel):
                 "like ~/data.csv)",
             ),
             (
-                needs.container_options and self.container_nodes,
+                needs.pod_incompatible_option is not None and self.container_nodes,
                 "config.docker.run_options",
-                "docker run options (each node is the container itself; use config.kubernetes.pod_config)",
+                f"the docker run option {needs.pod_incompatible_option!r} (each node is a pod that is "
+                "the container itself; use config.kubernetes.pod_config)",
             ),
         ]
         return next((Shortfall(field=f, feature=what) for missing, f, what in wanted if missing), None)

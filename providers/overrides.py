@@ -44,3 +44,6 @@ class ProviderOverrides(BaseModel):
 
     kubernetes: KubernetesOverrides = KubernetesOverrides()
     gcp: GcpOverrides = GcpOverrides()
+    docker_arguments: list[str] = []
+    """``config.docker.run_options``, split: where a node is a pod, the parts of the pod they amount
+    to (``providers.pod_run_options``); elsewhere the node runner's ``docker run`` takes them."""

@@ -54,4 +54,6 @@ class TaskConfig(BaseModel):
     @property
     def provider_overrides(self) -> ProviderOverrides:
         """What the task's provision attempts carry to their provider."""
-        return ProviderOverrides(kubernetes=self.kubernetes, gcp=self.gcp)
+        return ProviderOverrides(
+            kubernetes=self.kubernetes, gcp=self.gcp, docker_arguments=self.docker.arguments
+        )

@@ -11,7 +11,7 @@ GPU asked for (``GPU_LABELS``, the labels the offerings were read from).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from enum import StrEnum
 from typing import Any
 
@@ -20,6 +20,7 @@ from skyhop.providers.base import NodeRequest, Offering
 from skyhop.providers.kubernetes.offerings import GPU_LABELS, gpu_resource
 from skyhop.providers.naming import fit_name
 from skyhop.providers.overrides import KubernetesOverrides
+from skyhop.providers.pod_run_options import pod_options
 
 __all__ = [
     "CLUSTER_LABEL",
@@ -148,13 +149,18 @@ def pod_manifest(
     }
 
 
-def merge_pod_config(manifest: Obj, overrides: KubernetesOverrides) -> dict[str, Any]:
+def merge_pod_config(
+    manifest: Obj, overrides: KubernetesOverrides, docker_arguments: Sequence[str] = ()
+) -> dict[str, Any]:
     """``manifest`` with the task's ``pod_config`` and ``custom_metadata`` merged in, as SkyPilot
     merges them into its pods: mappings key by key, ``containers`` by position (the first is the
     node's), other lists appended (tolerations, volumes, env, ...) but ``command`` and ``args``.
     Where both set one value, skyhop's wins: the pod keeps its name, labels, command and resources,
-    so it is still found by its cluster and sized as planned."""
-    extra: dict[str, Any] = dict(overrides.pod_config)
+    so it is still found by its cluster and sized as planned. ``docker_arguments`` (the task's
+    ``config.docker.run_options``) add the parts of the pod they amount to (``pod_run_options``)."""
+    extra: dict[str, Any] = _merged(
+        dict(overrides.pod_config), pod_options(list(docker_arguments)).pod_config
+    )
     if overrides.custom_metadata:
         extra = _merged({"metadata": overrides.custom_metadata}, extra)
     merged: dict[str, Any] = _merged(manifest, extra)

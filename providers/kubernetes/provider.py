@@ -193,7 +193,9 @@ class KubernetesProvider(Provider):
                     priority_class=request.priority_class,
                     volumes=request.volumes,
                 )
-                manifest = merge_pod_config(manifest, request.overrides.kubernetes)
+                manifest = merge_pod_config(
+                    manifest, request.overrides.kubernetes, request.overrides.docker_arguments
+                )
                 await _blocking(self._create, api, manifest)
         wait = _Wait(settings.unschedulable_wait_s if scale_up else 0.0, request.scale_up_region)
         try:

@@ -134,3 +134,27 @@ def test_a_priority_class_is_the_pods_and_pins_the_task_to_kubernetes(
     (pod,) = [p for p in fake_kubernetes.pods() if p["metadata"]["labels"].get(CLUSTER_LABEL) == cluster]  # type: ignore[index, union-attr]
     assert pod["spec"]["priorityClassName"] == "batch-low"  # type: ignore[index]
     run(provider.terminate(handle))
+
+
+def test_docker_run_options_become_the_parts_of_the_pod_they_amount_to() -> None:
+    """SkyPilot's verl examples run on Kubernetes with ``--cap-add=SYS_PTRACE --ipc=host
+    --shm-size=16g``: on a pod those are a capability, the host's IPC namespace and a memory-backed
+    /dev/shm; an option with no pod equivalent is named, never dropped."""
+    from skyhop.providers.pod_run_options import pod_options
+
+    options = pod_options(
+        ["--cap-add=SYS_PTRACE", "--ipc=host", "--shm-size", "16g", "-e", "A=1", "--gpus", "all"]
+    )
+    assert options.unsupported is None
+    ours = {"spec": {"containers": [{"name": "node", "command": ["sleep", "infinity"]}]}}
+    pod = merge_pod_config(
+        ours, KubernetesOverrides(), ["--cap-add=SYS_PTRACE", "--ipc=host", "--shm-size=16g"]
+    )
+    assert pod["spec"]["hostIPC"] is True
+    assert pod["spec"]["volumes"] == [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "16Gi"}}]
+    (container,) = pod["spec"]["containers"]
+    assert container["securityContext"] == {"capabilities": {"add": ["SYS_PTRACE"]}}
+    assert container["volumeMounts"] == [{"name": "dshm", "mountPath": "/dev/shm"}]
+    assert container["name"] == "node" and container["command"] == ["sleep", "infinity"]
+    assert pod_options(["--ipc=private"]).unsupported == "--ipc private"
+    assert pod_options(["-v", "/data:/data"]).unsupported == "-v"

@@ -193,9 +193,9 @@ REFUSED: list[tuple[dict[str, Any], str]] = [
     (
         {
             "resources": {"infra": "k8s", "image_id": "docker:ubuntu:22.04"},
-            "config": {"docker": {"run_options": ["--shm-size=8g"]}},
+            "config": {"docker": {"run_options": ["--shm-size=8g", "--ulimit memlock=-1"]}},
         },
-        "config.docker.run_options: kubernetes does not support docker run options",
+        "config.docker.run_options: kubernetes does not support the docker run option '--ulimit'",
     ),
     ({"config": {"nvidia_gpus": {"disable_ecc": True}}}, "config.nvidia_gpus:"),
     (
