@@ -10,10 +10,11 @@ cloned SkyPilot into their home. A variable the file leaves null (``HF_TOKEN: nu
 ``secrets``) is passed as ``--env``/``--secret NAME=example-value``, as its user must.
 
 Users of the Kubernetes examples have a cluster: unless ``--no-kubernetes``, the files are planned
-with a kubeconfig whose context is a local fake cluster (``tests/fakes/kubernetes``) of nodes of
-224 vCPUs and 2 TiB (an 8-GPU server's size): a CPU node, nodes of 8 H100, H200, A100-80GB, A100,
-L40S, L4, of 4 T4 and 4 A10G (NVIDIA), of 8 MI300 and 4 MI210 (AMD); the volumes the files mount
-(``volumes:``) are applied on it first, as those examples say to (``sky volumes apply``).
+with a kubeconfig whose contexts (``gpu-cluster``, and ``coreweave``, which SkyPilot's CoreWeave
+examples pin) are local fake clusters (``tests/fakes/kubernetes``), each of nodes of 224 vCPUs and
+2 TiB (an 8-GPU server's size): a CPU node, nodes of 8 H100, H200, A100-80GB, A100, L40S, L4, of 4
+T4 and 4 A10G (NVIDIA), of 8 MI300 and 4 MI210 (AMD); the volumes the files mount (``volumes:``)
+are applied first, as those examples say to (``sky volumes apply``).
 
 ``--subprocess N`` also runs N of the files through the real CLI and checks it gives the same
 verdict.
@@ -78,11 +79,16 @@ _FAKE_NODES = (
 )
 
 
+_CONTEXTS = ("gpu-cluster", "coreweave")
+"""The kubeconfig's contexts: the user's cluster, and the one SkyPilot's CoreWeave examples pin
+(``infra: kubernetes/coreweave``), which their users have."""
+
+
 @contextlib.contextmanager
 def _kubernetes_cluster(home: Path) -> Iterator[None]:
     """A fake cluster as ``~/.kube/config``'s current context, for the files that pin Kubernetes."""
     sys.path.insert(0, str(REPO))
-    from tests.fakes.kubernetes import FakeKubernetes, NodeSpec
+    from tests.fakes.kubernetes import FakeKubernetes, NodeSpec, write_kubeconfig
 
     nodes = [
         NodeSpec(
@@ -95,9 +101,14 @@ def _kubernetes_cluster(home: Path) -> Iterator[None]:
         )
         for name, gpus, label in _FAKE_NODES
     ]
-    with FakeKubernetes(home / "fake-k8s", nodes, loopback=True, context="gpu-cluster") as fake:
+    with contextlib.ExitStack() as stack:
+        fakes = [
+            stack.enter_context(FakeKubernetes(home / f"fake-{name}", nodes, loopback=True, context=name))
+            for name in _CONTEXTS
+        ]
         (home / ".kube").mkdir(exist_ok=True)
-        fake.kubeconfig(home / ".kube" / "config")
+        write_kubeconfig(home / ".kube" / "config", fakes)
+        (home / "config.yaml").write_text(f"kubernetes:\n  allowed_contexts: [{', '.join(_CONTEXTS)}]\n")
         yield
 
 

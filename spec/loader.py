@@ -118,7 +118,6 @@ def task_from_dict(
 
 def _task_from_mapping(data: Mapping[str, Any], base: Path, envs: Mapping[str, str]) -> Task:
     check_refused(data)
-    check_store_clouds(data.get("file_mounts"))
     raw = {k: v for k, v in data.items() if k not in (*_NO_EFFECT_FIELDS, "config")}
     if isinstance(raw.get("resources"), Mapping):
         raw["resources"] = with_skypilot_names(drop_missing_clouds(raw["resources"]))
@@ -130,6 +129,7 @@ def _task_from_mapping(data: Mapping[str, Any], base: Path, envs: Mapping[str, s
     for field in _SUBSTITUTED:
         if raw.get(field) is not None:
             raw[field] = fill_in_envs(raw[field], values)
+    check_store_clouds(raw.get("file_mounts"))  # after ${VAR}: a bucket URL may come from envs
     task = _validate(Task, raw)
     return task.model_copy(
         update={

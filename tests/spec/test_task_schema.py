@@ -265,6 +265,10 @@ REFUSED: list[tuple[dict[str, Any], str]] = [
     ),
     ({"file_mounts": {"/ckpt": "cos://us-east/ckpts"}}, "file_mounts./ckpt: the bucket is on ibm"),
     (
+        {"envs": {"BUCKET": "nebius://ckpts"}, "file_mounts": {"/ckpt": {"source": "${BUCKET}"}}},
+        "file_mounts./ckpt.source: the bucket is on nebius",
+    ),
+    (
         {"file_mounts": {"/vol": {"name": "vol", "type": "VOLUME"}}},
         "file_mounts: /vol.type: a storage entry is a bucket (name, source, store, persistent, mode); mount",
     ),
