@@ -66,7 +66,7 @@ class TemporalConfig:
         return self.address is None
 
 
-_SECTIONS = ("temporal", "server", "store", "r2", "kubernetes")
+_SECTIONS = ("temporal", "server", "store", "r2", "minio", "kubernetes")
 """The file's top-level keys: ``store`` is read by ``storage.content.load_store_config``, ``r2`` by
 ``storage.s3``, ``kubernetes`` by the provider (``providers/kubernetes/settings.py``)."""
 

@@ -153,7 +153,8 @@ def _mount_source(entry: str | Storage, base: Path, field: str) -> str | Storage
             raise SpecError(field, f"{entry!r}: {NO_HUGGING_FACE}")
         if scheme.lower() not in URL_SCHEMES or not rest.strip("/"):
             raise SpecError(
-                field, f"{entry!r} is not a supported URL; use s3://, gs://, az://, r2:// or https://"
+                field,
+                f"{entry!r} is not a supported URL; use s3://, gs://, az://, r2://, minio:// or https://",
             )
         return entry
     if not entry.local_sources:

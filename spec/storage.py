@@ -67,10 +67,11 @@ class StoreKind(StrEnum):
     GCS = "gcs"
     AZURE = "azure"
     R2 = "r2"
+    MINIO = "minio"
 
     @property
     def scheme(self) -> str:
-        """The URL scheme of its buckets: ``s3://``, ``gs://``, ``az://``, ``r2://``."""
+        """The URL scheme of its buckets: ``s3://``, ``gs://``, ``az://``, ``r2://``, ``minio://``."""
         return _SCHEMES[self]
 
     @classmethod
@@ -78,8 +79,14 @@ class StoreKind(StrEnum):
         return next((kind for kind, known in _SCHEMES.items() if known == scheme.lower()), None)
 
 
-_SCHEMES = {StoreKind.S3: "s3", StoreKind.GCS: "gs", StoreKind.AZURE: "az", StoreKind.R2: "r2"}
-URL_SCHEMES = ("s3", "gs", "az", "r2", "https")
+_SCHEMES = {
+    StoreKind.S3: "s3",
+    StoreKind.GCS: "gs",
+    StoreKind.AZURE: "az",
+    StoreKind.R2: "r2",
+    StoreKind.MINIO: "minio",
+}
+URL_SCHEMES = ("s3", "gs", "az", "r2", "minio", "https")
 """Schemes a ``file_mounts`` value may use (``https`` only for a single file, downloaded)."""
 
 _BUCKET_NAME = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
@@ -136,7 +143,7 @@ class Storage(BaseModel):
             stores = ", ".join(kind.value for kind in StoreKind)
             raise ValueError(
                 f"store {value!r} is not supported yet; skyhop keeps buckets on {stores}: "
-                "use one of them, or a bucket URL source (s3://, gs://, az://, r2://)"
+                "use one of them, or a bucket URL source (s3://, gs://, az://, r2://, minio://)"
             )
         return value.lower() if isinstance(value, str) else value
 
@@ -184,7 +191,7 @@ class Storage(BaseModel):
             if isinstance(self.source, str) and "://" in self.source:
                 raise ValueError(
                     f"source {self.source!r} is not supported; use a local path or a bucket URL "
-                    "(s3://, gs://, az://, r2://)"
+                    "(s3://, gs://, az://, r2://, minio://)"
                 )
             if self.name is None:
                 raise ValueError(

@@ -13,6 +13,7 @@ __all__ = ["STORE_TARGETS", "get_store"]
 STORE_TARGETS: dict[StoreKind, str] = {
     StoreKind.S3: "skyhop.storage.s3:S3Store",
     StoreKind.R2: "skyhop.storage.s3:R2Store",
+    StoreKind.MINIO: "skyhop.storage.s3:MinioStore",
     StoreKind.GCS: "skyhop.storage.gcs:GcsStore",
     StoreKind.AZURE: "skyhop.storage.azure_blob:AzureBlobStore",
 }

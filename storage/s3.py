@@ -223,40 +223,69 @@ class S3Store:
         return config
 
 
-class R2Store(S3Store):
+class _EndpointStore(S3Store):
+    """S3's API at an endpoint of the store's own: its keys in the AWS profile named after it (else
+    the usual chain), its endpoint in ``SKYHOP_<KIND>_ENDPOINT`` or ``config.yaml``'s section."""
+
+    _path_style = True
+    """Address buckets in the path (``endpoint/bucket``), as a self-hosted server needs."""
+
+    def _session(self) -> Any:
+        import boto3
+
+        profile = self.kind.value
+        profiles = boto3.session.Session().available_profiles
+        return boto3.session.Session(profile_name=profile if profile in profiles else None)
+
+    def _section(self) -> dict[str, Any]:
+        config_file = skyhop_home() / "config.yaml"
+        if not config_file.exists():
+            return {}
+        return (yaml.safe_load(config_file.read_text()) or {}).get(self.kind.value) or {}
+
+    def _endpoint(self) -> str:
+        endpoint = os.environ.get(f"SKYHOP_{self.kind.name}_ENDPOINT") or self._section().get("endpoint")
+        if endpoint:
+            return str(endpoint)
+        return self._default_endpoint()
+
+    def _default_endpoint(self) -> str:
+        raise StoreUnavailableError(
+            "",
+            f"{self.kind.value} needs its endpoint: set {self.kind.value}.endpoint in ~/.skyhop/config.yaml",
+        )
+
+    def rclone_config(self) -> dict[str, str]:
+        config = super().rclone_config()
+        config.update(provider=self._rclone_provider, endpoint=self._endpoint())
+        if not self._path_style:
+            config.pop("force_path_style", None)
+        return config
+
+
+class R2Store(_EndpointStore):
     """Cloudflare R2: S3's API at the account's endpoint."""
 
     kind = StoreKind.R2
     _rclone_provider = "Cloudflare"
     _setup_hint = "put R2's keys in the [r2] profile of ~/.aws/credentials"
+    _path_style = False
 
-    def _session(self) -> Any:
-        import boto3
-
-        profiles = boto3.session.Session().available_profiles
-        return boto3.session.Session(profile_name="r2" if "r2" in profiles else None)
-
-    def _endpoint(self) -> str:
-        endpoint = os.environ.get("SKYHOP_R2_ENDPOINT")
-        if endpoint:
-            return endpoint
-        config_file = skyhop_home() / "config.yaml"
-        section: dict[str, Any] = {}
-        if config_file.exists():
-            section = (yaml.safe_load(config_file.read_text()) or {}).get("r2") or {}
-        if section.get("endpoint"):
-            return str(section["endpoint"])
-        if section.get("account_id"):
-            return f"https://{section['account_id']}.r2.cloudflarestorage.com"
+    def _default_endpoint(self) -> str:
+        account = self._section().get("account_id")
+        if account:
+            return f"https://{account}.r2.cloudflarestorage.com"
         raise StoreUnavailableError(
             "", "r2 needs its endpoint: set r2.account_id (or r2.endpoint) in ~/.skyhop/config.yaml"
         )
 
-    def rclone_config(self) -> dict[str, str]:
-        config = super().rclone_config()
-        config.update(provider="Cloudflare", endpoint=self._endpoint())
-        config.pop("force_path_style", None)
-        return config
+
+class MinioStore(_EndpointStore):
+    """MinIO (or any self-hosted S3 server): S3's API at the server's endpoint (``minio://bucket``)."""
+
+    kind = StoreKind.MINIO
+    _rclone_provider = "Minio"
+    _setup_hint = "put MinIO's keys in the [minio] profile of ~/.aws/credentials"
 
 
 def _files(source: Path) -> Iterator[Path]:

@@ -105,6 +105,21 @@ ACCEPTED: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
         },
     ),
     (
+        "storage: a MinIO bucket copied (SkyPilot's minio examples)",
+        {"file_mounts": {"/dataset-demo": {"source": "minio://sky-demo-dataset", "mode": "COPY"}}},
+        {
+            "file_mounts": {
+                "/dataset-demo": {
+                    "name": None,
+                    "source": "minio://sky-demo-dataset",
+                    "store": None,
+                    "persistent": True,
+                    "mode": "COPY",
+                }
+            }
+        },
+    ),
+    (
         "any_of skips a missing cloud",
         {"resources": {"any_of": [{"infra": "lambda", "cpus": 2}, {"infra": "gcp", "cpus": 2}]}},
         {"provider": "gcp"},

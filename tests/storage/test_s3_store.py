@@ -1,4 +1,4 @@
-"""The S3 store's contract on moto, and R2 as S3 at the configured endpoint."""
+"""The S3 store's contract on moto, and R2 and MinIO as S3 at their configured endpoints."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 
 from skyhop.providers.home import skyhop_home
+from skyhop.spec.storage import BucketRef, StoreKind, bucket_url_of
 from skyhop.storage import BucketNameTakenError, StoreUnavailableError, ownership_labels
-from skyhop.storage.s3 import R2Store, S3Store
+from skyhop.storage.s3 import MinioStore, R2Store, S3Store
 from tests.conftest import skyhop
 
 
@@ -55,8 +56,29 @@ def test_r2_is_s3_at_its_endpoint(moto: str, s3: Any, monkeypatch: pytest.Monkey
         assert "bkt-r2" in {b["Name"] for b in s3.list_buckets()["Buckets"]}
         rclone = store.rclone_config()
         assert rclone["provider"] == "Cloudflare" and rclone["endpoint"] == moto
+        assert "force_path_style" not in rclone
     finally:
         config.unlink()
+
+
+def test_minio_is_s3_at_its_server(moto: str, s3: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``minio://bucket`` (SkyPilot's MinIO examples): S3's API at the server in ``minio.endpoint``,
+    path-style, as a self-hosted server is addressed (moto stands in for the MinIO server)."""
+    config = skyhop_home() / "config.yaml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    monkeypatch.delenv("SKYHOP_MINIO_ENDPOINT", raising=False)
+    config.unlink(missing_ok=True)
+    with pytest.raises(StoreUnavailableError, match=r"minio needs its endpoint: set minio.endpoint"):
+        MinioStore()
+    monkeypatch.setenv("SKYHOP_MINIO_ENDPOINT", moto)
+    store = MinioStore()
+    store.create("bkt-minio", None, ownership_labels("c1", persistent=True))
+    assert "bkt-minio" in {b["Name"] for b in s3.list_buckets()["Buckets"]}
+    rclone = store.rclone_config()
+    assert (rclone["provider"], rclone["endpoint"], rclone["force_path_style"]) == ("Minio", moto, "true")
+    assert bucket_url_of("minio://bkt-minio/data") == BucketRef(
+        store=StoreKind.MINIO, bucket="bkt-minio", prefix="data"
+    )
 
 
 def test_storage_commands_without_credentials_are_one_line(tmp_path: Path) -> None:
