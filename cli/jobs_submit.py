@@ -39,8 +39,12 @@ def load_job(
     from skyhop.contract.managed_jobs import ManagedJobRequest
     from skyhop.spec import Execution, SpecError, load_dag
     from skyhop.spec.limits import MAX_NAME_CHARS, check_request_size
+    from skyhop.spec.pool import pool_refusal
 
     dag = load_dag(entrypoint, overrides.values(), overrides.secret_values().values())
+    pools = [node.task.pool for node in dag.tasks if node.task.pool is not None]
+    if pools:
+        raise SpecError("", pool_refusal(entrypoint, pools[0].size))
     per_task = overrides if len(dag.tasks) == 1 else overrides.model_copy(update={"name": None})
     tasks = [placeable(per_task.apply(node.task)) for node in dag.tasks]
     dag = dag.model_copy(

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from skyhop.cli.output import EXIT_USAGE, fail, info, print_json, table
 from skyhop.spec import Task
 from skyhop.spec.errors import REDACTED
+from skyhop.spec.pool import POOL_APPLY_HINT, pool_refusal
 
 if TYPE_CHECKING:
     from skyhop.optimizer import Candidate, DagPlan, Minimize, Plan
@@ -45,9 +46,15 @@ def dryrun(entrypoint: str, overrides: TaskOverrides, *, as_json: bool, minimize
         fail(str(exc), EXIT_USAGE)
     plan = _place(dag, minimize)
     if as_json:
-        print_json("plan", **plan_document(plan, dag))
+        print_json("plan", **plan_document(plan, dag, source=entrypoint))
     else:
         _show(plan, dag)
+        for node, task_plan in zip(dag.tasks, plan.plans, strict=True):
+            if node.task.pool is not None:
+                workers = node.task.pool.size
+                cost = task_plan.hourly_cost * workers
+                info(f"Pool: {workers} workers as planned above, ${cost:.4f} / hour in all")
+                info(pool_refusal(entrypoint, workers))
     return 0
 
 
@@ -120,8 +127,9 @@ def _left_out(dag: Dag) -> list[dict[str, str]]:
     return [left_out(node.task, names) for node in dag.tasks]
 
 
-def plan_document(plan: DagPlan, dag: Dag) -> dict[str, Any]:
-    """The plan as ``print_json`` fields: one item per task, then the totals."""
+def plan_document(plan: DagPlan, dag: Dag, *, source: str = "FILE") -> dict[str, Any]:
+    """The plan as ``print_json`` fields: one item per task, then the totals. A pool task's item
+    says how many workers it plans and the command that applies ``source``, its file."""
     from skyhop.storage.plan import storage_plan
 
     tasks = []
@@ -150,6 +158,9 @@ def plan_document(plan: DagPlan, dag: Dag) -> dict[str, Any]:
                 "file_mounts": {_shown(k, task): _shown_mount(v, task) for k, v in task.file_mounts.items()},
                 "secrets": dict.fromkeys(task.secrets, REDACTED),
                 "service": task.service is not None,
+                "pool": None
+                if task.pool is None
+                else {"workers": task.pool.size, "apply": POOL_APPLY_HINT.format(file=source)},
                 "hourly_cost": round(p.hourly_cost, 6),
                 "estimated_hours": p.estimated_hours,
                 "candidates": [_candidate_json(k, i == 0) for i, k in enumerate(p.considered)],

@@ -93,10 +93,6 @@ def test_a_field_is_acted_on(
 
 REFUSED: list[tuple[dict[str, Any], str]] = [
     (
-        {"pool": {"workers": 2}},
-        "pool: pools are not supported yet; run each job as a managed job (skyhop jobs",
-    ),
-    (
         {"resources": {"accelerators": "tpu-v6e-8"}},
         "resources.accelerators: TPU-V6E-8: TPUs are not supported yet (skyhop's GCP provider launches VMs "
         "with GPUs); ask for GPUs such as A100:8 or H100:8",
