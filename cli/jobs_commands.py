@@ -27,6 +27,7 @@ from skyhop.cli.options import (
     task_overrides,
 )
 from skyhop.cli.output import EXIT_USAGE, fail
+from skyhop.cli.pool_commands import pool_app
 from skyhop.cli.running import run_command
 
 __all__ = ["jobs_app"]
@@ -36,6 +37,8 @@ jobs_app = typer.Typer(
     no_args_is_help=True,
     rich_markup_mode=None,
 )
+
+jobs_app.add_typer(pool_app, name="pool")
 
 JobId = Annotated[int, typer.Argument(help="The managed job's id (see: skyhop jobs queue).", min=1)]
 

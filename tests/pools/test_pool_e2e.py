@@ -1,0 +1,101 @@
+"""Pools end to end, as a user runs them: ``skyhop jobs pool apply|status|down`` and
+``skyhop jobs launch --pool`` against the session's server and worker, on the ``local`` provider.
+
+Every wait is on a condition with a generous deadline (a busy 2-core machine), never a fixed sleep.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+import yaml
+
+from tests.conftest import skyhop
+from tests.helpers import DevServer, WorkerProcess
+
+pytestmark = [pytest.mark.integration, pytest.mark.e2e]
+
+T = TypeVar("T")
+_DEADLINE_S = 240.0
+
+
+def _until(what: str, probe: Callable[[], T | None], deadline_s: float = _DEADLINE_S) -> T:
+    deadline = time.monotonic() + deadline_s
+    while True:
+        found = probe()
+        if found:
+            return found
+        assert time.monotonic() < deadline, f"never: {what}"
+        time.sleep(0.5)
+
+
+def _ok(*args: str, env: dict[str, str], cwd: Path) -> str:
+    result = skyhop(*args, env=env, cwd=cwd)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result.stdout
+
+
+def _pool(name: str, env: dict[str, str], cwd: Path) -> dict[str, Any] | None:
+    items = json.loads(_ok("jobs", "pool", "status", "--json", env=env, cwd=cwd))["items"]
+    return next((item for item in items if item["name"] == name), None)
+
+
+def _workers(
+    name: str, env: dict[str, str], cwd: Path, status: str, count: int
+) -> list[dict[str, Any]] | None:
+    pool = _pool(name, env, cwd)
+    if pool is None:
+        return None
+    workers = [w for w in pool["workers"] if w["status"] == status]
+    return workers if len(workers) == count and len(pool["workers"]) == count else None
+
+
+def _clusters(prefix: str, env: dict[str, str], cwd: Path) -> list[str]:
+    items = json.loads(_ok("status", "--json", env=env, cwd=cwd))["items"]
+    return [c["name"] for c in items if c["name"].startswith(prefix)]
+
+
+def _write_pool(tmp_path: Path, workers: int) -> Path:
+    path = tmp_path / "pool.yaml"
+    setup = f'echo "$(pwd)" >> {tmp_path}/setups.log'
+    path.write_text(
+        yaml.safe_dump(
+            {"resources": {"infra": "local", "cpus": "1+"}, "setup": setup, "pool": {"workers": workers}}
+        )
+    )
+    return path
+
+
+def test_apply_resize_status_and_down(
+    temporal_server: DevServer, live_worker: WorkerProcess, cli_env: dict[str, str], tmp_path: Path
+) -> None:
+    name = f"p{uuid.uuid4().hex[:6]}"
+    pool_file = _write_pool(tmp_path, 2)
+    applied = skyhop("jobs", "pool", "apply", "-y", "-p", name, str(pool_file), env=cli_env, cwd=tmp_path)
+    assert applied.returncode == 0 and f"Pool {name} applied (version 1): 2 workers." in applied.stderr
+    idle = _until("2 idle workers", lambda: _workers(name, cli_env, tmp_path, "IDLE", 2))
+    assert sorted(w["cluster_name"] for w in idle) == [f"{name}-worker-1", f"{name}-worker-2"]
+    assert all(w["infra"] == "local" and w["job_id"] is None for w in idle)
+    assert sorted(_clusters(name, cli_env, tmp_path)) == [f"{name}-worker-1", f"{name}-worker-2"]
+
+    _ok(
+        "jobs", "pool", "apply", "-y", "-p", name, str(pool_file), "--workers", "1", env=cli_env, cwd=tmp_path
+    )
+    (kept,) = _until("1 idle worker", lambda: _workers(name, cli_env, tmp_path, "IDLE", 1))
+    assert kept["cluster_name"] == f"{name}-worker-1"  # the newest idle one went
+    _until("worker 2's cluster gone", lambda: _clusters(name, cli_env, tmp_path) == [f"{name}-worker-1"])
+    table = _ok("jobs", "pool", "status", name, env=cli_env, cwd=tmp_path)
+    assert f"{name}-worker-1" in table and "IDLE" in table
+
+    _ok("jobs", "pool", "down", name, "-y", env=cli_env, cwd=tmp_path)
+    assert _clusters(name, cli_env, tmp_path) == []
+    assert _pool(name, cli_env, tmp_path) is None
+    gone = skyhop("jobs", "pool", "status", name, env=cli_env, cwd=tmp_path)
+    assert gone.returncode == 1 and f"pool {name!r} not found" in gone.stderr
+    assert len((tmp_path / "setups.log").read_text().splitlines()) == 2  # once per worker
