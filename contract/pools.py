@@ -110,7 +110,7 @@ class PoolClaim(BaseModel):
 class PoolRelease(BaseModel):
     job_workflow: str
     worker_id: int | None = None
-    """None: the job was still waiting (it was cancelled)."""
+    """The worker it gives back; None: it had none yet (it was cancelled while it waited)."""
     lost: str | None = None
     """Set when the worker's nodes were lost under the job: the worker is replaced."""
 
@@ -151,6 +151,3 @@ class PoolState(BaseModel):
     next_worker_id: int = 1
     failures: int = 0
     """Workers in a row that could not be brought up (each makes the next wait longer)."""
-
-    def worker(self, worker_id: int) -> PoolWorker | None:
-        return next((w for w in self.workers if w.worker_id == worker_id), None)

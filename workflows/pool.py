@@ -104,8 +104,9 @@ class PoolWorkflow:
     def release(self, release: PoolRelease) -> None:
         state = self.state
         state.waiting = [c for c in state.waiting if c.job_workflow != release.job_workflow]
-        worker = state.worker(release.worker_id) if release.worker_id is not None else None
-        if worker is not None and worker.job_workflow == release.job_workflow:
+        # By the job, not the id it names: a job cancelled as its worker was being assigned names none.
+        worker = next((w for w in state.workers if w.job_workflow == release.job_workflow), None)
+        if worker is not None:
             worker.job_workflow = worker.job_id = None
             if worker.status == WorkerStatus.BUSY:
                 worker.status = WorkerStatus.IDLE
