@@ -133,7 +133,7 @@ class PoolRequest(BaseModel):
     name: str = Field(pattern=POOL_NAME_PATTERN)
     user: str = "unknown"
     check_seconds: float = Field(default=60.0, gt=0)
-    """How often each idle worker's nodes are checked with the provider (a lost one is replaced)."""
+    """How often each worker's nodes are checked with the provider (a lost one is replaced)."""
     history_limit: int | None = None
     state: PoolState | None = None
 

@@ -11,8 +11,9 @@ pool only decides which workers should exist (``workflows.pool_plan``) and who u
 - A job (``acquire``) waits in line for an idle worker; the pool signals it ``worker_assigned`` and
   it runs on that cluster's job queue; ``release`` gives the worker back (``lost``: the worker's
   nodes were taken under the job, so it is replaced).
-- An idle worker's nodes are checked with the provider every ``check_seconds``; a worker whose nodes
-  are gone, or whose launch failed, is torn down and a new one is brought up in its place.
+- A worker's nodes are checked with the provider every ``check_seconds``; a worker whose nodes are
+  gone, or whose launch failed, is torn down and a new one is brought up in its place (a job on a
+  lost worker hears its run end, finds the nodes gone and waits for another worker).
 - Cancelled (``pool down``), it cancels the jobs holding or waiting for a worker, tears every worker
   down and completes with its state (DOWN).
 
@@ -211,21 +212,22 @@ class PoolWorkflow:
         self._poke()
 
     async def _watch(self, worker: PoolWorker) -> None:
-        """Until the worker must leave; an idle one's nodes are checked every ``check_seconds``."""
+        """Until the worker must leave; its nodes are checked every ``check_seconds``."""
         every = timedelta(seconds=self.request.check_seconds)
         while True:
             with contextlib.suppress(TimeoutError):
                 await workflow.wait_condition(lambda: worker.worker_id in self._leaving, timeout=every)
             if worker.worker_id in self._leaving:
                 raise _Leave(self._leaving[worker.worker_id] or "")
-            if worker.status == WorkerStatus.IDLE and worker.handle is not None:
+            if worker.handle is not None:
                 try:
                     statuses = await node_statuses(worker.handle)
                 except ActivityError as exc:
                     raise_if_cancelled_by(exc)
                     continue  # not answered: asked again at the next check, never taken for a loss
-                if statuses is not None and nodes_lost(statuses) and worker.status == WorkerStatus.IDLE:
-                    self._leaving[worker.worker_id] = "its nodes were lost: replaced"
+                if statuses is not None and nodes_lost(statuses):
+                    # Torn down under a job, the job hears its run end and finds the nodes gone.
+                    self._leaving.setdefault(worker.worker_id, "its nodes were lost: replaced")
 
     # -- who uses them ------------------------------------------------------------------------------
 

@@ -5,8 +5,9 @@ durably, PENDING with the reason, until the pool signals ``worker_assigned``. It
 on that worker's cluster (``submit_job``, the cluster's own job queue: no provisioning, no setup;
 the workdir is synced as ``exec`` does) with ``notify`` set to its workflow, so the cluster signals
 ``job_ended`` when the run ends, and gives the worker back (signal ``release``). A run that ended
-because the worker's nodes were lost (the cluster says which node, or the provider says the nodes
-are gone) gives the worker back as lost, and the task waits for another one (a recovery). Cancelled,
+because the worker's nodes were lost (the cluster says which node, the provider says the nodes are
+gone, or the run was cancelled by someone else: the pool tears a lost worker down under its job)
+gives the worker back as lost, and the task waits for another one (a recovery). Cancelled,
 it cancels its run on the worker and gives the worker back (or leaves the line) first.
 """
 
@@ -174,9 +175,11 @@ class PoolJob(TaskBook):
             return self._end_attempt_with(
                 ManagedJobStatus.SUCCEEDED, EndReason.SUCCEEDED, "succeeded", "succeeded", 0
             )
-        if ended.lost_node is not None or await self._worker_lost():
+        # Cancelled, but not by this job (it would be in its cancellation): the worker was torn down
+        # under it (the pool found its nodes gone) or taken by hand (skyhop down, cancel).
+        if ended.lost_node is not None or record.status == JobStatus.CANCELLED or await self._worker_lost():
             self._close_attempt("its worker was lost")
-            raise _Lost(f"node {ended.lost_node or 0} of {worker.cluster_name} was lost under the run")
+            raise _Lost(f"{worker.cluster_name} was lost under the run ({record.error or record.status})")
         failure = (
             f"exited with code {record.exit_code}"
             if record.exit_code is not None
