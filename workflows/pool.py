@@ -28,7 +28,7 @@ import contextlib
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, ChildWorkflowError, FailureError
+from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     from skyhop.activities.clusters import ClusterActivities
@@ -90,6 +90,11 @@ class PoolWorkflow:
         state.workers_wanted = applied.workers
         self._poke()
         return state
+
+    @apply.validator
+    def _validate_apply(self, applied: PoolApply) -> None:
+        if self.state.status in (PoolStatus.SHUTTING_DOWN, PoolStatus.DOWN):
+            raise ApplicationError(f"pool {self.state.name} is going down; apply it again once it is down")
 
     @workflow.signal(name=PoolSignal.ACQUIRE)
     def acquire(self, claim: PoolClaim) -> None:
@@ -295,7 +300,8 @@ class PoolWorkflow:
         self._publish()
 
     def _may_continue(self) -> bool:
-        busy = (WorkerStatus.PROVISIONING, WorkerStatus.SHUTTING_DOWN)
+        # A failed worker waits out its back-off in this run: the next would launch it again.
+        busy = (WorkerStatus.PROVISIONING, WorkerStatus.SHUTTING_DOWN, WorkerStatus.FAILED)
         return (
             history_is_long(self.request.history_limit)
             and not self._leaving

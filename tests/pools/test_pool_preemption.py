@@ -3,6 +3,7 @@ and the pool replaces the lost worker. Driven through the Temporal client, as a 
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from pathlib import Path
 
@@ -45,7 +46,8 @@ def test_a_job_whose_worker_is_lost_runs_again_on_the_replacement(
         client = await client_for(temporal_server.address)
         pool: WorkflowHandle[object, PoolState] = await client.start_workflow(
             WorkflowType.POOL,
-            PoolRequest(name=name, user="tester", check_seconds=2),
+            # A short history: the pool continues as new once its workers are settled, carrying them.
+            PoolRequest(name=name, user="tester", check_seconds=1, history_limit=40),
             id=pool_workflow_id(name),
             task_queue=WORKFLOW_QUEUE,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
@@ -54,10 +56,13 @@ def test_a_job_whose_worker_is_lost_runs_again_on_the_replacement(
         await pool.execute_update(
             PoolUpdate.APPLY, PoolApply(task=pool_task, workers=1), result_type=PoolState
         )
+        first_run = (await pool.describe()).run_id
         job = await start_job(client, [Task(run=f"echo on $(hostname); {gate(tmp_path)}")], pool=name)
         state = await until_state(job, lambda s: s.status == ManagedJobStatus.RUNNING, "the first run", 240)
         first = state.tasks[0].cluster_name
         assert first == f"{name}-worker-1"
+        # Only a running instance can be preempted: the sim moves it there on an API call.
+        wait_for(lambda: [i["state"] for i in alive(first)] == ["running"], 120, "the worker's node running")
         preempt_now(first)
         state = await until_state(
             job,
@@ -73,6 +78,12 @@ def test_a_job_whose_worker_is_lost_runs_again_on_the_replacement(
         assert final.status == ManagedJobStatus.SUCCEEDED, final.end
         wait_for(lambda: alive(first) == [], 120, "the lost worker's cluster torn down")
         workers = (await _pool_state(pool)).workers
+        assert [(w.cluster_name, w.status) for w in workers] == [(f"{name}-worker-2", "IDLE")]
+        deadline = asyncio.get_running_loop().time() + 120
+        while (await pool.describe()).run_id == first_run:
+            assert asyncio.get_running_loop().time() < deadline, "the pool never continued as new"
+            await asyncio.sleep(0.5)
+        workers = (await _pool_state(pool)).workers  # carried across, and watched again
         assert [(w.cluster_name, w.status) for w in workers] == [(f"{name}-worker-2", "IDLE")]
         await pool.cancel()
         down = await pool.result()
