@@ -170,8 +170,38 @@ def test_three_jobs_share_two_workers_with_no_setup_of_their_own(
     idle = _until("both workers idle again", lambda: _workers(name, cli_env, tmp_path, "IDLE", 2))
     assert all(w["job_id"] is None for w in idle)
 
+    # One job cancelled while it runs (its worker goes back), one cancelled by the pool's down.
+    held = tmp_path / "held.yaml"
+    held.write_text(
+        yaml.safe_dump({"name": "held", "run": f"while [ ! -e {tmp_path}/never ]; do sleep 0.2; done"})
+    )
+    more = skyhop(
+        "jobs", "launch", "-y", "--pool", name, "--num-jobs", "2", str(held), env=cli_env, cwd=tmp_path
+    )
+    assert more.returncode == 0, more.stderr
+    first, second = sorted(
+        int(line.split()[2]) for line in more.stderr.splitlines() if line.startswith("Managed")
+    )
+    _until("both held jobs running", lambda: _workers(name, cli_env, tmp_path, "BUSY", 2))
+    _ok("jobs", "cancel", str(first), "-y", env=cli_env, cwd=tmp_path)
+    _until(
+        "the cancelled job's worker idle",
+        lambda: (
+            (p := _pool(name, cli_env, tmp_path))
+            and [w["job_id"] for w in p["workers"] if w["status"] == "BUSY"] == [second]
+        ),
+    )
     _ok("jobs", "pool", "down", name, "-y", env=cli_env, cwd=tmp_path)
     assert _clusters(name, cli_env, tmp_path) == []
+    ended = _until(
+        "both held jobs cancelled",
+        lambda: (
+            (jobs := _jobs([first, second], cli_env, tmp_path))
+            and all(job["status"] == "CANCELLED" for job in jobs.values())
+            and jobs
+        ),
+    )
+    assert len(ended) == 2
 
 
 def test_a_job_for_a_pool_that_does_not_run_is_refused(cli_env: dict[str, str], tmp_path: Path) -> None:
