@@ -44,6 +44,7 @@ from skyhop.workflows.launch import LaunchWorkflow
 from skyhop.workflows.lock_lease import LockLeaseWorkflow
 from skyhop.workflows.managed_job import ManagedJobWorkflow
 from skyhop.workflows.managed_job_ids import ManagedJobIdsWorkflow
+from skyhop.workflows.pool import PoolWorkflow
 from skyhop.workflows.runner import TaskBoundRunner
 from skyhop.workflows.service import ServiceWorkflow
 from skyhop.workflows.ssh_pools import SSHPoolsWorkflow
@@ -113,6 +114,7 @@ def build_workers(
                 WatchHubWorkflow,
                 ServiceWorkflow,
                 SSHPoolsWorkflow,
+                PoolWorkflow,
             ],
             # Failover re-optimizes between attempts as a local activity: no task queue round trip.
             activities=[planning.optimize],
@@ -140,12 +142,14 @@ def build_workers(
         cluster_ops.stop_cluster,
         cluster_ops.start_cluster,
         serving.watch_for_held,
+        cluster_activities.down_cluster,
     ]
     short_activities: list[Callable[..., Any]] = [
         planning.optimize,
         cluster_activities.open_cluster,
         cluster_activities.launch_running,
         cluster_activities.submit_job,
+        cluster_activities.cancel_cluster_job,
         cluster_ops.cancel_jobs,
         cluster_ops.probe_cluster,
         job_index.index_job_row,

@@ -8,10 +8,16 @@ from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
-from skyhop.activities.models import LaunchRunningInput, OpenClusterInput, SubmitJobInput
+from skyhop.activities.models import (
+    CancelClusterJobInput,
+    LaunchRunningInput,
+    OpenClusterInput,
+    SubmitJobInput,
+)
 from skyhop.contract import (
     CLUSTER_WORKFLOW,
     WORKFLOW_QUEUE,
+    CancelRequest,
     ClusterInput,
     ClusterRecord,
     ClusterUpdate,
@@ -81,3 +87,26 @@ class ClusterActivities:
             # The refusal's own sentence: str() of a failure would prefix its type name.
             reason = getattr(exc.cause, "message", None) or str(exc.cause)
             raise ApplicationError(reason, type=ErrorType.SUBMIT_REJECTED, non_retryable=True) from None
+
+    @activity.defn
+    async def down_cluster(self, cluster_name: str) -> None:
+        """Tear the cluster down through its workflow (as ``skyhop down``); a cluster whose workflow
+        is gone or ended is down already."""
+        handle = self.client.get_workflow_handle(cluster_workflow_id(cluster_name))
+        try:
+            await handle.execute_update(ClusterUpdate.DOWN.value, result_type=ClusterRecord)
+        except RPCError as exc:
+            if exc.status != RPCStatusCode.NOT_FOUND:
+                raise
+        except WorkflowUpdateFailedError as exc:
+            raise ApplicationError(getattr(exc.cause, "message", None) or str(exc.cause)) from None
+
+    @activity.defn
+    async def cancel_cluster_job(self, request: CancelClusterJobInput) -> None:
+        """Cancel one job on the cluster (stopped on its nodes); nothing if the cluster is gone."""
+        handle = self.client.get_workflow_handle(cluster_workflow_id(request.cluster_name))
+        try:
+            await handle.execute_update(ClusterUpdate.CANCEL.value, CancelRequest(job_ids=[request.job_id]))
+        except RPCError as exc:
+            if exc.status != RPCStatusCode.NOT_FOUND:
+                raise

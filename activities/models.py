@@ -20,6 +20,7 @@ __all__ = [
     "AttachInput",
     "AttemptLog",
     "BucketsInput",
+    "CancelClusterJobInput",
     "FileMountsInput",
     "FollowRunInput",
     "FollowSet",
@@ -195,6 +196,11 @@ class OpenClusterInput(BaseModel):
 class LaunchRunningInput(BaseModel):
     workflow_id: str
     """A launch that claimed a cluster's lock."""
+
+
+class CancelClusterJobInput(BaseModel):
+    cluster_name: str
+    job_id: int
 
 
 class SubmitJobInput(BaseModel):

@@ -98,6 +98,10 @@ def _task(entrypoint: list[str], overrides: TaskOverrides) -> Any:
         fail("give a task YAML file or a command to run", EXIT_USAGE)
     try:
         task = load_task(" ".join(entrypoint), overrides.values(), overrides.secret_values().values())
+        if task.pool is not None:
+            from skyhop.spec.pool import pool_refusal
+
+            fail(pool_refusal(" ".join(entrypoint), task.pool.size), EXIT_USAGE)
         return placeable(overrides.apply(task))
     except SpecError as exc:
         fail(str(exc), EXIT_USAGE)

@@ -26,7 +26,8 @@ from skyhop.cli.options import (
     Yes,
     task_overrides,
 )
-from skyhop.cli.output import EXIT_USAGE, fail
+from skyhop.cli.output import EXIT_USAGE, fail, info
+from skyhop.cli.pool_commands import check_pool_name, pool_app
 from skyhop.cli.running import run_command
 
 __all__ = ["jobs_app"]
@@ -36,6 +37,8 @@ jobs_app = typer.Typer(
     no_args_is_help=True,
     rich_markup_mode=None,
 )
+
+jobs_app.add_typer(pool_app, name="pool")
 
 JobId = Annotated[int, typer.Argument(help="The managed job's id (see: skyhop jobs queue).", min=1)]
 
@@ -67,11 +70,26 @@ def launch(
     minimize: Annotated[str, typer.Option("--minimize", help="What to minimise: cost or time.")] = "cost",
     dryrun: Annotated[bool, typer.Option("--dryrun", help="Only optimize and print the plan.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="With --dryrun: print the plan as JSON.")] = False,
+    pool: Annotated[
+        str | None,
+        typer.Option("--pool", "-p", help="Run on an idle worker of this pool (no provisioning, no setup)."),
+    ] = None,
+    num_jobs: Annotated[
+        int,
+        typer.Option(
+            "--num-jobs",
+            help="Launch this many copies; each sees SKYPILOT_JOB_RANK (0, 1, ...) and SKYPILOT_NUM_JOBS.",
+            min=1,
+            max=1000,
+        ),
+    ] = 1,
 ) -> None:
     """Launch a managed job: it recovers from preemptions and its clusters go when it ends.
 
     Prints the job's status changes and streams its output (every attempt's) until it ends:
-    exit 0 once it SUCCEEDED, 1 otherwise. Ctrl-C detaches; the job keeps running.
+    exit 0 once it SUCCEEDED, 1 otherwise. Ctrl-C detaches; the job keeps running. With --pool,
+    it waits for an idle worker of the pool and runs there; with --num-jobs, the jobs are
+    submitted and not followed.
     """
     from skyhop.cli.jobs_submit import load_job
     from skyhop.spec import SpecError
@@ -90,21 +108,32 @@ def launch(
         env=env,
         secret=secret,
     )
+    if pool is not None:
+        check_pool_name(pool)
     try:
-        request, dag = load_job(" ".join(entrypoint), overrides, minimize=check_minimize(minimize))
+        request, dag = load_job(" ".join(entrypoint), overrides, minimize=check_minimize(minimize), pool=pool)
     except SpecError as exc:
         fail(str(exc), EXIT_USAGE)
-    if dryrun or not yes:
-        from skyhop.cli.planning import print_dag_plan
+    if pool is not None:
+        if dryrun:
+            info(f"{num_jobs} managed job(s) would run on idle workers of pool {pool!r} (no provisioning)")
+            return
+        if not yes:
+            typer.confirm(
+                f"Launch {num_jobs} managed job(s) on pool {pool!r}?", default=True, abort=True, err=True
+            )
+    else:
+        if dryrun or not yes:
+            from skyhop.cli.planning import print_dag_plan
 
-        print_dag_plan(dag, request.minimize, as_json=as_json and dryrun)
-    if dryrun:
-        return
-    if not yes:
-        typer.confirm(f"Launch managed job {request.name!r}?", default=True, abort=True, err=True)
+            print_dag_plan(dag, request.minimize, as_json=as_json and dryrun, source=" ".join(entrypoint))
+        if dryrun:
+            return
+        if not yes:
+            typer.confirm(f"Launch managed job {request.name!r}?", default=True, abort=True, err=True)
     from skyhop.cli.jobs_submit import run_jobs_launch
 
-    run_command(run_jobs_launch(request, detach=detach))
+    run_command(run_jobs_launch(request, detach=detach, num_jobs=num_jobs))
 
 
 @jobs_app.command("queue")

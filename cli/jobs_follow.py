@@ -110,7 +110,8 @@ class AttemptLogs:
         from skyhop.storage.logs import LogReader, attempt_stream
 
         self.at = (task.index, attempt.number)
-        self.reader = LogReader(self.store, attempt_stream(self.job_id, task.index, attempt.number), 0)
+        stream = attempt.log_stream or attempt_stream(self.job_id, task.index, attempt.number)
+        self.reader = LogReader(self.store, stream, 0)
 
     def _line(self, text: str) -> None:
         self.out.write((b"\n" if self.line_open else b"") + text.encode() + b"\n")

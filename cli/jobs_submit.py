@@ -20,28 +20,39 @@ if TYPE_CHECKING:
     from skyhop.contract.managed_jobs import ManagedJobRequest, ManagedJobSummary
     from skyhop.spec import Dag, TaskOverrides
 
-__all__ = ["STARTS_IN_FLIGHT", "load_job", "run_jobs_launch", "submit_job", "submit_jobs"]
+__all__ = ["STARTS_IN_FLIGHT", "load_job", "ranked", "run_jobs_launch", "submit_job", "submit_jobs"]
 
 STARTS_IN_FLIGHT = 20
 """Workflow starts ``submit_jobs`` sends at once: thousands at once time out on the dev server."""
 
 
 def load_job(
-    entrypoint: str, overrides: TaskOverrides, *, minimize: Literal["cost", "time"] = "cost"
+    entrypoint: str,
+    overrides: TaskOverrides,
+    *,
+    minimize: Literal["cost", "time"] = "cost",
+    pool: str | None = None,
 ) -> tuple[ManagedJobRequest, Dag]:
     """The request (its ``job_id`` still a placeholder) and the tasks as a ``Dag``, for the plan.
 
     ``SpecError`` (exit 2) for anything wrong. ``--name`` names the job, and the task when there
     is one; every other override applies to each task. A ``placement: SAME_INFRA`` group is placed
-    now, each task pinned to the provider and region chosen for them all.
+    now, each task pinned to the provider and region chosen for them all. With ``pool``, the job is
+    one task run on a worker of that pool.
     """
     from skyhop.cli.launching import current_user
     from skyhop.cli.planning import place_dag, placeable, placed_together
     from skyhop.contract.managed_jobs import ManagedJobRequest
     from skyhop.spec import Execution, Placement, SpecError, load_dag
     from skyhop.spec.limits import MAX_NAME_CHARS, check_request_size
+    from skyhop.spec.pool import pool_refusal
 
     dag = load_dag(entrypoint, overrides.values(), overrides.secret_values().values())
+    pools = [node.task.pool for node in dag.tasks if node.task.pool is not None]
+    if pools:
+        raise SpecError("", pool_refusal(entrypoint, pools[0].size))
+    if pool is not None and len(dag.tasks) != 1:
+        raise SpecError("--pool", f"a pool job is one task; {entrypoint} holds {len(dag.tasks)}")
     per_task = overrides if len(dag.tasks) == 1 else overrides.model_copy(update={"name": None})
     tasks = [placeable(per_task.apply(node.task)) for node in dag.tasks]
     dag = dag.model_copy(
@@ -61,24 +72,45 @@ def load_job(
         group=dag.group,
         user=current_user(),
         minimize=minimize,
+        pool=pool,
     )
     check_request_size(request, "managed job request")
     return request, dag
 
 
-async def run_jobs_launch(request: ManagedJobRequest, *, detach: bool) -> int:
-    """Take an id, start the job's workflow, and unless ``detach`` follow it to its end."""
+async def run_jobs_launch(request: ManagedJobRequest, *, detach: bool, num_jobs: int = 1) -> int:
+    """Take ids, start the jobs' workflows, and unless ``detach`` (or several jobs) follow the job
+    to its end. ``num_jobs`` copies each see their rank and the count (``ranked``)."""
     from skyhop.cli.packing import pack_task
     from skyhop.cli.session import open_client
 
     request = request.model_copy(update={"tasks": [await pack_task(task) for task in request.tasks]})
     client = await open_client()
-    job_id = await submit_job(client, request)
-    info(f"Managed job {job_id} ({request.name}) submitted.")
-    if detach:
-        info(f"Follow it with: skyhop jobs logs {job_id} --follow")
+    if request.pool is not None:
+        from skyhop.cli.pools import pool_state
+
+        await pool_state(client, request.pool)  # a clear line for a pool that does not run
+    requests = [ranked(request, rank, num_jobs) for rank in range(num_jobs)] if num_jobs > 1 else [request]
+    job_ids = await submit_jobs(client, requests)
+    where = f" on pool {request.pool}" if request.pool is not None else ""
+    for job_id in job_ids:
+        info(f"Managed job {job_id} ({request.name}) submitted{where}.")
+    if detach or len(job_ids) > 1:
+        info(f"Follow one with: skyhop jobs logs {job_ids[0]} --follow")
         return 0
-    return await _follow(client, job_id)
+    return await _follow(client, job_ids[0])
+
+
+def ranked(request: ManagedJobRequest, rank: int, num_jobs: int) -> ManagedJobRequest:
+    """Job ``rank`` of ``num_jobs`` (``--num-jobs``): its task sees ``SKYHOP_JOB_RANK`` (0, 1, ...)
+    and ``SKYHOP_NUM_JOBS``, and SkyPilot's ``SKYPILOT_JOB_RANK``/``SKYPILOT_NUM_JOBS``."""
+    envs = {
+        f"{prefix}_{key}": str(value)
+        for prefix in ("SKYHOP", "SKYPILOT")
+        for key, value in (("JOB_RANK", rank), ("NUM_JOBS", num_jobs))
+    }
+    tasks = [task.model_copy(update={"envs": {**task.envs, **envs}}) for task in request.tasks]
+    return request.model_copy(update={"tasks": tasks})
 
 
 async def submit_job(client: Client, request: ManagedJobRequest) -> int:

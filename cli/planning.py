@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from skyhop.cli.output import EXIT_USAGE, fail, info, print_json, table
 from skyhop.spec import Task
 from skyhop.spec.errors import REDACTED
+from skyhop.spec.pool import POOL_APPLY_HINT, pool_refusal
 
 if TYPE_CHECKING:
     from skyhop.optimizer import Candidate, DagPlan, Minimize, Plan
@@ -38,13 +39,20 @@ def print_plan(task: Task, minimize: Minimize = "cost") -> int:
     return print_dag_plan(Dag.chain([task]), minimize)
 
 
-def print_dag_plan(dag: Dag, minimize: Minimize = "cost", *, as_json: bool = False) -> int:
-    """``print_plan`` for every task of a pipeline or group (``jobs launch``, ``--dryrun``)."""
+def print_dag_plan(dag: Dag, minimize: Minimize = "cost", *, as_json: bool = False, source: str = "") -> int:
+    """``print_plan`` for every task of a pipeline or group (``jobs launch``, ``--dryrun``); a pool
+    file's (``source``) plan says what its workers cost and how to apply it."""
     plan = place_dag(dag, minimize)
     if as_json:
-        print_json("plan", **plan_document(plan, dag))
-    else:
-        _show(plan, dag)
+        print_json("plan", **plan_document(plan, dag, source=source))
+        return 0
+    _show(plan, dag)
+    for node, task_plan in zip(dag.tasks, plan.plans, strict=True):
+        if node.task.pool is not None:
+            workers = node.task.pool.size
+            cost = task_plan.hourly_cost * workers
+            info(f"Pool: {workers} workers as planned above, ${cost:.4f} / hour in all")
+            info(pool_refusal(source, workers))
     return 0
 
 
@@ -56,7 +64,7 @@ def dryrun(entrypoint: str, overrides: TaskOverrides, *, as_json: bool, minimize
         dag = planned_dag(entrypoint, overrides)
     except SpecError as exc:
         fail(str(exc), EXIT_USAGE)
-    return print_dag_plan(dag, minimize, as_json=as_json)
+    return print_dag_plan(dag, minimize, as_json=as_json, source=entrypoint)
 
 
 def planned_dag(entrypoint: str, overrides: TaskOverrides) -> Dag:
@@ -149,8 +157,9 @@ def _left_out(dag: Dag) -> list[dict[str, str]]:
     return [left_out(node.task, names) for node in dag.tasks]
 
 
-def plan_document(plan: DagPlan, dag: Dag) -> dict[str, Any]:
-    """The plan as ``print_json`` fields: one item per task, then the totals."""
+def plan_document(plan: DagPlan, dag: Dag, *, source: str = "FILE") -> dict[str, Any]:
+    """The plan as ``print_json`` fields: one item per task, then the totals. A pool task's item
+    says how many workers it plans and the command that applies ``source``, its file."""
     from skyhop.storage.plan import storage_plan
 
     tasks = []
@@ -184,6 +193,9 @@ def plan_document(plan: DagPlan, dag: Dag) -> dict[str, Any]:
                 "volumes": task.volumes,
                 "secrets": dict.fromkeys(task.secrets, REDACTED),
                 "service": task.service is not None,
+                "pool": None
+                if task.pool is None
+                else {"workers": task.pool.size, "apply": POOL_APPLY_HINT.format(file=source)},
                 "hourly_cost": round(p.hourly_cost, 6),
                 "estimated_hours": p.estimated_hours,
                 "candidates": [_candidate_json(k, i == 0) for i, k in enumerate(p.considered)],

@@ -26,6 +26,7 @@ def run_command(coro: Coroutine[Any, Any, int]) -> NoReturn:
     from skyhop.cli.config import ConfigError
     from skyhop.cli.embedded import ServerError
     from skyhop.cli.logs import JobNotFoundError, LaunchFailedError
+    from skyhop.cli.pools import PoolNotFoundError
     from skyhop.cli.sdk_logs import route_sdk_logs
     from skyhop.cli.serving import ServiceNotFoundError
     from skyhop.spec import SpecError
@@ -39,7 +40,13 @@ def run_command(coro: Coroutine[Any, Any, int]) -> NoReturn:
             code = EXIT_DETACHED
         except (SpecError, ConfigError) as exc:
             fail(str(exc), EXIT_USAGE)
-        except (ServerError, JobNotFoundError, LaunchFailedError, ServiceNotFoundError) as exc:
+        except (
+            ServerError,
+            JobNotFoundError,
+            LaunchFailedError,
+            ServiceNotFoundError,
+            PoolNotFoundError,
+        ) as exc:
             fail(str(exc))
         except ApplicationError as exc:  # e.g. a reply not signed with this key (UnauthenticatedPayload)
             fail(exc.message)

@@ -111,6 +111,7 @@ class WorkflowType(StrEnum):
     WATCH_HUB = "WatchHubWorkflow"
     SERVICE = "ServiceWorkflow"
     SSH_POOLS = "SSHPoolsWorkflow"
+    POOL = "PoolWorkflow"
 
 
 LAUNCH_WORKFLOW = WorkflowType.LAUNCH
@@ -176,6 +177,7 @@ class WorkflowKind(StrEnum):
     LAUNCH = "launch"
     MANAGED_JOB = "managed-job"
     SERVICE = "service"
+    POOL = "pool"
 
 
 CLUSTER_NAME_PATTERN = r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$"

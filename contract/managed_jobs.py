@@ -161,6 +161,8 @@ class ManagedJobRequest(BaseModel):
     """When the user submitted it (the CLI's clock); None: when the workflow started."""
     history_limit: int | None = None
     """Continue as new once the history has this many events (tests force a small one)."""
+    pool: str | None = None
+    """Run on an idle worker of this pool (``jobs launch --pool``): no cluster of its own, no setup."""
     resume: ManagedJobResume | None = None
     """Set by the workflow itself when it continues as new: where the job stands."""
 
@@ -202,6 +204,9 @@ class TaskAttempt(BaseModel):
     ended_at: float | None = None
     outcome: str | None = None
     """``succeeded``, ``preempted``, ``failed (exit 3)``, ``cancelled``..."""
+    log_stream: str | None = None
+    """Where its output is in the store, when not the attempt's own stream: a pool job's run is a
+    job of its worker's cluster (``storage.logs.job_stream``)."""
 
 
 class ManagedTaskState(BaseModel):

@@ -18,11 +18,12 @@ __all__ = [
     "cluster_search_attributes",
     "launch_search_attributes",
     "managed_job_search_attributes",
+    "pool_search_attributes",
     "service_search_attributes",
 ]
 
 KIND = SearchAttributeKey.for_keyword(SearchAttribute.KIND)
-"""A ``WorkflowKind``: ``cluster``, ``launch``, ``managed-job`` or ``service``."""
+"""A ``WorkflowKind``: ``cluster``, ``launch``, ``managed-job``, ``service`` or ``pool``."""
 CLUSTER = SearchAttributeKey.for_keyword(SearchAttribute.CLUSTER)
 STATUS = SearchAttributeKey.for_keyword(SearchAttribute.STATUS)
 """A cluster's status (INIT, UP, STOPPED, TERMINATED); a managed job's ``ManagedJobStatus``."""
@@ -77,6 +78,18 @@ def service_search_attributes(name: str, user: str) -> TypedSearchAttributes:
         [
             SearchAttributePair(KIND, WorkflowKind.SERVICE.value),
             SearchAttributePair(STATUS, ServiceStatus.STARTING.value),
+            SearchAttributePair(USER, user),
+            SearchAttributePair(NAME, name),
+        ]
+    )
+
+
+def pool_search_attributes(name: str, user: str) -> TypedSearchAttributes:
+    """What a pool starts with: ``jobs pool status`` lists it at once."""
+    return TypedSearchAttributes(
+        [
+            SearchAttributePair(KIND, WorkflowKind.POOL.value),
+            SearchAttributePair(STATUS, "PROVISIONING"),
             SearchAttributePair(USER, user),
             SearchAttributePair(NAME, name),
         ]

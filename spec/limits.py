@@ -24,6 +24,7 @@ __all__ = [
     "MAX_LABEL_CHARS",
     "MAX_NAME_CHARS",
     "MAX_NUM_NODES",
+    "MAX_POOL_WORKERS",
     "MAX_PATH_CHARS",
     "MAX_REQUEST_BYTES",
     "MAX_SCRIPT_BYTES",
@@ -42,6 +43,10 @@ payload limit, which a 20,000-node request broke (the provision step then retrie
 MAX_FOLDER_NODES = 64
 """Nodes of a cluster whose nodes are folders on this machine (``local``, ``sim``): every node
 runs its copy of the job here, so more nodes than this only oversubscribe one machine."""
+
+MAX_POOL_WORKERS = 256
+"""Workers of one pool. Each is a cluster the pool's workflow keeps, with its handle in the pool's
+state (every query and continue-as-new carries them all); SkyPilot's pools run tens."""
 
 MAX_ENVS = 512
 """Variables in ``envs``; SkyPilot tasks use a handful."""

@@ -50,10 +50,6 @@ _NO_RESOURCE_VOLUMES = (
 )
 
 TASK_REFUSED: dict[str, str] = {
-    "pool": (
-        "pools are not supported yet; run each job as a managed job (skyhop jobs launch), or on one "
-        "cluster: skyhop launch -c NAME, then skyhop exec NAME for each job"
-    ),
     "event_callback": (
         "not supported; skyhop records every status change (skyhop jobs queue --json, the Temporal Web UI)"
     ),

@@ -14,12 +14,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from skyhop.spec.pool import Pool
+
 __all__ = [
     "DEFAULT_INITIAL_DELAY_S",
     "DEFAULT_PROBE_TIMEOUT_S",
     "LoadBalancer",
     "LoadBalancingPolicy",
-    "PoolPolicy",
     "ReadinessProbe",
     "ReplicaPolicy",
     "Service",
@@ -98,17 +99,6 @@ class ReplicaPolicy(_Strict):
         return self
 
 
-class PoolPolicy(_Strict):
-    """A pool of workers instead of replicas behind a load balancer."""
-
-    workers: int | None = Field(default=None, ge=0)
-    min_workers: int | None = Field(default=None, ge=0)
-    max_workers: int | None = Field(default=None, ge=0)
-    queue_length_threshold: int | None = Field(default=None, ge=1)
-    upscale_delay_seconds: float | None = Field(default=None, ge=0)
-    downscale_delay_seconds: float | None = Field(default=None, ge=0)
-
-
 class Tls(_Strict):
     keyfile: str
     certfile: str
@@ -120,7 +110,8 @@ class Service(_Strict):
     readiness_probe: ReadinessProbe = ReadinessProbe()
     load_balancer: LoadBalancer | None = None
     replica_policy: ReplicaPolicy = ReplicaPolicy(min_replicas=1)
-    pool: PoolPolicy | None = None
+    pool: Pool | None = None
+    """SkyPilot's service-level pool (refused by ``serve up``); a task's own ``pool:`` is the same schema."""
     ports: int | None = Field(default=None, ge=1, le=65535)
     """The replicas' serving port (default: the task's only ``resources.ports``)."""
     load_balancing_policy: LoadBalancingPolicy = LoadBalancingPolicy.LEAST_LOAD

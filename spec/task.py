@@ -18,6 +18,7 @@ from skyhop.spec.limits import (
     MAX_SCRIPT_BYTES,
 )
 from skyhop.spec.packed import PackedFiles
+from skyhop.spec.pool import Pool
 from skyhop.spec.resources import Resources
 from skyhop.spec.service import Service
 from skyhop.spec.storage import Storage, StorageMode
@@ -93,6 +94,8 @@ class Task(BaseModel):
     """The SkyPilot settings the task overrides for its own launches (``config:``; others refused)."""
     service: Service | None = None
     """What ``skyhop serve up`` (not built yet) serves; ``launch`` runs the task without it."""
+    pool: Pool | None = None
+    """A pool of workers (``skyhop jobs pool apply``): the task is the workers' resources and setup."""
     packed: PackedFiles | None = None
     """Set by the client that uploaded the workdir and local file mounts into the content store:
     workers fetch those instead of reading the paths above, which are on the client's machine."""
@@ -110,6 +113,19 @@ class Task(BaseModel):
     def _one_workdir(self) -> Task:
         if self.workdir is not None and self.workdir_git is not None:
             raise ValueError("a workdir is either a local folder or a git repository, not both")
+        return self
+
+    @model_validator(mode="after")
+    def _pool_runs_nothing(self) -> Task:
+        if self.pool is None:
+            return self
+        if self.run is not None:
+            raise ValueError(
+                "run: a pool's workers run no command of their own; put it in the job's YAML "
+                "(skyhop jobs launch --pool NAME job.yaml)"
+            )
+        if self.service is not None:
+            raise ValueError("service: a task is a pool or a service, not both")
         return self
 
     @model_validator(mode="after")

@@ -169,11 +169,17 @@ class ClusterWorkflow:
             if self.lock.grantable:
                 await self._grant_next()
             elif history_is_long(self._history_limit):
-                await workflow.wait_condition(workflow.all_handlers_finished)
+                await workflow.wait_condition(self._settled)
                 workflow.continue_as_new(self._carried())
         await self._refuse_waiting()
-        await workflow.wait_condition(workflow.all_handlers_finished)
+        await workflow.wait_condition(self._settled)
         return self.record
+
+    def _settled(self) -> bool:
+        """Whether the run may end: no handler running, and every job end told to its ``notify``
+        workflow (a run that ended first would drop the signal: a pool job whose worker was taken
+        down would wait for ever)."""
+        return workflow.all_handlers_finished() and not self._notifying
 
     # --- queries, signals and updates -------------------------------------------------------------
 

@@ -27,7 +27,14 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from skyhop.activities.job_index import index_job_row
-    from skyhop.contract import SHORT_QUEUE, ProvisionState, WorkflowKind, WorkflowType
+    from skyhop.contract import (
+        JOB_ENDED_SIGNAL,
+        SHORT_QUEUE,
+        JobEnded,
+        ProvisionState,
+        WorkflowKind,
+        WorkflowType,
+    )
     from skyhop.contract.managed_jobs import (
         MEMO_KEY,
         EndReason,
@@ -44,11 +51,13 @@ with workflow.unsafe.imports_passed_through():
         managed_cluster_name,
         managed_task_id,
     )
+    from skyhop.contract.pools import PoolSignal, WorkerAssigned
     from skyhop.contract.search import KIND, NAME, STATUS, USER
     from skyhop.contract.watch_hub import RUN_ENDED_SIGNAL, RunEnded
     from skyhop.workflows.auxiliary_stops import AuxiliaryStops, auxiliary_end
     from skyhop.workflows.managed_task import Group, ManagedTask
     from skyhop.workflows.options import LONG_RETRY
+    from skyhop.workflows.pool_job import PoolInbox, PoolJob
     from skyhop.workflows.stages import history_is_long
     from skyhop.workflows.watch_hub import RunEnds
 
@@ -72,6 +81,17 @@ class ManagedJobWorkflow:
         self._published: ManagedJobStatus | None = None
         self._reports: list[workflow.ActivityHandle[None]] = []
         self._run_ends = RunEnds()
+        self._pool_inbox = PoolInbox()
+
+    @workflow.signal(name=PoolSignal.WORKER_ASSIGNED)
+    def worker_assigned(self, assigned: WorkerAssigned) -> None:
+        """A pool job's pool gives it a worker (``workflows.pool_job``)."""
+        self._pool_inbox.worker_assigned(assigned)
+
+    @workflow.signal(name=JOB_ENDED_SIGNAL)
+    def job_ended(self, ended: JobEnded) -> None:
+        """A pool job's run on its worker's cluster ended, says the cluster."""
+        self._pool_inbox.job_ended(ended)
 
     @workflow.signal(name=RUN_ENDED_SIGNAL)
     def run_ended(self, ended: RunEnded) -> None:
@@ -100,7 +120,12 @@ class ManagedJobWorkflow:
                         JobEnd(
                             status=ManagedJobStatus.CANCELLED,
                             reason=EndReason.CANCELLED,
-                            message="cancelled by the user; its cluster was removed",
+                            message="cancelled by the user; "
+                            + (
+                                f"its worker went back to pool {request.pool}"
+                                if request.pool is not None
+                                else "its cluster was removed"
+                            ),
                         ),
                     )
         self._finish()
@@ -113,13 +138,17 @@ class ManagedJobWorkflow:
         for task in self._state.tasks:
             if task.status.done:
                 continue
-            runner = ManagedTask(
-                self.request,
-                task,
-                self._publish,
-                self._run_ends,
-                provision=provision,
-                continue_as_new=self._continue_if_long,
+            runner: ManagedTask | PoolJob = (
+                PoolJob(self.request, task, self._publish, self._pool_inbox)
+                if self.request.pool is not None
+                else ManagedTask(
+                    self.request,
+                    task,
+                    self._publish,
+                    self._run_ends,
+                    provision=provision,
+                    continue_as_new=self._continue_if_long,
+                )
             )
             provision = None
             end = await runner.run()

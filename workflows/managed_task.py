@@ -61,6 +61,7 @@ with workflow.unsafe.imports_passed_through():
         raise_if_cancelled_by,
         run_long,
     )
+    from skyhop.workflows.task_book import TaskBook
     from skyhop.workflows.watch_hub import RunEnds
 
 __all__ = ["Group", "ManagedTask"]
@@ -120,7 +121,7 @@ class _Ended(Exception):
         self.end = end
 
 
-class ManagedTask:
+class ManagedTask(TaskBook):
     """Task ``state.index`` of ``request``; ``changed`` publishes the job after a status change."""
 
     def __init__(
@@ -137,12 +138,11 @@ class ManagedTask:
         """``ends`` receives the job's ``run_ended`` signals; ``provision`` resumes a search that was
         waiting for capacity; ``continue_as_new`` may continue the job as new at a point where this
         task holds no cluster."""
+        super().__init__(state, changed)
         self.request = request
-        self.state = state
         self.task: Task = request.tasks[state.index]
         self._mounts = storage_plan(self.task.file_mounts)
         self.policy = self.task.resources.job_recovery or JobRecovery()
-        self._changed = changed
         self._group = group
         self._resume_provision = provision
         self._continue_as_new = continue_as_new
@@ -445,55 +445,6 @@ class ManagedTask:
         handle, self.handle = self.handle, None
         if handle is not None:
             await remove_nodes(handle, f"tear down {handle.offering.location}")
-
-    # -- bookkeeping -----------------------------------------------------------------------------
-
-    def _open_attempt(self, location: TaskAttempt | None = None) -> TaskAttempt:
-        """The attempt under way: the open one a resumed run left, else a new one (on ``location``'s
-        cluster, for a restart)."""
-        attempts = self.state.attempts
-        if attempts and attempts[-1].ended_at is None:
-            return attempts[-1]
-        attempt = TaskAttempt(
-            number=attempts[-1].number + 1 if attempts else 1,
-            cluster_name=self.state.cluster_name,
-            started_at=workflow.now().timestamp(),
-        )
-        if location is not None:
-            attempt = attempt.model_copy(
-                update=location.model_dump(include={"location", "provider", "region"})
-            )
-        attempts.append(attempt)
-        return attempt
-
-    def _close_attempt(self, outcome: str) -> None:
-        attempts = self.state.attempts
-        if attempts and attempts[-1].ended_at is None:
-            attempts[-1].ended_at = workflow.now().timestamp()
-            attempts[-1].outcome = outcome
-
-    def _end_attempt_with(
-        self,
-        status: ManagedJobStatus,
-        reason: EndReason,
-        message: str,
-        outcome: str,
-        exit_code: int | None = None,
-    ) -> JobEnd:
-        """The task's end; its attempt's ``outcome`` says it in a few words."""
-        self._close_attempt(outcome)
-        return JobEnd(status=status, reason=reason, message=message, exit_code=exit_code)
-
-    def _stop_clock(self) -> None:
-        state = self.state
-        if state.running_since is not None:
-            state.job_seconds += workflow.now().timestamp() - state.running_since
-            state.running_since = None
-
-    def _set(self, status: ManagedJobStatus) -> None:
-        if self.state.status != status:
-            self.state.status = status
-            self._changed()
 
 
 class _Recover(Exception):

@@ -157,10 +157,6 @@ def test_a_field_is_acted_on(
 
 REFUSED: list[tuple[dict[str, Any], str]] = [
     (
-        {"pool": {"workers": 2}},
-        "pool: pools are not supported yet; run each job as a managed job (skyhop jobs",
-    ),
-    (
         {"resources": {"accelerators": "tpu-v4-32"}},
         "resources.accelerators: tpu-v4-32 is a multi-host TPU slice; skyhop launches single-host slices",
     ),
