@@ -116,14 +116,11 @@ class Task(BaseModel):
         return self
 
     @model_validator(mode="after")
-    def _pool_runs_nothing(self) -> Task:
+    def _pool_is_no_service(self) -> Task:
+        # A pool file's ``run`` (SkyPilot's examples end setup with ``run: echo "setup done"``) is
+        # each worker's first job, once, as a launch's run is; the pool's jobs queue behind it.
         if self.pool is None:
             return self
-        if self.run is not None:
-            raise ValueError(
-                "run: a pool's workers run no command of their own; put it in the job's YAML "
-                "(skyhop jobs launch --pool NAME job.yaml)"
-            )
         if self.service is not None:
             raise ValueError("service: a task is a pool or a service, not both")
         return self

@@ -61,14 +61,11 @@ def _clusters(prefix: str, env: dict[str, str], cwd: Path) -> list[str]:
     return [c["name"] for c in items if c["name"].startswith(prefix)]
 
 
-def _write_pool(tmp_path: Path, workers: int) -> Path:
+def _write_pool(tmp_path: Path, workers: int, run: str | None = None) -> Path:
     path = tmp_path / "pool.yaml"
     setup = f'echo "$(pwd)" >> {tmp_path}/setups.log'
-    path.write_text(
-        yaml.safe_dump(
-            {"resources": {"infra": "local", "cpus": "1+"}, "setup": setup, "pool": {"workers": workers}}
-        )
-    )
+    task = {"resources": {"infra": "local", "cpus": "1+"}, "setup": setup, "pool": {"workers": workers}}
+    path.write_text(yaml.safe_dump({**task, **({"run": run} if run else {})}))
     return path
 
 
@@ -76,13 +73,15 @@ def test_apply_resize_status_and_down(
     temporal_server: DevServer, live_worker: WorkerProcess, cli_env: dict[str, str], tmp_path: Path
 ) -> None:
     name = f"p{uuid.uuid4().hex[:6]}"
-    pool_file = _write_pool(tmp_path, 2)
+    runs = tmp_path / "runs.log"
+    pool_file = _write_pool(tmp_path, 2, run=f'echo "$(pwd)" >> {runs}')  # SkyPilot's "setup done" run
     applied = skyhop("jobs", "pool", "apply", "-y", "-p", name, str(pool_file), env=cli_env, cwd=tmp_path)
     assert applied.returncode == 0 and f"Pool {name} applied (version 1): 2 workers." in applied.stderr
     idle = _until("2 idle workers", lambda: _workers(name, cli_env, tmp_path, "IDLE", 2))
     assert sorted(w["cluster_name"] for w in idle) == [f"{name}-worker-1", f"{name}-worker-2"]
     assert all(w["infra"] == "local" and w["job_id"] is None for w in idle)
     assert sorted(_clusters(name, cli_env, tmp_path)) == [f"{name}-worker-1", f"{name}-worker-2"]
+    _until("each worker's run, once", lambda: runs.exists() and len(runs.read_text().splitlines()) == 2)
 
     _ok(
         "jobs", "pool", "apply", "-y", "-p", name, str(pool_file), "--workers", "1", env=cli_env, cwd=tmp_path
@@ -99,6 +98,7 @@ def test_apply_resize_status_and_down(
     gone = skyhop("jobs", "pool", "status", name, env=cli_env, cwd=tmp_path)
     assert gone.returncode == 1 and f"pool {name!r} not found" in gone.stderr
     assert len((tmp_path / "setups.log").read_text().splitlines()) == 2  # once per worker
+    assert len(runs.read_text().splitlines()) == 2
 
 
 def _jobs(ids: list[int], env: dict[str, str], cwd: Path) -> dict[int, dict[str, Any]]:

@@ -76,6 +76,6 @@ def test_a_bad_pool_section_is_one_line_naming_the_field(
     assert len(output.strip().splitlines()) == 1
 
 
-def test_a_pool_has_no_run_of_its_own(tmp_path: Path) -> None:
-    code, output, _ = _run(tmp_path, {**POOL, "run": "echo job"}, "launch", "--dryrun")
-    assert code == 2 and output.startswith("Error: run: a pool's workers run no command of their own"), output
+def test_a_pool_file_may_have_a_run_each_worker_runs_once(tmp_path: Path) -> None:
+    code, output, _ = _run(tmp_path, {**POOL, "run": "echo setup done"}, "launch", "--dryrun")
+    assert code == 0 and "skyhop jobs pool apply" in output, output
