@@ -8,11 +8,60 @@ applies ``kubernetes.*`` only where the task lands on Kubernetes.
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-__all__ = ["GcpOverrides", "KubernetesOverrides", "ProviderOverrides"]
+__all__ = ["DockerInPod", "DockerMode", "GcpOverrides", "KubernetesOverrides", "ProviderOverrides"]
+
+
+class DockerMode(StrEnum):
+    """What a pod's container-runtime sidecar can do (``kubernetes/docker_sidecar.py`` builds it)."""
+
+    ALL = "all"
+    """A privileged Docker daemon: ``docker build``, ``push`` and ``run``."""
+    BUILD = "build"
+    """A rootless BuildKit daemon: image builds and pushes only, no privileges asked for."""
+
+
+_DOCKER_VALUES = "true, false, all, build or {mode: all|build, cache_volume: VOLUME}"
+_DOCKER_ALIASES = ("image_builder", "container_tools")
+"""Earlier names of ``enable_docker`` in SkyPilot's examples; the same setting."""
+
+
+class DockerInPod(BaseModel):
+    """``config.kubernetes.enable_docker``: a container runtime beside each pod's node container."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    mode: DockerMode
+    cache_volume: str | None = None
+    """The volume (``skyhop volumes apply``: a PVC) kept as the daemon's data, each pod in its own
+    folder of it, so images and build cache outlive the cluster; None: an emptyDir, gone with the pod."""
+
+    @classmethod
+    def read(cls, value: object) -> DockerInPod | None:
+        """SkyPilot's spellings: ``true``/``all``, ``build`` (any case), ``false``, or a mapping whose
+        ``mode`` (or ``enabled``) is one of those, with an optional ``cache_volume``."""
+        if isinstance(value, dict):
+            extra = set(value) - {"mode", "enabled", "cache_volume"}
+            cache = value.get("cache_volume")
+            if extra or ("mode" in value) == ("enabled" in value) or not isinstance(cache, str | None):
+                raise ValueError(f"must be one of {_DOCKER_VALUES}, got {value!r}")
+            mode = cls.read(value.get("mode", value.get("enabled")))
+            if mode is None or not cache:
+                return mode
+            # Here, not at the top: skyhop.spec imports this module while it initialises.
+            from skyhop.spec.volume import check_volume_name
+
+            return cls(mode=mode.mode, cache_volume=check_volume_name(cache))
+        if value is False:
+            return None
+        word = "all" if value is True else value.lower() if isinstance(value, str) else None
+        if word not in tuple(DockerMode):
+            raise ValueError(f"must be one of {_DOCKER_VALUES}, got {value!r}")
+        return cls(mode=DockerMode(word))
 
 
 class KubernetesOverrides(BaseModel):
@@ -26,6 +75,26 @@ class KubernetesOverrides(BaseModel):
     """``{labels: {...}, annotations: {...}}`` put on each pod."""
     provision_timeout: float | None = Field(default=None, ge=0)
     """Seconds an unschedulable pod may wait for a cluster autoscaler; None: the config file's."""
+    enable_docker: DockerInPod | None = None
+    """A Docker-in-Docker or BuildKit sidecar in each pod (``kubernetes/docker_sidecar.py``); None: none."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _aliases_are_enable_docker(cls, data: object) -> object:
+        if not isinstance(data, dict):
+            return data
+        given = [key for key in ("enable_docker", *_DOCKER_ALIASES) if key in data]
+        if len(given) > 1:
+            raise ValueError(f"{' and '.join(given)} are one setting (enable_docker): give one")
+        if given:
+            value = data[given[0]]
+            data = {k: v for k, v in data.items() if k not in _DOCKER_ALIASES} | {"enable_docker": value}
+        return data
+
+    @field_validator("enable_docker", mode="before")
+    @classmethod
+    def _read_enable_docker(cls, value: object) -> object:
+        return value if isinstance(value, DockerInPod) else DockerInPod.read(value)
 
 
 class GcpOverrides(BaseModel):

@@ -88,7 +88,14 @@ refused, naming the key."""
 
 CONFIG_ACTED_ON: dict[str, tuple[str, ...]] = {
     "docker": ("run_options",),
-    "kubernetes": ("pod_config", "custom_metadata", "provision_timeout"),
+    "kubernetes": (
+        "pod_config",
+        "custom_metadata",
+        "provision_timeout",
+        "enable_docker",
+        "image_builder",
+        "container_tools",
+    ),
     "gcp": ("enable_gvnic",),
 }
 """``config:`` sections whose keys skyhop acts on (``spec.task_config.TaskConfig``)."""

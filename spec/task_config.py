@@ -2,7 +2,8 @@
 
 SkyPilot allows a task to override only some keys of its config file
 (``constants.OVERRIDEABLE_CONFIG_KEYS_IN_TASK``); skyhop acts on those it can (``docker.run_options``,
-``kubernetes.pod_config``/``custom_metadata``/``provision_timeout``, ``gcp.enable_gvnic``) and
+``kubernetes.pod_config``/``custom_metadata``/``provision_timeout``/``enable_docker`` (and its
+older names ``image_builder``, ``container_tools``), ``gcp.enable_gvnic``) and
 ``spec.refused`` refuses every other key by its full name before this model sees it.
 """
 

@@ -28,13 +28,23 @@ from skyhop.providers.kubernetes.settings import KubernetesSettings
 from skyhop.providers.runtime.errors import NodeUnreachableError
 from skyhop.providers.runtime.shell import Result
 
-__all__ = ["KUBE_THREADS", "ContextApi", "allowed_contexts", "classify", "context_names", "open_context"]
+__all__ = [
+    "KUBE_THREADS",
+    "NODE_CONTAINER",
+    "ContextApi",
+    "allowed_contexts",
+    "classify",
+    "context_names",
+    "open_context",
+]
 
 T = TypeVar("T")
 Obj = Mapping[str, Any]
 
 KUBE_THREADS = ThreadPoolExecutor(max_workers=16, thread_name_prefix="skyhop-kube")
 """Threads for blocking API calls: a 2-node launch execs on both pods at once, a watcher on every node."""
+NODE_CONTAINER = "node"
+"""The container of a pod that is the node: where skyhop runs its commands (``pods.pod_manifest``)."""
 _REQUEST_TIMEOUT_S = 10.0
 """Bound on one API request: an unreachable context fails its attempt instead of hanging it."""
 _STDIN_CHUNK = 1 << 20
@@ -119,7 +129,9 @@ class ContextApi:
         return sorted(listed["items"], key=lambda e: str(e.get("lastTimestamp") or e["metadata"]["name"]))
 
     def exec(self, pod: str, command: str, stdin: bytes | None, timeout: float) -> Result:
-        """Run ``sh -c command`` in the pod's first container; ``NodeUnreachableError`` without an answer."""
+        """Run ``sh -c command`` in the pod's node container (``NODE_CONTAINER``: a pod with a sidecar
+        has two, and the API server refuses an exec that names none); ``NodeUnreachableError``
+        without an answer."""
         from kubernetes import client
         from kubernetes.stream import stream
         from kubernetes.stream.ws_client import ERROR_CHANNEL
@@ -132,8 +144,9 @@ class ContextApi:
         try:
             session = stream(
                 client.CoreV1Api(own).connect_get_namespaced_pod_exec, pod, self.namespace,
-                command=["sh", "-c", command], stdin=stdin is not None, stdout=True, stderr=True,
-                tty=False, binary=True, _preload_content=False, _request_timeout=_REQUEST_TIMEOUT_S,
+                command=["sh", "-c", command], container=NODE_CONTAINER, stdin=stdin is not None,
+                stdout=True, stderr=True, tty=False, binary=True, _preload_content=False,
+                _request_timeout=_REQUEST_TIMEOUT_S,
             )  # fmt: skip
         except Exception as exc:
             own.close()

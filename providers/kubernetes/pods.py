@@ -17,6 +17,7 @@ from typing import Any
 
 from skyhop.providers.accelerators import label_gpu_name
 from skyhop.providers.base import NodeRequest, Offering
+from skyhop.providers.kubernetes.client import NODE_CONTAINER
 from skyhop.providers.kubernetes.offerings import GPU_LABELS, gpu_resource
 from skyhop.providers.naming import fit_name
 from skyhop.providers.overrides import KubernetesOverrides
@@ -120,7 +121,7 @@ def pod_manifest(
         "terminationGracePeriodSeconds": _GRACE_S,
         "containers": [
             {
-                "name": "node",
+                "name": NODE_CONTAINER,
                 "image": image,
                 "command": ["sleep", "infinity"],
                 "resources": {"requests": {**amounts, **disk}, "limits": dict(amounts)},

@@ -46,6 +46,7 @@ from skyhop.providers.errors import (
 from skyhop.providers.extras import ExtraMissingError, missing_packages
 from skyhop.providers.kubernetes import pods as k8s_pods
 from skyhop.providers.kubernetes.client import KUBE_THREADS, ContextApi, allowed_contexts, open_context
+from skyhop.providers.kubernetes.docker_sidecar import with_docker
 from skyhop.providers.kubernetes.offerings import api_offerings
 from skyhop.providers.kubernetes.pods import (
     PodState,
@@ -196,6 +197,8 @@ class KubernetesProvider(Provider):
                 manifest = merge_pod_config(
                     manifest, request.overrides.kubernetes, request.overrides.docker_arguments
                 )
+                if request.overrides.kubernetes.enable_docker:
+                    manifest = with_docker(manifest, request.overrides.kubernetes.enable_docker)
                 await _blocking(self._create, api, manifest)
         wait = _Wait(settings.unschedulable_wait_s if scale_up else 0.0, request.scale_up_region)
         try:

@@ -202,6 +202,23 @@ REFUSED: list[tuple[dict[str, Any], str]] = [
     ({"config": {"gcp": {"use_internal_ips": True}}}, "config.gcp.use_internal_ips: not a setting a task"),
     ({"config": {"kubernetes": {"kueue": {}}}}, "config.kubernetes.kueue: Kueue queues are not supported"),
     (
+        {"config": {"kubernetes": {"enable_docker": "yes"}}},
+        "config.kubernetes.enable_docker: must be one of true, false, all, build or {mode: all|build, "
+        "cache_volume: VOLUME}, got 'yes'",
+    ),
+    (
+        {"config": {"kubernetes": {"container_tools": {"mode": "all", "size": 10}}}},
+        "config.kubernetes.enable_docker: must be one of true, false, all, build",
+    ),
+    (
+        {"config": {"kubernetes": {"enable_docker": {"mode": "build", "cache_volume": "Cache"}}}},
+        "config.kubernetes.enable_docker: volume name 'Cache' must be 1-63 lower case",
+    ),
+    (
+        {"config": {"kubernetes": {"enable_docker": True, "image_builder": "build"}}},
+        "config.kubernetes: enable_docker and image_builder are one setting (enable_docker): give one",
+    ),
+    (
         {
             "resources": {"infra": "k8s", "image_id": "docker:ubuntu:22.04"},
             "config": {"docker": {"run_options": ["--shm-size=8g", "--ulimit memlock=-1"]}},

@@ -11,7 +11,9 @@ provider tests use.
 
 Where it departs from a real cluster: one machine hosts every node (a node's allocatable is what it
 declares, not what the machine has) and a container runs on this machine's filesystem (its ``image``
-is only recorded; a pod's own folder is its ``/root``); no init containers, probes, PDBs, quotas,
+is only recorded; a pod's own folder is its ``/root``), and a container of a Docker-in-Docker or
+BuildKit image runs ``sleep infinity`` in place of its daemon (Ready, nothing on its socket:
+``kubelet._DAEMON_IMAGES``); no init containers, probes, PDBs, quotas,
 priorities, RBAC, admission webhooks or aggregated discovery; of volumes, only PersistentVolumeClaims:
 Bound at once (StorageClass ``standard`` by default, no PersistentVolume objects, no size enforced,
 deletable while in use), each a folder of this machine that a pod mounts only under ``/root`` (a bind

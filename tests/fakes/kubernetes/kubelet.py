@@ -1,7 +1,9 @@
 """The nodes' kubelet: runs each bound pod's containers as real processes and reports their state.
 
 Per pod: a sandbox (``sandbox.py``) gives ``podIP``; each container's ``command`` + ``args`` runs in it
-(no command: ``sleep infinity``, as a fake image has no entrypoint of its own), with its ``env``
+(no command: ``sleep infinity``, as a fake image has no entrypoint of its own; a container runtime's
+daemon image, ``docker:*dind*`` or ``moby/buildkit``, runs ``sleep infinity`` whatever its command:
+``_DAEMON_IMAGES``), with its ``env``
 (values, ``fieldRef``, ``secretKeyRef``), stdout and stderr into the container's log. A container whose
 command is missing ends ``StartError`` (exit 128). When a process exits the container is
 ``terminated`` with ``Completed`` (0), ``Error`` or ``OOMKilled`` (137: over ``limits.memory``, or
@@ -97,7 +99,22 @@ class PodRun:
     started: str = field(default_factory=timestamp)
 
 
+_DAEMON_IMAGES = ("docker", "moby/buildkit")
+"""Repositories whose image runs a container runtime's daemon (``dockerd``, ``buildkitd``) this machine
+cannot run as a plain process, unprivileged: their containers run ``sleep infinity`` in its place, so
+a pod with a Docker sidecar is Ready, as on a real cluster, but nothing answers on the daemon's socket.
+Of ``docker``, only the dind tags: its others are the CLI."""
+
+
+def _is_daemon_image(image: str) -> bool:
+    name = image.split("@")[0].removeprefix("docker.io/").removeprefix("library/")
+    repository, _, tag = name.rpartition(":") if ":" in name.rsplit("/", 1)[-1] else (name, "", "")
+    return repository in _DAEMON_IMAGES and (repository != "docker" or "dind" in tag)
+
+
 def _argv(spec: Obj) -> list[str]:
+    if _is_daemon_image(str(spec.get("image", ""))):
+        return ["sleep", "infinity"]
     argv = [*(spec.get("command") or []), *(spec.get("args") or [])]
     return [str(a) for a in argv] or ["sleep", "infinity"]
 
