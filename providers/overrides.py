@@ -94,7 +94,11 @@ class KubernetesOverrides(BaseModel):
     @field_validator("enable_docker", mode="before")
     @classmethod
     def _read_enable_docker(cls, value: object) -> object:
-        return value if isinstance(value, DockerInPod) else DockerInPod.read(value)
+        # None is how "no sidecar" comes back from JSON (a workflow's payload): read as it is, or no
+        # activity could decode its request (a dumped setting, ``{mode, cache_volume}``, reads back).
+        if value is None or isinstance(value, DockerInPod):
+            return value
+        return DockerInPod.read(value)
 
 
 class GcpOverrides(BaseModel):

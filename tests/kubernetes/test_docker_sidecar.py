@@ -155,3 +155,13 @@ def test_skypilots_enable_docker_example_plans_on_kubernetes_with_the_setting_sh
         item = _dryrun(tmp_path, kubernetes)
     assert item["provider"] == "kubernetes"
     assert item["config"] == {"kubernetes": {"enable_docker": shown}}
+
+
+@pytest.mark.parametrize("setting", [None, True, "build", {"mode": "all", "cache_volume": "cache"}])
+def test_the_setting_survives_a_workflow_payload(setting: object) -> None:
+    """A provision request travels as JSON between workflow and activity: ``enable_docker: null``
+    (no sidecar, every other launch) must read back, or no Kubernetes launch could start."""
+    from skyhop.providers.overrides import KubernetesOverrides, ProviderOverrides
+
+    overrides = ProviderOverrides(kubernetes=KubernetesOverrides(enable_docker=setting))
+    assert ProviderOverrides.model_validate_json(overrides.model_dump_json()) == overrides
