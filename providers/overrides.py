@@ -28,6 +28,8 @@ class DockerMode(StrEnum):
 _DOCKER_VALUES = "true, false, all, build or {mode: all|build, cache_volume: VOLUME}"
 _DOCKER_ALIASES = ("image_builder", "container_tools")
 """Earlier names of ``enable_docker`` in SkyPilot's examples; the same setting."""
+_EARLIER_TYPES = {"dind": "all", "buildkit": "build"}
+"""The earlier names' ``type``: which ``enable_docker`` mode each is."""
 
 
 class DockerInPod(BaseModel):
@@ -43,7 +45,15 @@ class DockerInPod(BaseModel):
     @classmethod
     def read(cls, value: object) -> DockerInPod | None:
         """SkyPilot's spellings: ``true``/``all``, ``build`` (any case), ``false``, or a mapping whose
-        ``mode`` (or ``enabled``) is one of those, with an optional ``cache_volume``."""
+        ``mode`` (or ``enabled``) is one of those, with an optional ``cache_volume``; and its earlier
+        examples' ``{type: dind|buildkit, volume: NAME}`` (under ``image_builder``/``container_tools``)."""
+        if isinstance(value, dict) and "type" in value:
+            kind = value["type"].lower() if isinstance(value["type"], str) else None
+            if set(value) - {"type", "volume"} or kind not in _EARLIER_TYPES:
+                raise ValueError(
+                    f"must be one of {_DOCKER_VALUES}, or {{type: dind|buildkit}}, got {value!r}"
+                )
+            return cls.read({"mode": _EARLIER_TYPES[kind], "cache_volume": value.get("volume")})
         if isinstance(value, dict):
             extra = set(value) - {"mode", "enabled", "cache_volume"}
             cache = value.get("cache_volume")

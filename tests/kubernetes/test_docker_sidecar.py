@@ -146,6 +146,12 @@ def _dryrun(tmp_path: Path, kubernetes: dict[str, Any]) -> dict[str, Any]:
         ),
         ({"image_builder": {"mode": "build", "cache_volume": "c"}}, {"mode": "build", "cache_volume": "c"}),
         ({"container_tools": "all"}, {"mode": "all"}),
+        # SkyPilot's earlier examples (examples/image_builder, examples/container_tools):
+        ({"image_builder": {"type": "buildkit"}}, {"mode": "build"}),
+        (
+            {"container_tools": {"type": "dind", "volume": "my-cache"}},
+            {"mode": "all", "cache_volume": "my-cache"},
+        ),
     ],
 )
 def test_skypilots_enable_docker_example_plans_on_kubernetes_with_the_setting_shown(
