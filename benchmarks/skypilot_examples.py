@@ -197,19 +197,25 @@ def _quiet() -> Iterator[None]:
 
 
 def _cli_verdict(path: Path, root: Path) -> str:
-    """What the real ``skyhop launch --dryrun`` says: planned (exit 0) or not (2: bad input, 1: none fits)."""
+    """What the real ``skyhop launch --dryrun`` says: planned (exit 0) or not (2: bad input, 1: none
+    fits), from DIR and, where that is bad input, from the file's own folder, as ``verdict`` plans."""
     envs, secrets = _null_variables(path)
     flags = [f for e in envs for f in ("--env", e)] + [f for s in secrets for f in ("--secret", s)]
     skyhop = Path(sys.executable).parent / "skyhop"
-    done = subprocess.run(
-        [str(skyhop), "launch", "--dryrun", "--json", str(path), *flags],
-        cwd=root,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    return PLANNED if done.returncode == 0 else f"exit {done.returncode}"
+    code = 2
+    for cwd in (root, path.parent):
+        done = subprocess.run(
+            [str(skyhop), "launch", "--dryrun", "--json", str(path), *flags],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        code = done.returncode
+        if code != 2:
+            break
+    return PLANNED if code == 0 else f"exit {code}"
 
 
 def _percent(part: int, whole: int) -> str:
