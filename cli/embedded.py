@@ -201,11 +201,15 @@ def _port_free(port: int) -> bool:
         return bool(sock.getsockname()[1] == port)
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+def free_port(*taken: int) -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now, and none of ``taken``: ports
+    already given to a server that has not bound them yet (the kernel would hand them out)."""
+    while True:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = int(sock.getsockname()[1])
+        if port not in taken:
+            return port
 
 
 def _wait_port(port: int, proc: subprocess.Popen[bytes], log: Path) -> None:
@@ -285,7 +289,10 @@ def _start_server(config: TemporalConfig, folder: Path) -> EmbeddedServer:
     db_file = folder / "temporal.db"
     for existing in folder.glob("temporal.db*"):  # written before the server ran with umask 077
         existing.chmod(0o600)
-    http_port, metrics_port = free_port(), free_port()
+    # The dev server binds its UI port some time after its gRPC port, so until then the kernel may
+    # hand that port out again: every port chosen here avoids the ones already given.
+    http_port = free_port(config.port, config.ui_port)
+    metrics_port = free_port(config.port, config.ui_port, http_port)
     argv = dev_server_argv(
         port=config.port,
         ui_port=config.ui_port,
@@ -306,7 +313,7 @@ def _start_server(config: TemporalConfig, folder: Path) -> EmbeddedServer:
         db_file=str(db_file),
         http_port=http_port,
         metrics_port=metrics_port,
-        codec_port=free_port(),
+        codec_port=free_port(config.port, config.ui_port, http_port, metrics_port),
     )
 
 

@@ -49,5 +49,5 @@ def test_config_file_errors_are_one_line(tmp_path: Path, cli_env: dict[str, str]
     env["SKYHOP_HOME"] = str(home)
     result = skyhop("status", env=env)
     assert result.returncode == 2
-    assert "unknown key 'servr'; allowed: temporal, server, store, r2, kubernetes" in result.stderr
+    assert "unknown key 'servr'; allowed: temporal, server, store, r2, minio, kubernetes" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
