@@ -7,10 +7,11 @@ sends it the task and size (update ``apply``); ``down`` cancels it and waits unt
 
 from __future__ import annotations
 
-import asyncio
 from typing import TYPE_CHECKING
 
+from skyhop.cli.named_workflows import named_states, query_state
 from skyhop.cli.output import info, print_json, table
+from skyhop.contract import WorkflowKind
 
 if TYPE_CHECKING:
     from temporalio.client import Client
@@ -20,8 +21,6 @@ if TYPE_CHECKING:
 
 __all__ = ["PoolNotFoundError", "pool_state", "run_pool_apply", "run_pool_down", "run_pool_status"]
 
-_RUNNING_POOLS = "SkyhopKind = 'pool' AND ExecutionStatus = 'Running'"
-
 
 class PoolNotFoundError(LookupError):
     """No running pool has that name."""
@@ -29,20 +28,9 @@ class PoolNotFoundError(LookupError):
 
 async def pool_state(client: Client, name: str) -> PoolState:
     """The pool's state, by query; ``PoolNotFoundError`` when it does not run."""
-    from temporalio.service import RPCError
-
-    from skyhop.cli.failures import asked_again, is_not_found
     from skyhop.contract.pools import PoolQuery, PoolState, PoolStatus, pool_workflow_id
 
-    handle = client.get_workflow_handle(pool_workflow_id(name))
-    try:
-        state: PoolState | None = await asked_again(
-            lambda: handle.query(PoolQuery.STATE, result_type=PoolState)
-        )
-    except RPCError as exc:
-        if not is_not_found(exc):
-            raise
-        state = None
+    state = await query_state(client, pool_workflow_id(name), PoolQuery.STATE, PoolState)
     if state is None or state.status == PoolStatus.DOWN:  # a closed workflow answers queries too
         raise PoolNotFoundError(f"pool {name!r} not found; see 'skyhop jobs pool status'")
     return state
@@ -110,23 +98,11 @@ def _as_item(state: PoolState) -> dict[str, object]:
     return item
 
 
-async def _running_names(client: Client) -> list[str]:
-    return sorted([wf.id.removeprefix("pool:") async for wf in client.list_workflows(_RUNNING_POOLS)])
-
-
 async def run_pool_status(name: str | None, *, as_json: bool) -> int:
     from skyhop.cli.session import open_client
 
     client = await open_client()
-    names = [name] if name is not None else await _running_names(client)
-    found = await asyncio.gather(*(pool_state(client, n) for n in names), return_exceptions=True)
-    states = []
-    for result in found:
-        if isinstance(result, PoolNotFoundError) and name is None:
-            continue  # it ended between the listing and the query
-        if isinstance(result, BaseException):
-            raise result
-        states.append(result)
+    states = await named_states(client, name, WorkflowKind.POOL, pool_state, PoolNotFoundError)
     if as_json:
         print_json("pools", [_as_item(state) for state in states])
         return 0

@@ -11,7 +11,9 @@ import asyncio
 import sys
 from typing import TYPE_CHECKING
 
+from skyhop.cli.named_workflows import named_states, query_state, running_names
 from skyhop.cli.output import info, print_json, table
+from skyhop.contract import WorkflowKind
 
 if TYPE_CHECKING:
     from temporalio.client import Client
@@ -32,7 +34,6 @@ __all__ = [
 
 _ENDPOINT_WAIT_S = 120.0
 _POLL_S = 0.2
-_RUNNING_SERVICES = "SkyhopKind = 'service' AND ExecutionStatus = 'Running'"
 
 
 class ServiceNotFoundError(LookupError):
@@ -41,20 +42,9 @@ class ServiceNotFoundError(LookupError):
 
 async def service_state(client: Client, name: str) -> ServiceState:
     """The service's state, by query; ServiceNotFoundError when it does not run."""
-    from temporalio.service import RPCError
-
-    from skyhop.cli.failures import asked_again, is_not_found
     from skyhop.contract.serve import ServiceQuery, ServiceState, ServiceStatus, service_workflow_id
 
-    handle = client.get_workflow_handle(service_workflow_id(name))
-    try:
-        state: ServiceState | None = await asked_again(
-            lambda: handle.query(ServiceQuery.STATE, result_type=ServiceState)
-        )
-    except RPCError as exc:
-        if not is_not_found(exc):
-            raise
-        state = None
+    state = await query_state(client, service_workflow_id(name), ServiceQuery.STATE, ServiceState)
     if state is None or state.status == ServiceStatus.DOWN:  # a closed workflow answers queries too
         raise ServiceNotFoundError(f"service {name!r} not found; see 'skyhop serve status'")
     return state
@@ -143,23 +133,11 @@ def _as_item(state: ServiceState) -> dict[str, object]:
     return item
 
 
-async def _running_names(client: Client) -> list[str]:
-    return sorted([wf.id.removeprefix("service:") async for wf in client.list_workflows(_RUNNING_SERVICES)])
-
-
 async def run_serve_status(name: str | None, *, endpoint: bool, as_json: bool) -> int:
     from skyhop.cli.session import open_client
 
     client = await open_client()
-    names = [name] if name is not None else await _running_names(client)
-    found = await asyncio.gather(*(service_state(client, n) for n in names), return_exceptions=True)
-    states = []
-    for result in found:
-        if isinstance(result, ServiceNotFoundError) and name is None:
-            continue  # it ended between the listing and the query
-        if isinstance(result, BaseException):
-            raise result
-        states.append(result)
+    states = await named_states(client, name, WorkflowKind.SERVICE, service_state, ServiceNotFoundError)
     if endpoint:
         for state in states:
             print(state.endpoint or "-")
@@ -280,7 +258,7 @@ async def run_serve_down(names: list[str], *, all_services: bool) -> int:
 
     client = await open_client()
     if all_services:
-        names = await _running_names(client)
+        names = await running_names(client, WorkflowKind.SERVICE)
     for name in names:
         await service_state(client, name)  # a clear line for a name that does not run
     info(f"Taking down {', '.join(names) or 'nothing'} ...")
