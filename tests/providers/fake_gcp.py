@@ -20,11 +20,13 @@ import re
 import urllib.parse
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
+
+import pytest
 
 from tests.providers.fake_http import ApiError, Call, FakeApi, Reply
 
-__all__ = ["FakeGCP", "GoogleAuth", "OperationFault", "write_service_account"]
+__all__ = ["FakeGCP", "GoogleAuth", "OperationFault", "signed_in", "write_service_account"]
 
 _NAME = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
 _LABEL = re.compile(r"^[a-z0-9_-]{0,63}$")
@@ -82,6 +84,27 @@ def write_service_account(path: Path, token_uri: str, project: str) -> str:
         )
     )
     return email
+
+
+class _GoogleFake(Protocol):
+    project: str
+    key_file: Path
+
+    def start(self) -> str: ...
+
+
+def signed_in(fake: _GoogleFake, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **apis: str) -> str:
+    """Start ``fake`` and point Google's SDKs at it as the test's own service account: its key file,
+    a gcloud folder of the test's, no project from the environment, and each API's endpoint
+    (``CLOUDSDK_API_ENDPOINT_OVERRIDES_<API>``: the fake's URL and the path given). Returns the URL."""
+    url = fake.start()
+    write_service_account(fake.key_file, f"{url}/token", fake.project)
+    monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path / "gcloud"))
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(fake.key_file))
+    for api, path in apis.items():
+        monkeypatch.setenv(f"CLOUDSDK_API_ENDPOINT_OVERRIDES_{api}", f"{url}{path}")
+    monkeypatch.delenv("GOOGLE_CLOUD_PROJECT", raising=False)
+    return url
 
 
 def _b64(segment: str) -> bytes:

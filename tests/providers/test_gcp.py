@@ -21,21 +21,15 @@ from skyhop.providers.errors import (
 from skyhop.providers.gcp.provider import GCPProvider
 from skyhop.workflows.failover import block_for
 from tests.conftest import run
-from tests.providers.fake_gcp import FakeGCP, OperationFault, write_service_account
+from tests.providers.fake_gcp import FakeGCP, OperationFault, signed_in
 
 PROJECT = "skyhop-test"
 
 
 @pytest.fixture
 def gcp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeGCP]:
-    key = tmp_path / "key.json"
-    fake = FakeGCP(PROJECT, key)
-    url = fake.start()
-    write_service_account(key, f"{url}/token", PROJECT)
-    monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path / "gcloud"))
-    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(key))
-    monkeypatch.setenv("CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE", f"{url}/compute/v1/")
-    monkeypatch.delenv("GOOGLE_CLOUD_PROJECT", raising=False)
+    fake = FakeGCP(PROJECT, tmp_path / "key.json")
+    signed_in(fake, tmp_path, monkeypatch, COMPUTE="/compute/v1/")
     yield fake
     fake.stop()
     assert fake.violations == []

@@ -15,7 +15,7 @@ from skyhop.providers.gcp.provider import GCPProvider
 from skyhop.providers.gcp.tpu_api import TpuApi
 from skyhop.workflows.failover import block_for
 from tests.conftest import run
-from tests.providers.fake_gcp import write_service_account
+from tests.providers.fake_gcp import signed_in
 from tests.providers.fake_tpu import FakeGCPWithTPU, TpuFault
 
 PROJECT = "skyhop-test"
@@ -23,16 +23,9 @@ PROJECT = "skyhop-test"
 
 @pytest.fixture
 def tpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeGCPWithTPU]:
-    key = tmp_path / "key.json"
-    fake = FakeGCPWithTPU(PROJECT, key)
-    url = fake.start()
-    write_service_account(key, f"{url}/token", PROJECT)
-    monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path / "gcloud"))
-    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(key))
-    monkeypatch.setenv("CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE", f"{url}/compute/v1/")
-    monkeypatch.setenv("CLOUDSDK_API_ENDPOINT_OVERRIDES_TPU", f"{url}/")
+    fake = FakeGCPWithTPU(PROJECT, tmp_path / "key.json")
+    signed_in(fake, tmp_path, monkeypatch, COMPUTE="/compute/v1/", TPU="/")
     monkeypatch.setattr(TpuApi, "operation_poll_s", 0.01)
-    monkeypatch.delenv("GOOGLE_CLOUD_PROJECT", raising=False)
     yield fake
     fake.stop()
     assert fake.violations == []

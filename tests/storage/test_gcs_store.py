@@ -24,7 +24,7 @@ from skyhop.storage import (
     ownership_labels,
 )
 from skyhop.storage.gcs import GcsStore
-from tests.providers.fake_gcp import write_service_account
+from tests.providers.fake_gcp import signed_in
 from tests.providers.fake_gcs import FakeGCS
 from tests.sdk_blocker import blocked_env
 from tests.storage.rclone_remote import check_rclone_round_trip, needs_rclone, sample_tree
@@ -34,14 +34,8 @@ PROJECT = "skyhop-test"
 
 @pytest.fixture
 def gcs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeGCS]:
-    key = tmp_path / "key.json"
-    fake = FakeGCS(PROJECT, key)
-    url = fake.start()
-    write_service_account(key, f"{url}/token", PROJECT)
-    monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path / "gcloud"))
-    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(key))
-    monkeypatch.setenv("CLOUDSDK_API_ENDPOINT_OVERRIDES_STORAGE", f"{url}/storage/v1/")
-    monkeypatch.delenv("GOOGLE_CLOUD_PROJECT", raising=False)
+    fake = FakeGCS(PROJECT, tmp_path / "key.json")
+    signed_in(fake, tmp_path, monkeypatch, STORAGE="/storage/v1/")
     monkeypatch.delenv("STORAGE_EMULATOR_HOST", raising=False)
     yield fake
     fake.stop()
