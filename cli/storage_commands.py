@@ -27,7 +27,8 @@ storage_app = typer.Typer(
 )
 
 StoreOpt = Annotated[
-    str | None, typer.Option("--store", help="Only this store: s3, gcs, azure or r2.", show_default=False)
+    str | None,
+    typer.Option("--store", help="Only this store: s3, gcs, azure, r2 or minio.", show_default=False),
 ]
 
 
