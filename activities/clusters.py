@@ -26,6 +26,7 @@ from skyhop.contract import (
     LockSignal,
     cluster_workflow_id,
 )
+from skyhop.contract.failures import is_unprocessed_update
 from skyhop.contract.search import cluster_search_attributes
 
 __all__ = ["ClusterActivities"]
@@ -84,6 +85,8 @@ class ClusterActivities:
             )
             return job
         except WorkflowUpdateFailedError as exc:
+            if is_unprocessed_update(exc):
+                raise  # not run by the workflow: the activity's retry sends it again, same id
             # The refusal's own sentence: str() of a failure would prefix its type name.
             reason = getattr(exc.cause, "message", None) or str(exc.cause)
             raise ApplicationError(reason, type=ErrorType.SUBMIT_REJECTED, non_retryable=True) from None
@@ -99,6 +102,8 @@ class ClusterActivities:
             if exc.status != RPCStatusCode.NOT_FOUND:
                 raise
         except WorkflowUpdateFailedError as exc:
+            if is_unprocessed_update(exc):
+                raise
             raise ApplicationError(getattr(exc.cause, "message", None) or str(exc.cause)) from None
 
     @activity.defn

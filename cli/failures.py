@@ -67,12 +67,16 @@ async def while_busy(send: Callable[[], Awaitable[T]]) -> T:
 
     The server takes at most a few updates in flight per workflow (10 by default): a burst of
     ``exec`` while no worker runs (one was just killed, say) exceeds it. A worker crash can also
-    abort an admitted update (UNAVAILABLE, "update was aborted"), and a workflow task that failed
-    while it carried the update refuses it (FAILED_PRECONDITION, the next task will run it).
-    Sending again is safe: an update carries its id, so one the workflow already took returns its
-    first result.
+    abort an admitted update (UNAVAILABLE, "update was aborted"), a workflow task that failed
+    while it carried the update refuses it (FAILED_PRECONDITION, the next task will run it), and a
+    task a restarted worker completed without running the update the server had put in it makes
+    the server reject it (``UnprocessedUpdate``). Sending again is safe: each of these refusals
+    means the workflow never ran the update's handler.
     """
+    from temporalio.client import WorkflowUpdateFailedError
     from temporalio.service import RPCError, RPCStatusCode
+
+    from skyhop.contract.failures import is_unprocessed_update
 
     deadline = time.monotonic() + _BUSY_RETRY_S
     delay = 0.2
@@ -86,6 +90,9 @@ async def while_busy(send: Callable[[], Awaitable[T]]) -> T:
             )
             refused = exc.status == RPCStatusCode.RESOURCE_EXHAUSTED or aborted or task_failed
             if not refused or time.monotonic() + delay > deadline:
+                raise
+        except WorkflowUpdateFailedError as exc:
+            if not is_unprocessed_update(exc) or time.monotonic() + delay > deadline:
                 raise
         await asyncio.sleep(delay)
         delay = min(delay * 2, 5.0)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from skyhop.cli.failures import while_busy
 from skyhop.cli.named_workflows import named_states, query_state
 from skyhop.cli.output import info, print_json, table
 from skyhop.contract import WorkflowKind
@@ -61,7 +62,7 @@ async def run_pool_apply(name: str, task: Task, workers: int) -> int:
         id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
         id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE,
     )
-    state = await handle.execute_update(PoolUpdate.APPLY, applied, result_type=PoolState)
+    state = await while_busy(lambda: handle.execute_update(PoolUpdate.APPLY, applied, result_type=PoolState))
     info(f"Pool {name} applied (version {state.version}): {workers} worker{'s' if workers != 1 else ''}.")
     info(
         f"Follow it with: skyhop jobs pool status {name}; run jobs with: skyhop jobs launch --pool {name} JOB"

@@ -186,6 +186,7 @@ def status_notes(state: ServiceState) -> list[str]:
 async def run_serve_update(name: str, task: Task, mode: UpdateMode) -> int:
     from temporalio.client import WorkflowUpdateFailedError
 
+    from skyhop.cli.failures import while_busy
     from skyhop.cli.output import fail
     from skyhop.cli.session import open_client
     from skyhop.contract.failures import innermost_message
@@ -201,10 +202,12 @@ async def run_serve_update(name: str, task: Task, mode: UpdateMode) -> int:
     await service_state(client, name)  # a clear line when there is no such service
     handle = client.get_workflow_handle(service_workflow_id(name))
     try:
-        accepted = await handle.execute_update(
-            ServiceOperation.UPDATE_VERSION,
-            ServiceVersionRequest(task=task, mode=mode),
-            result_type=ServiceVersionAccepted,
+        accepted = await while_busy(
+            lambda: handle.execute_update(
+                ServiceOperation.UPDATE_VERSION,
+                ServiceVersionRequest(task=task, mode=mode),
+                result_type=ServiceVersionAccepted,
+            )
         )
     except WorkflowUpdateFailedError as exc:
         fail(f"service {name} refused the update: {innermost_message(exc)}")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from temporalio.client import WorkflowUpdateFailedError
+from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from skyhop.cli import failures
@@ -10,7 +12,7 @@ from skyhop.cli.failures import while_busy
 from tests.conftest import run
 
 
-def _sender(errors: list[RPCError]) -> tuple[list[int], object]:
+def _sender(errors: list[Exception]) -> tuple[list[int], object]:
     calls: list[int] = []
 
     async def send() -> str:
@@ -43,5 +45,23 @@ def test_any_other_refusal_is_raised_at_once(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setattr(failures, "_BUSY_RETRY_S", 60.0)
     calls, send = _sender([RPCError("no such workflow", RPCStatusCode.NOT_FOUND, b"")])
     with pytest.raises(RPCError):
+        run(while_busy(send))  # type: ignore[arg-type]
+    assert len(calls) == 1
+
+
+def test_an_update_the_server_rejected_as_unprocessed_is_sent_again() -> None:
+    """A restarted worker can complete a task without running the update in it (temporalio/sdk-python#848)."""
+    unprocessed = WorkflowUpdateFailedError(
+        ApplicationError("wasn't processed by worker", type="UnprocessedUpdate")
+    )
+    calls, send = _sender([unprocessed])
+    assert run(while_busy(send)) == "taken"  # type: ignore[arg-type]
+    assert len(calls) == 2
+
+
+def test_an_update_the_workflow_refused_is_raised_at_once() -> None:
+    refused = WorkflowUpdateFailedError(ApplicationError("cluster is stopping", type="ClusterBusy"))
+    calls, send = _sender([refused])
+    with pytest.raises(WorkflowUpdateFailedError):
         run(while_busy(send))  # type: ignore[arg-type]
     assert len(calls) == 1
