@@ -23,8 +23,10 @@ Then, in order:
   clusters is gone from the cloud.
 
 Everything left is cancelled and its clusters removed before the embedded skyhop stops. Each
-job's node runs real processes (its runner, about 6 MB, and the ``sleep``), outside the figures
-but not outside the machine's memory.
+job's node runs two real processes, outside the worker's and server's figures but not outside the
+machine's: the runner's waiting shell and the job's ``sleep`` (``exec``'d, so no shell waits
+for it); their cost is printed as the machine's memory per running job. At N = 10,000 that is
+20,000 processes: a kernel whose ``pid_max`` leaves no room for them is named before any job starts.
 
     python benchmarks/managed_jobs_scale.py [--jobs 1000] [--idle-s 120] [--preemptions 100]
         [--preempt-rate 10] [--cancel 2000]
@@ -56,6 +58,30 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 _KIND = "SkyhopKind = 'managed-job'"
+
+
+def _available_kib() -> int:
+    """The machine's available memory (``MemAvailable``) in KiB."""
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1])
+    raise AssertionError("/proc/meminfo has no MemAvailable")
+
+
+_PROCESSES_PER_JOB = 2
+_PROCESS_HEADROOM = 5_000
+"""The server's, worker's and machine's own threads and processes, and the preemption timers'."""
+
+
+def _check_pid_room(n: int) -> None:
+    """Fail at once, naming the setting, where the kernel cannot hold N jobs' processes."""
+    pid_max = int(Path("/proc/sys/kernel/pid_max").read_text())
+    needed = n * _PROCESSES_PER_JOB + _PROCESS_HEADROOM
+    if pid_max < needed:
+        raise SystemExit(
+            f"{n} jobs run {n * _PROCESSES_PER_JOB} processes, but kernel.pid_max is {pid_max}; "
+            f"raise it first: sysctl -w kernel.pid_max={max(needed, 65_536)}"
+        )
 
 
 def _rss_kib(pid: int) -> tuple[int, int]:
@@ -304,7 +330,12 @@ async def _bench(args: argparse.Namespace, env: dict[str, str], request: Managed
     worker, server = pids["worker_pid"], pids["server_pid"]
     cloud = SimCloud(home / "sim")
     client = await connect(TemporalConfig(), f"127.0.0.1:{env['SKYHOP_SERVER_PORT']}")
-    figures: dict[str, Any] = {"worker_before_kib": _rss_kib(worker)[0], "load_start": os.getloadavg()}
+    figures: dict[str, Any] = {
+        "worker_before_kib": _rss_kib(worker)[0],
+        "server_before_kib": _rss_kib(server)[0],
+        "available_before_kib": _available_kib(),
+        "load_start": os.getloadavg(),
+    }
 
     started = time.monotonic()
     job_ids = await submit_jobs(client, [request] * n, in_flight=args.in_flight)
@@ -314,6 +345,8 @@ async def _bench(args: argparse.Namespace, env: dict[str, str], request: Managed
     figures["all_running_s"] = time.monotonic() - started
     figures["settled_s"] = await _until_settled(client, job_ids) - started
     figures["worker_running_kib"] = _rss_kib(worker)[0]
+    figures["server_running_kib"] = _rss_kib(server)[0]
+    figures["available_running_kib"] = _available_kib()
 
     before = await _history_lengths(client, job_ids)
     idle_started = time.monotonic()
@@ -375,6 +408,8 @@ def _report(n: int, cached: int | None, f: dict[str, Any]) -> None:
     mib = 1024.0
     beats = f["idle_activities"] * 3600 / (0.8 * HEARTBEAT.total_seconds())
     per_job_kib = (f["worker_running_kib"] - f["worker_before_kib"]) / n
+    server_per_job_kib = (f["server_running_kib"] - f["server_before_kib"]) / n
+    machine_per_job_kib = (f["available_before_kib"] - f["available_running_kib"]) / n
     per_hour = sum(f["idle_events"].values()) / n * 3600 / f["idle_s"]
     latencies = [marks["decided"] for marks in f["preemption_s"]]
     rows = [
@@ -384,6 +419,8 @@ def _report(n: int, cached: int | None, f: dict[str, Any]) -> None:
         ("worker peak RSS", f"{f['worker_peak_kib'] / mib:.0f} MiB", "worker + server < 4 GB"),
         ("server peak RSS", f"{f['server_peak_kib'] / mib:.0f} MiB", "worker + server < 4 GB"),
         ("worker RSS per running job", f"{per_job_kib:.0f} KiB", "<= 100 KB per idle job"),
+        ("server RSS per running job", f"{server_per_job_kib:.0f} KiB", "-"),
+        ("machine memory per running job (all of it)", f"{machine_per_job_kib:.0f} KiB", "-"),
         (
             "history events / idle job / hour",
             f"{per_hour:.2f} ({sum(f['idle_events'].values())} in {f['idle_s']:.0f} s: "
@@ -450,6 +487,7 @@ def main() -> None:
         help="workflow starts at a time (the ids are one block: cli.jobs_submit.submit_jobs)",
     )
     args = parser.parse_args()
+    _check_pid_room(args.jobs)
     from skyhop.cli.jobs_submit import load_job
     from skyhop.providers.sim import SimCloud
     from skyhop.spec import TaskOverrides
@@ -466,7 +504,7 @@ def main() -> None:
         for command in (["check"], ["server", "start"]):
             subprocess.run([SKYHOP_CLI, *command], env=env, check=True, capture_output=True)
         task = home / "job.yaml"
-        task.write_text("name: bench\nresources:\n  infra: sim\n  use_spot: true\nrun: sleep 86400\n")
+        task.write_text("name: bench\nresources:\n  infra: sim\n  use_spot: true\nrun: exec sleep 86400\n")
         request, _ = load_job(str(task), TaskOverrides())
         try:
             asyncio.run(_bench(args, env, request))

@@ -40,6 +40,10 @@ with workflow.unsafe.imports_passed_through():
 
 __all__ = ["RunEnds", "WatchHubWorkflow"]
 
+_HUB_FORGETS_ENDED = "hub-forgets-ended-runs"
+"""An owner no longer tells the hub to forget a run that ended: the hub's activity forgets every
+end it delivers, and the owner's signal cost its decision a workflow task's round trip."""
+
 _RESTART_AFTER = timedelta(seconds=30)
 """How long a hub whose activity failed for good waits before it starts another."""
 
@@ -119,7 +123,8 @@ class RunEnds:
             self._waiting[ended.key] = ended
 
     async def end_of(self, run: FollowedRun, shard: int) -> RunEnded:
-        """Follow the run on hub ``shard`` and wait for its end; the hub forgets it on every way out.
+        """Follow the run on hub ``shard`` and wait for its end; the hub forgets it on every way out
+        (an end, by the hub's activity that delivers it; any other, by the owner's signal).
 
         The key is waited on before the follow is sent: an end signalled at once is not missed.
         """
@@ -142,7 +147,8 @@ class RunEnds:
             raise
         ended = self._waiting.pop(key)
         assert ended is not None
-        await _forget(shard, key, run.handle.offering.host)
+        if not workflow.patched(_HUB_FORGETS_ENDED):
+            await _forget(shard, key, run.handle.offering.host)
         return ended
 
 

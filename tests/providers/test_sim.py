@@ -45,6 +45,17 @@ def _count(cloud: SimCloud, cluster: str = "c1") -> int:
     return len(cloud.describe(cluster))
 
 
+def test_offerings_are_built_once_per_catalog_version(catalog: Path) -> None:
+    """Each optimization reads the offerings; they follow an edited catalog and are the caller's own."""
+    write_plan(catalog, [])
+    provider = SimProvider()
+    first = provider.offerings()
+    first.clear()  # a caller's list: the next caller's is whole
+    assert len(provider.offerings()) == len(ZONES)
+    write_catalog(catalog, ZONES[:3])
+    assert {o.zone for o in provider.offerings()} == {zone for _, zone in ZONES[:3]}
+
+
 def test_offerings_come_from_the_plans_catalog(catalog: Path) -> None:
     write_plan(catalog, [])
     offerings = SimProvider().offerings()
