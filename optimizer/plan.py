@@ -35,6 +35,7 @@ from skyhop.spec import DagTask, Resources, Task
 __all__ = ["Candidate", "Minimize", "Plan", "flat_offerings", "load_offerings", "optimize", "task_candidates"]
 
 Minimize = Literal["cost", "time"]
+SortKey = tuple[float, float, str, int, str, str, str]
 _KEPT_PER_PROVIDER = 8
 """Candidates a plan keeps per provider and alternative (for the table, JSON and failover hints)."""
 
@@ -81,20 +82,9 @@ class Candidate(BaseModel):
         """Estimated $ for the whole run."""
         return self.hourly_cost * self.hours + self.input_cost
 
-    def sort_key(self, minimize: Minimize) -> tuple[float, float, str, int, str, str, str]:
+    def sort_key(self, minimize: Minimize) -> SortKey:
         """Objective first, then the documented tie-break order."""
-        o = self.offering
-        first = self.hours if minimize == "time" else self.cost
-        second = self.cost if minimize == "time" else 0.0
-        return (
-            round(first, 9),
-            round(second, 9),
-            o.provider,
-            o.preference,
-            o.region or "",
-            o.zone or "",
-            o.instance_type,
-        )
+        return _sort_key(self.offering, self.hours, self.cost, minimize)
 
     def request(
         self,
@@ -185,15 +175,25 @@ async def load_offerings(only: set[str] | None = None) -> None:
 
 
 def task_candidates(
-    node: DagTask, catalogs: CatalogSet, blocklist: Blocklist, minimize: Minimize
+    node: DagTask,
+    catalogs: CatalogSet,
+    blocklist: Blocklist,
+    minimize: Minimize,
+    *,
+    kept_per_provider: int | None = None,
 ) -> list[Candidate]:
-    """Every candidate for the task, best first; for ``ordered``, only the first alternative's."""
+    """Every candidate for the task, best first; for ``ordered``, only the first alternative's.
+
+    With ``kept_per_provider``, only the best and the next that many per provider and alternative
+    (what a plan keeps): the others are ranked on bare numbers and never built, since building a
+    candidate was most of an optimization over a catalog of thousands of offerings.
+    """
     from skyhop.providers.registry import disabled_provider_names
 
     resources = node.task.resources
     flat = flat_offerings(catalogs, resources)
     clouds = [name for name in catalogs.names if name not in disabled_provider_names()]
-    pools: list[list[Candidate]] = []
+    pools: list[list[tuple[SortKey, int, Offering]]] = []
     for index, alternative in enumerate(resources.alternatives):
         # A provider that lacks what the task needs is no candidate: an attempt there would only fail.
         needs = task_needs(node.task, alternative)
@@ -211,14 +211,55 @@ def task_candidates(
             if alternative.allows_region(o.region)
             and (cap is None or ((o.spot_price if alternative.use_spot else o.price) or 0.0) <= cap)
         ]
-        size = _node_request(alternative)
-        pools.append([_priced(node, alternative, o, index, size) for o in offerings])
+        pools.append([(_offering_key(node, alternative, o, minimize), index, o) for o in offerings])
     if resources.ordered:
         pools = [next((pool for pool in pools if pool), [])]
-    found = sorted((c for pool in pools for c in pool), key=lambda c: c.sort_key(minimize))
-    if not found:
+    ranked = sorted((item for pool in pools for item in pool), key=lambda item: item[0])
+    if not ranked:
         raise NoFeasibleOfferingError(why_infeasible(node.task, catalogs, flat, blocklist))
-    return found
+    if kept_per_provider is not None:
+        ranked = _kept(ranked, kept_per_provider)
+    sizes = [_node_request(alternative) for alternative in resources.alternatives]
+    return [
+        _priced(node, resources.alternatives[index], offering, index, sizes[index])
+        for _, index, offering in ranked
+    ]
+
+
+def _kept(
+    ranked: list[tuple[SortKey, int, Offering]], per_provider: int
+) -> list[tuple[SortKey, int, Offering]]:
+    """What ``plan_for`` keeps of ``ranked``: the best, and the first ``per_provider`` of each
+    provider and alternative (the best counting in its own)."""
+    kept: list[tuple[SortKey, int, Offering]] = []
+    counts: dict[tuple[str, int], int] = {}
+    for item in ranked:
+        group = (item[2].provider, item[1])
+        if not kept or counts.get(group, 0) < per_provider:
+            kept.append(item)
+        counts[group] = counts.get(group, 0) + 1
+    return kept
+
+
+def _offering_key(node: DagTask, resources: Resources, offering: Offering, minimize: Minimize) -> SortKey:
+    """``offering``'s rank for the task, computed as ``_priced``'s candidate would rank."""
+    price = offering.spot_price if resources.use_spot else offering.price
+    hours = node.hours_on(offering.accelerators)
+    cost = (price or 0.0) * node.task.num_nodes * hours + _input_cost(node, offering)
+    return _sort_key(offering, hours, cost, minimize)
+
+
+def _sort_key(offering: Offering, hours: float, cost: float, minimize: Minimize) -> SortKey:
+    first, second = (hours, cost) if minimize == "time" else (cost, 0.0)
+    return (
+        round(first, 9),
+        round(second, 9),
+        offering.provider,
+        offering.preference,
+        offering.region or "",
+        offering.zone or "",
+        offering.instance_type,
+    )
 
 
 def _priced(
@@ -296,5 +337,11 @@ def optimize(
 ) -> Plan:
     """The best offering for one task; raises NoFeasibleOfferingError saying why there is none."""
     node = task if isinstance(task, DagTask) else DagTask(task=task)
-    found = task_candidates(node, catalogs or load_catalogs(), blocklist or Blocklist(), minimize)
+    found = task_candidates(
+        node,
+        catalogs or load_catalogs(),
+        blocklist or Blocklist(),
+        minimize,
+        kept_per_provider=_KEPT_PER_PROVIDER,
+    )
     return plan_for(node, found, found[0], minimize)

@@ -44,6 +44,10 @@ _HUB_FORGETS_ENDED = "hub-forgets-ended-runs"
 """An owner no longer tells the hub to forget a run that ended: the hub's activity forgets every
 end it delivers, and the owner's signal cost its decision a workflow task's round trip."""
 
+_FORGET_UNAWAITED = "forget-unawaited"
+"""An owner that stops following a run (its job cancelled) sends the hub's ``forget`` without
+waiting for it: its cluster's removal waited a workflow task's round trip for it."""
+
 _RESTART_AFTER = timedelta(seconds=30)
 """How long a hub whose activity failed for good waits before it starts another."""
 
@@ -117,6 +121,7 @@ class RunEnds:
 
     def __init__(self) -> None:
         self._waiting: dict[str, RunEnded | None] = {}
+        self._forgets: set[asyncio.Task[None]] = set()
 
     def receive(self, ended: RunEnded) -> None:
         if ended.key in self._waiting and self._waiting[ended.key] is None:
@@ -143,7 +148,12 @@ class RunEnds:
         except (asyncio.CancelledError, ActivityError):
             # Not on eviction (a ``BaseException`` that is neither): no workflow state is touched then.
             del self._waiting[key]
-            await _forget(shard, key, run.handle.offering.host)
+            if workflow.patched(_FORGET_UNAWAITED):
+                forget = asyncio.create_task(_forget(shard, key, run.handle.offering.host))
+                self._forgets.add(forget)
+                forget.add_done_callback(self._forgets.discard)
+            else:
+                await _forget(shard, key, run.handle.offering.host)
             raise
         ended = self._waiting.pop(key)
         assert ended is not None

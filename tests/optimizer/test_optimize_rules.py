@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
@@ -169,3 +169,28 @@ def test_the_request_carries_the_tasks_own_node_ask_and_container_image(tmp_path
     request = optimize(task, catalog_set(tmp_path)).choice.request("c", 1, "a1")
     assert request.node_request == NodeRequest(cpus=2, memory_per_cpu=4, accelerators={"V100": 1})
     assert (request.container_image, request.image_id) == ("ubuntu:24.04", None)
+
+
+@pytest.mark.parametrize(
+    "resources",
+    [
+        {"cpus": "2+", "use_spot": True},
+        {"accelerators": ["H100:8", "A100:8"]},
+        {"any_of": [{"infra": "aws", "cpus": 4}, {"infra": "gcp", "cpus": 8}]},
+        {"accelerators": "L4:1", "infra": "gcp"},
+    ],
+)
+@pytest.mark.parametrize("minimize", ["cost", "time"])
+def test_a_plan_built_from_the_kept_candidates_is_the_plan_of_all_of_them(
+    resources: dict[str, Any], minimize: Literal["cost", "time"]
+) -> None:
+    """``optimize`` builds only the candidates a plan keeps; ranking every one gives the same plan."""
+    from skyhop.optimizer.plan import plan_for, task_candidates
+    from skyhop.providers.catalog import load_catalogs
+    from skyhop.spec import DagTask
+
+    node = DagTask(task=_task(resources, num_nodes=2))
+    every = task_candidates(node, load_catalogs(), Blocklist(), minimize)
+    assert len(every) > 20  # the shipped catalogs: most are left out of a plan
+    whole = plan_for(node, every, every[0], minimize)
+    assert optimize(node, load_catalogs(), minimize=minimize) == whole
