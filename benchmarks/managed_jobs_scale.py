@@ -365,8 +365,11 @@ async def _bench(args: argparse.Namespace, env: dict[str, str], request: Managed
     cancelled = job_ids[-min(args.cancel, n) :]
     started = time.monotonic()
     _timed_cli(["jobs", "cancel", "-y", *map(str, cancelled)], env)
-    await _clusters_gone(cloud, cancelled, timeout=600)
-    figures["cancel_s"] = time.monotonic() - started
+    try:
+        await _clusters_gone(cloud, cancelled, timeout=args.cancel_timeout_s)
+        figures["cancel"] = f"{time.monotonic() - started:.1f} s"
+    except AssertionError as exc:  # the other figures are printed all the same
+        figures["cancel"] = f"over {args.cancel_timeout_s:.0f} s ({exc})"
 
     figures["worker_peak_kib"], figures["server_peak_kib"] = _rss_kib(worker)[1], _rss_kib(server)[1]
     log = (home / "server" / "worker.log").read_text(errors="replace")
@@ -439,7 +442,7 @@ def _report(n: int, cached: int | None, f: dict[str, Any]) -> None:
             f"p50 {_percentile(latencies, 0.5):.2f} s, p99 {_percentile(latencies, 0.99):.2f} s",
             "p99 < 2 s",
         ),
-        ("cancel until every cluster is gone", f"{f['cancel_s']:.1f} s", "2,000 in < 60 s"),
+        ("cancel until every cluster is gone", f["cancel"], "2,000 in < 60 s"),
         (
             "timed out, done again: workflow tasks, activities",
             "{}, {}".format(*f["late_tasks"]),
@@ -474,6 +477,12 @@ def main() -> None:
     parser.add_argument("--preemptions", type=int, default=100)
     parser.add_argument("--cancel", type=int, default=2_000)
     parser.add_argument("--preempt-rate", type=int, default=10, help="preemptions a second")
+    parser.add_argument(
+        "--cancel-timeout-s",
+        type=float,
+        default=600.0,
+        help="how long the cancelled jobs' clusters may take to go before the figure says so",
+    )
     parser.add_argument(
         "--cached-workflows",
         type=int,

@@ -71,6 +71,10 @@ _LIVE_ORDER = (
 )
 """A job whose tasks are in several of these states shows the first (then PENDING)."""
 
+_ONE_REPORT_AT_A_TIME = "one-index-report-at-a-time"
+"""Rows go to the job index one at a time, the newest waiting one next: the rows of one workflow
+task (PENDING then STARTING at a launch) are one report, not one activity and one workflow task each."""
+
 
 @workflow.defn(name=WorkflowType.MANAGED_JOB)
 class ManagedJobWorkflow:
@@ -80,6 +84,9 @@ class ManagedJobWorkflow:
         self._state = request.resume.state if request.resume is not None else _first_state(request)
         self._published: ManagedJobStatus | None = None
         self._reports: list[workflow.ActivityHandle[None]] = []
+        """Reports of a run from before ``_ONE_REPORT_AT_A_TIME``: one activity per row."""
+        self._unsent: JobIndexRow | None = None
+        self._sender: asyncio.Task[None] | None = None
         self._run_ends = RunEnds()
         self._pool_inbox = PoolInbox()
 
@@ -129,7 +136,8 @@ class ManagedJobWorkflow:
                         ),
                     )
         self._finish()
-        await asyncio.gather(*self._reports)  # the end is in the index before the workflow ends
+        # The end is in the index before the workflow ends.
+        await asyncio.gather(*self._reports, *([self._sender] if self._sender is not None else []))
         return self._state
 
     async def _run_pipeline(self) -> None:
@@ -267,22 +275,36 @@ class ManagedJobWorkflow:
         self._report(summary)
 
     def _report(self, summary: ManagedJobSummary) -> None:
-        """Send the new row to the job index, without waiting: reports may land out of order, and
-        the sequence number (``published``) makes the shard keep the newest. A report still in
-        flight at a continue-as-new is sent again by the next run's first ``_publish``."""
+        """Send the new row to the job index, without waiting; a row still unsent when a newer one
+        comes is replaced by it. The sequence number (``published``) makes the shard keep the newest
+        of the reports that land (those of a run before ``_ONE_REPORT_AT_A_TIME`` may land out of
+        order). A report in flight at a continue-as-new is sent again by the next run's first
+        ``_publish``."""
         self._state.published += 1
         row = JobIndexRow(summary=summary, user=self.request.user, seq=self._state.published)
-        self._reports.append(
-            workflow.start_activity(
-                index_job_row,
-                row,
-                task_queue=SHORT_QUEUE,
-                # One signal-with-start, to a shard every job of a thousand reports to: in a burst
-                # (hundreds of jobs starting or relaunching) it waits its turn on a busy server.
-                # 10 s timed hundreds of reports out, each sent again on top of the burst.
-                start_to_close_timeout=timedelta(seconds=60),
-                retry_policy=LONG_RETRY,  # never given up: a busy server only delays the row
-            )
+        if not workflow.patched(_ONE_REPORT_AT_A_TIME):
+            self._reports.append(self._send(row))
+            return
+        self._unsent = row
+        if self._sender is None or self._sender.done():
+            self._sender = asyncio.create_task(self._send_unsent())
+
+    async def _send_unsent(self) -> None:
+        """Send the newest unsent row until none waits (a row replaced before it was sent is never sent)."""
+        while self._unsent is not None:
+            row, self._unsent = self._unsent, None
+            await self._send(row)
+
+    def _send(self, row: JobIndexRow) -> workflow.ActivityHandle[None]:
+        return workflow.start_activity(
+            index_job_row,
+            row,
+            task_queue=SHORT_QUEUE,
+            # One signal-with-start, to a shard every job of a thousand reports to: in a burst
+            # (hundreds of jobs starting or relaunching) it waits its turn on a busy server.
+            # 10 s timed hundreds of reports out, each sent again on top of the burst.
+            start_to_close_timeout=timedelta(seconds=60),
+            retry_policy=LONG_RETRY,  # never given up: a busy server only delays the row
         )
 
 

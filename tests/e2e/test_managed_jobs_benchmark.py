@@ -37,6 +37,8 @@ def test_the_managed_jobs_benchmark_runs_every_phase_at_small_n(tmp_path: Path) 
         "worker peak RSS",
         "server peak RSS",
         "worker RSS per running job",
+        "server RSS per running job",
+        "machine memory per running job",
         "activities held open while idle",
         "history events / idle job / hour",
         "jobs queue -a",

@@ -7,6 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from temporalio.client import WorkflowHandle
 
 from skyhop.cli.embedded import temporal_binary
 from skyhop.contract import WorkflowKind
@@ -258,8 +259,23 @@ def test_a_running_job_writes_nothing_to_its_history(
         assert after == before
         open_gate(tmp_path)
         assert (await handle.result()).status == ManagedJobStatus.SUCCEEDED
+        # PENDING and STARTING come in the job's first workflow task: one report carries both.
+        assert await _reports_of_first_task(handle) == 1
 
     run(scenario())
+
+
+async def _reports_of_first_task(handle: WorkflowHandle[object, ManagedJobState]) -> int:
+    """How many ``index_job_row`` activities the job's first workflow task scheduled."""
+    reports, completed = 0, False
+    async for event in handle.fetch_history_events():
+        if event.HasField("workflow_task_completed_event_attributes"):
+            if completed:
+                break
+            completed = True
+        elif completed and event.HasField("activity_task_scheduled_event_attributes"):
+            reports += event.activity_task_scheduled_event_attributes.activity_type.name == "index_job_row"
+    return reports
 
 
 def test_a_setup_that_fails_ends_the_job_failed_setup(
