@@ -70,7 +70,8 @@ def test_launch_leaves_only_whole_lines_and_the_spinner_turns(user_env: dict[str
     leftovers = [line for line in lines if re.search(r"\d+\.\ds", line) and "(" not in line]
     assert not leftovers, lines  # no timer fragment before (or as) a line
     frames = {char for char in stream.decode() if char in Ticker.FRAMES}
-    assert len(frames) >= 3, "the spinner did not turn"
+    # Two frames show a turn; a quick launch on an idle machine may end before a third.
+    assert len(frames) >= 2, "the spinner did not turn"
 
 
 def test_a_foreground_exec_prints_its_job_id(user_env: dict[str, str]) -> None:
