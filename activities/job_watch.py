@@ -121,10 +121,11 @@ class ClusterWatch:
             )
             for node in range(len(request.handle.nodes))
         ]
-        reports = await asyncio.gather(
-            *(self._ask(node, query) for node, query in enumerate(queries)),
-            return_exceptions=True,
-        )
+        reports: list[JobsReport | BaseException]
+        if len(queries) == 1:  # every watch hub run: no task per question
+            reports = [await self._answer(0, queries[0])]
+        else:
+            reports = await asyncio.gather(*(self._answer(node, query) for node, query in enumerate(queries)))
         result = WatchJobsResult()
         for node, report in enumerate(reports):
             for job_id, rank in asked[node]:
@@ -145,11 +146,14 @@ class ClusterWatch:
                 result.ended[job_id] = outcome
         return result
 
-    async def _ask(self, node: int, query: JobsQuery) -> JobsReport:
+    async def _answer(self, node: int, query: JobsQuery) -> JobsReport | Exception:
         """One bounded question (a timeout scope, not ``wait_for``'s extra task: a hub asks
-        thousands of nodes a cycle)."""
-        async with asyncio.timeout(CALL_TIMEOUT_S):
-            return await self.runtimes[node].watch_jobs(query)
+        thousands of nodes a cycle); its failure is an answer too."""
+        try:
+            async with asyncio.timeout(CALL_TIMEOUT_S):
+                return await self.runtimes[node].watch_jobs(query)
+        except Exception as exc:
+            return exc
 
     async def stop_ended(self, result: WatchJobsResult) -> None:
         """Stop each job that ended without success on its other nodes."""

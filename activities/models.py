@@ -169,8 +169,9 @@ class FollowRunInput(BaseModel):
 class WatchJobsInput(BaseModel):
     handle: ClusterHandle
     jobs: list[WatchedJob]
-    newer_than: int
-    """Return as soon as a node has a job with a higher id: a job the watcher must follow too."""
+    newer_than: int | None
+    """Return as soon as a node has a job with a higher id: a job the watcher must follow too (None:
+    the watcher follows only ``jobs``, as a watch hub does on a managed job's own cluster)."""
     known: list[int] = []
     """Jobs above ``newer_than`` seen already that need no following (ended, or left over)."""
     gone: list[int] = []

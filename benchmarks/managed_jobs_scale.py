@@ -202,7 +202,16 @@ async def _tally_events(client: Client, workflow_id: str, after_id: int, kind: s
             IDLE_EVENT_TYPES[name] = IDLE_EVENT_TYPES.get(name, 0) + 1
 
 
-STAGES = ("end signalled", "probe scheduled", "probe started", "probe done", "decided")
+STAGES = (
+    "end signalled",
+    "task started",
+    "probe scheduled",
+    "probe started",
+    "probe done",
+    "decided",
+)
+"""``task started``: the first workflow task a worker took after the end was signalled (from the
+signal to it, the task waited in the server's queue; from it to ``decided``, the worker ran it)."""
 """The marks on a preemption's way to its relaunch decision, read from the job's history."""
 
 
@@ -233,6 +242,9 @@ async def _marks_since(client: Client, job_id: int, since: float) -> dict[str, f
         if event.HasField("workflow_execution_signaled_event_attributes"):
             if event.workflow_execution_signaled_event_attributes.signal_name == RUN_ENDED_SIGNAL:
                 marks.setdefault("end signalled", at)
+        elif event.HasField("workflow_task_started_event_attributes"):
+            if "end signalled" in marks:
+                marks.setdefault("task started", at)
         elif event.HasField("activity_task_scheduled_event_attributes"):
             kind = event.activity_task_scheduled_event_attributes.activity_type.name
             if kind == "probe_cluster" and probe is None:

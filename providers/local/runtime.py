@@ -40,6 +40,8 @@ class LocalNodeRuntime(NodeRuntime):
     def __init__(self, node: NodeHandle) -> None:
         self.node = node
         self.root = Path(node.runtime_dir)
+        self._states: node_runner.StatesSeen = {}
+        """The job states this runtime parsed: a watch hub asks each node every cycle."""
 
     def _resolve(self, remote_path: str) -> Path:
         """Where ``remote_path`` is inside the node's folder, symlinks followed; never outside it."""
@@ -120,7 +122,9 @@ class LocalNodeRuntime(NodeRuntime):
         return None if state is None else NodeJobState.model_validate(state)
 
     async def watch_jobs(self, query: JobsQuery) -> JobsReport:
-        report = node_runner.watch(str(self.root), query.keys, query.prefix, query.newer_than, query.known)
+        report = node_runner.watch(
+            str(self.root), query.keys, query.prefix, query.newer_than, query.known, self._states
+        )
         return JobsReport.model_validate(report)
 
     async def read_log(self, key: str, offset: int, limit: int = 1 << 20) -> bytes:

@@ -97,7 +97,8 @@ class JobsQuery(BaseModel):
     keys: list[str]
     prefix: str
     """Jobs are ``<prefix><n>``; ``newer`` lists those with ``n > newer_than`` not among ``keys``."""
-    newer_than: int
+    newer_than: int | None
+    """None: the watcher follows only ``keys``, and nothing newer is looked for."""
     known: list[str] = []
     """Newer jobs not to list (seen already, and not to be followed)."""
 

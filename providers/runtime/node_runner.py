@@ -66,31 +66,52 @@ def _alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-    # A zombie is dead for our purposes; /proc tells where it exists.
+    # A zombie is dead for our purposes; /proc tells where it exists (read without a file object:
+    # a watch hub asks thousands of runners a second).
     try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+        fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY)
     except OSError:
         return True
+    try:
+        return os.read(fd, 512).rsplit(b")", 1)[1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return True
+    finally:
+        os.close(fd)
 
 
-def _load_state(folder: str) -> dict[str, Any]:
-    with open(os.path.join(folder, "state.json")) as f:
+StatesSeen = dict[str, tuple[tuple[int, int, int], dict[str, Any]]]
+"""A reader's last parse of each state file, by path, with the file's (inode, mtime, size) then."""
+
+
+def _load_state(folder: str, seen: StatesSeen | None = None) -> dict[str, Any]:
+    """The state file's record; with ``seen``, parsed again only if the file was replaced since."""
+    path = os.path.join(folder, "state.json")
+    if seen is not None:
+        stat = os.stat(path)
+        stamp = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
+        known = seen.get(path)
+        if known is not None and known[0] == stamp:
+            return dict(known[1])
+    with open(path) as f:
         state: dict[str, Any] = json.load(f)
+    if seen is not None:
+        seen[path] = (stamp, dict(state))
     return state
 
 
-def read_state(runtime_dir: str, key: str) -> dict[str, Any] | None:
+def read_state(runtime_dir: str, key: str, seen: StatesSeen | None = None) -> dict[str, Any] | None:
     """The job's state, or None if it was never started; a vanished runner reads as FAILED.
 
     The runner replaces ``state.json`` with the end record before it exits, so a dead runner whose
     file still says RUNNING was killed. A runner seen dead may have ended the job just after the
     first read, so the file is read again once the runner is known dead: only that second read
-    can tell a killed runner from a finished job.
+    can tell a killed runner from a finished job. ``seen``: a reader that asks again and again (a
+    watch hub, thousands of runs a second) parses a file only when it was replaced.
     """
     folder = job_dir(runtime_dir, key)
     try:
-        state = _load_state(folder)
+        state = _load_state(folder, seen)
     except FileNotFoundError:
         try:
             claimed_at = os.stat(folder).st_mtime
@@ -107,9 +128,15 @@ def read_state(runtime_dir: str, key: str) -> dict[str, Any] | None:
 
 
 def watch(
-    runtime_dir: str, keys: list[str], prefix: str, newer_than: int, known: list[str] | None = None
+    runtime_dir: str,
+    keys: list[str],
+    prefix: str,
+    newer_than: int | None,
+    known: list[str] | None = None,
+    seen: StatesSeen | None = None,
 ) -> dict[str, Any]:
-    """The states of ``keys``, and which other ``<prefix><n>`` jobs with ``n > newer_than`` exist here.
+    """The states of ``keys``, and which other ``<prefix><n>`` jobs with ``n > newer_than`` exist
+    here (none are looked for if ``newer_than`` is None: the watcher follows only its own).
 
     Jobs in ``known`` are not reported: the watcher has heard of them already.
 
@@ -117,7 +144,7 @@ def watch(
     watcher that a job it does not follow yet was started, without reading any job's files.
     """
     try:
-        names = os.listdir(os.path.join(runtime_dir, "jobs"))
+        names = [] if newer_than is None else os.listdir(os.path.join(runtime_dir, "jobs"))
     except FileNotFoundError:
         names = []
     newer = [
@@ -125,18 +152,22 @@ def watch(
         for name in names
         if name.startswith(prefix)
         and name[len(prefix) :].isdigit()
-        and int(name[len(prefix) :]) > newer_than
+        and int(name[len(prefix) :]) > (newer_than or 0)
         and name not in keys
         and name not in (known or [])
     ]
-    states = {key: read_state(runtime_dir, key) for key in keys}
+    states = {key: read_state(runtime_dir, key, seen) for key in keys}
     return {"states": states, "newer": sorted(newer), "present": os.path.isdir(runtime_dir)}
 
 
 def read_log(runtime_dir: str, key: str, offset: int, limit: int) -> bytes:
-    """Up to ``limit`` bytes of the job's log from ``offset``."""
+    """Up to ``limit`` bytes of the job's log from ``offset`` (a log that did not grow is not opened:
+    a watch hub asks thousands a second)."""
+    path = os.path.join(job_dir(runtime_dir, key), "run.log")
     try:
-        with open(os.path.join(job_dir(runtime_dir, key), "run.log"), "rb") as f:
+        if os.stat(path).st_size <= offset:
+            return b""
+        with open(path, "rb") as f:
             f.seek(offset)
             return f.read(limit)
     except FileNotFoundError:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import signal
+import sqlite3
 import subprocess
 import time
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -161,6 +163,9 @@ def test_concurrent_first_calls_start_one_server_and_one_worker(fresh_env: dict[
     db = str(Path(fresh_env["SKYHOP_HOME"]) / "server" / "temporal.db")
     servers = [p for p in Path("/proc").glob("[0-9]*/cmdline") if _cmdline_has(p, db)]
     assert len(servers) == 1
+    # Its SQLite writes a write-ahead log (cli.embedded._SQLITE_PRAGMAS), not a rollback journal.
+    with closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as database:
+        assert database.execute("PRAGMA journal_mode").fetchone() == ("wal",)
     # Reuse is instant: a second status call starts nothing new.
     started = time.monotonic()
     _ok(skyhop("server", "status", env=fresh_env))
