@@ -26,7 +26,7 @@ from skyhop.contract import (
     LockSignal,
     cluster_workflow_id,
 )
-from skyhop.contract.failures import is_unprocessed_update
+from skyhop.contract.failures import innermost_message, is_unprocessed_update
 from skyhop.contract.search import cluster_search_attributes
 
 __all__ = ["ClusterActivities"]
@@ -87,9 +87,9 @@ class ClusterActivities:
         except WorkflowUpdateFailedError as exc:
             if is_unprocessed_update(exc):
                 raise  # not run by the workflow: the activity's retry sends it again, same id
-            # The refusal's own sentence: str() of a failure would prefix its type name.
-            reason = getattr(exc.cause, "message", None) or str(exc.cause)
-            raise ApplicationError(reason, type=ErrorType.SUBMIT_REJECTED, non_retryable=True) from None
+            raise ApplicationError(
+                innermost_message(exc), type=ErrorType.SUBMIT_REJECTED, non_retryable=True
+            ) from None
 
     @activity.defn
     async def down_cluster(self, cluster_name: str) -> None:
@@ -104,7 +104,7 @@ class ClusterActivities:
         except WorkflowUpdateFailedError as exc:
             if is_unprocessed_update(exc):
                 raise
-            raise ApplicationError(getattr(exc.cause, "message", None) or str(exc.cause)) from None
+            raise ApplicationError(innermost_message(exc)) from None
 
     @activity.defn
     async def cancel_cluster_job(self, request: CancelClusterJobInput) -> None:
