@@ -148,10 +148,14 @@ class ClusterWatch:
 
     async def _answer(self, node: int, query: JobsQuery) -> JobsReport | Exception:
         """One bounded question (a timeout scope, not ``wait_for``'s extra task: a hub asks
-        thousands of nodes a cycle); its failure is an answer too."""
+        thousands of nodes a cycle; none for a node in this process, whose reads never wait); its
+        failure is an answer too."""
+        runtime = self.runtimes[node]
         try:
+            if runtime.in_process:
+                return await runtime.watch_jobs(query)
             async with asyncio.timeout(CALL_TIMEOUT_S):
-                return await self.runtimes[node].watch_jobs(query)
+                return await runtime.watch_jobs(query)
         except Exception as exc:
             return exc
 

@@ -144,6 +144,9 @@ class FollowSet(BaseModel):
 
     version: int = 0
     runs: list[FollowedRun] = []
+    keys: list[str] | None = None
+    """Every run followed, when ``runs`` holds only those followed since a version the asker named
+    (a hub that follows hundreds of runs, some coming and going every cycle, sends those only)."""
 
 
 class WatchHubInput(BaseModel):

@@ -47,7 +47,8 @@ class WatchHubQuery(StrEnum):
     VERSION = "version"
     """A number that changes whenever the follow set does: cheap to ask every poll."""
     FOLLOWED = "followed"
-    """The follow set and its version (``activities.models.FollowSet``)."""
+    """The follow set and its version (``activities.models.FollowSet``); given a version it saw
+    before, only the runs followed since, and every key followed (the rest it has already)."""
 
 
 class RunEnded(BaseModel):

@@ -437,6 +437,10 @@ class CheckResult(BaseModel):
 class NodeRuntime(ABC):
     """Files and jobs on one node; the same operations for a local folder or an SSH host."""
 
+    in_process = False
+    """Its questions about jobs and logs are file reads in this process, answered without waiting:
+    a watch hub asks such nodes one after another, without a task for each (``local``, ``sim``)."""
+
     @abstractmethod
     async def prepare(self) -> None:
         """Create the runtime folder and install the node-side runner (idempotent)."""

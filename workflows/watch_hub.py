@@ -58,6 +58,8 @@ class WatchHubWorkflow:
     def __init__(self, input: WatchHubInput) -> None:
         self._runs = {run.key: run for run in input.follow.runs}
         self._version = input.follow.version
+        self._since = dict.fromkeys(self._runs, self._version)
+        """The version at which each run was followed."""
         self._watcher: asyncio.Task[None]
         """The hub's one activity (``activities.watch_hub.watch_followed``)."""
 
@@ -66,10 +68,11 @@ class WatchHubWorkflow:
         if run.key not in self._runs:
             self._runs[run.key] = run
             self._version += 1
+            self._since[run.key] = self._version
 
     @workflow.signal(name=WatchHubSignal.FORGET)
     def forget(self, keys: list[str]) -> None:
-        if [self._runs.pop(key) for key in keys if key in self._runs]:
+        if [(self._runs.pop(key), self._since.pop(key)) for key in keys if key in self._runs]:
             self._version += 1
 
     @workflow.query(name=WatchHubQuery.VERSION)
@@ -77,8 +80,11 @@ class WatchHubWorkflow:
         return self._version
 
     @workflow.query(name=WatchHubQuery.FOLLOWED)
-    def followed(self) -> FollowSet:
-        return FollowSet(version=self._version, runs=list(self._runs.values()))
+    def followed(self, since: int | None = None) -> FollowSet:
+        if since is None:
+            return FollowSet(version=self._version, runs=list(self._runs.values()))
+        runs = [run for key, run in self._runs.items() if self._since[key] > since]
+        return FollowSet(version=self._version, runs=runs, keys=list(self._runs))
 
     @workflow.run
     async def run(self, input: WatchHubInput) -> None:

@@ -37,6 +37,8 @@ class OutsideNodeError(ValueError):
 class LocalNodeRuntime(NodeRuntime):
     """Runtime of a local node; its home (``~`` in remote paths) is its runtime folder."""
 
+    in_process = True
+
     def __init__(self, node: NodeHandle) -> None:
         self.node = node
         self.root = Path(node.runtime_dir)

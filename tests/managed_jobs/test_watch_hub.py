@@ -77,9 +77,9 @@ async def _run_ended_signals(client: Client, workflow_id: str) -> int:
     return count
 
 
-async def _followed(client: Client, hub_id: str) -> FollowSet:
+async def _followed(client: Client, hub_id: str, *since: int) -> FollowSet:
     follow: FollowSet = await client.get_workflow_handle(hub_id).query(
-        WatchHubQuery.FOLLOWED.value, result_type=FollowSet
+        WatchHubQuery.FOLLOWED.value, *since, result_type=FollowSet
     )
     return follow
 
@@ -134,6 +134,14 @@ def test_twenty_running_jobs_are_followed_by_at_most_one_activity_per_shard(
             description = await client.get_workflow_handle(hub).describe()
             pending += len(description.raw_description.pending_activities)
         assert pending <= len(hubs), f"{pending} activities follow 20 jobs"
+        for hub in hubs:  # asked since a version, a hub sends the runs followed after it, and every key
+            whole = await _followed(client, hub)
+            assert whole.keys is None and len(whole.runs) >= 2
+            keys = sorted(run.key for run in whole.runs)
+            unchanged = await _followed(client, hub, whole.version)
+            assert (unchanged.runs, sorted(unchanged.keys or [])) == ([], keys)
+            since_start = await _followed(client, hub, 0)
+            assert sorted(run.key for run in since_start.runs) == sorted(since_start.keys or []) == keys
         for handle in handles:
             await until_reports_settled(handle)  # nothing pending but a report, and that one ends
         open_gate(tmp_path)

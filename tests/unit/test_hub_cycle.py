@@ -15,7 +15,7 @@ from skyhop.activities.watch_hub import _QUIET_SHIP_EVERY, Followed, poll_follow
 from skyhop.contract import JOB_KEY_PREFIX
 from skyhop.providers.base import ClusterHandle, NodeHandle, Offering
 from skyhop.providers.runtime import node_runner
-from skyhop.providers.runtime.jobs import NodeJobStatus
+from skyhop.providers.runtime.jobs import JobOutcome, NodeJobStatus
 from skyhop.storage.logs import LogReader, attempt_stream, log_store
 
 _JOB = 1
@@ -35,12 +35,12 @@ def _write_state(job: Path, state: dict[str, object]) -> None:
     node_runner._write_json(str(job / "state.json"), {"started_at": time.time(), **state})
 
 
-def _followed(root: Path) -> Followed:
+def _followed(root: Path, key: str = "managed-job:9001/task-0/attempt-1") -> Followed:
     offering = Offering(provider="local", instance_type="local", cpus=1, memory_gib=1, price=0)
     node = NodeHandle(rank=0, instance_id="i-0", ip="127.0.0.1", runtime_dir=str(root))
     return Followed(
         FollowedRun(
-            key="managed-job:9001/task-0/attempt-1",
+            key=key,
             owner="managed-job:9001",
             handle=ClusterHandle(cluster_name="hub-cycle", offering=offering, nodes=[node]),
             job=WatchedJob(job_id=_JOB, nodes=[0], running=True),
@@ -49,8 +49,8 @@ def _followed(root: Path) -> Followed:
     )
 
 
-def _cycle(run: Followed) -> dict[str, object]:
-    return asyncio.run(ActivityEnvironment().run(poll_followed, [run]))
+def _cycle(*runs: Followed) -> dict[str, tuple[FollowedRun, JobOutcome]]:
+    return asyncio.run(ActivityEnvironment().run(poll_followed, list(runs)))
 
 
 def test_a_quiet_runs_output_is_shipped_within_a_few_cycles_and_all_of_it_by_its_end(tmp_path: Path) -> None:
@@ -96,3 +96,16 @@ def test_a_hub_lists_no_node_s_jobs(tmp_path: Path) -> None:
     assert report["newer"] == [] and report["states"][f"{JOB_KEY_PREFIX}{_JOB}"]["status"] == "RUNNING"
     listed = node_runner.watch(str(tmp_path), [f"{JOB_KEY_PREFIX}{_JOB}"], JOB_KEY_PREFIX, _JOB)
     assert listed["newer"] == [f"{JOB_KEY_PREFIX}{_JOB + 1}"]
+
+
+def test_runs_asked_inline_and_runs_asked_by_a_task_each_end_in_one_cycle(tmp_path: Path) -> None:
+    jobs, runs = [], []
+    for name in ("inline", "remote"):
+        jobs.append(_node(tmp_path / name))
+        runs.append(_followed(tmp_path / name, key=name))
+    runs[1].in_process = False  # asked as a remote node is: a task of its own
+    assert runs[0].in_process and _cycle(*runs) == {}
+    for job in jobs:
+        _write_state(job, {"status": "FAILED", "exit_code": 3, "pid": os.getpid(), "runner_pid": os.getpid()})
+    ended = _cycle(*runs)
+    assert {key: outcome.exit_code for key, (_, outcome) in ended.items()} == {"inline": 3, "remote": 3}
