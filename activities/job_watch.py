@@ -121,7 +121,7 @@ class ClusterWatch:
             )
             for node in range(len(request.handle.nodes))
         ]
-        reports: list[JobsReport | BaseException]
+        reports: list[JobsReport | Exception]
         if len(queries) == 1:  # every watch hub run: no task per question
             reports = [await self._answer(0, queries[0])]
         else:

@@ -147,18 +147,17 @@ async def poll_followed(followed: list[Followed]) -> dict[str, tuple[FollowedRun
     """
     remote = [each for each in followed if not each.in_process]
     asked = asyncio.gather(*(each.cycle() for each in remote))
-    outcomes: dict[str, tuple[Followed, JobOutcome | None]] = {}
+    outcomes: list[tuple[Followed, JobOutcome | None]] = []
     try:
         for index, each in enumerate(each for each in followed if each.in_process):
             if index and index % _INLINE_BATCH == 0:
                 await asyncio.sleep(0)
-            outcomes[each.run.key] = (each, await each.cycle())
+            outcomes.append((each, await each.cycle()))
     except BaseException:
         asked.cancel()
         raise
-    for each, outcome in zip(remote, await asked, strict=True):
-        outcomes[each.run.key] = (each, outcome)
-    return {key: (each.run, outcome) for key, (each, outcome) in outcomes.items() if outcome is not None}
+    outcomes += zip(remote, await asked, strict=True)
+    return {each.run.key: (each.run, outcome) for each, outcome in outcomes if outcome is not None}
 
 
 async def _refresh(

@@ -210,9 +210,9 @@ STAGES = (
     "probe done",
     "decided",
 )
-"""``task started``: the first workflow task a worker took after the end was signalled (from the
+"""The marks on a preemption's way to its relaunch decision, read from the job's history.
+``task started``: the first workflow task a worker took after the end was signalled (from the
 signal to it, the task waited in the server's queue; from it to ``decided``, the worker ran it)."""
-"""The marks on a preemption's way to its relaunch decision, read from the job's history."""
 
 
 async def _recovering_at(client: Client, job_id: int, since: float) -> dict[str, float]:

@@ -143,21 +143,25 @@ def watch(
     One question per node for every job a watcher follows on it: the second part tells the
     watcher that a job it does not follow yet was started, without reading any job's files.
     """
+    newer = [] if newer_than is None else _newer(runtime_dir, keys, prefix, newer_than, known or [])
+    states = {key: read_state(runtime_dir, key, seen) for key in keys}
+    return {"states": states, "newer": sorted(newer), "present": os.path.isdir(runtime_dir)}
+
+
+def _newer(runtime_dir: str, keys: list[str], prefix: str, newer_than: int, known: list[str]) -> list[str]:
     try:
-        names = [] if newer_than is None else os.listdir(os.path.join(runtime_dir, "jobs"))
+        names = os.listdir(os.path.join(runtime_dir, "jobs"))
     except FileNotFoundError:
         names = []
-    newer = [
+    return [
         name
         for name in names
         if name.startswith(prefix)
         and name[len(prefix) :].isdigit()
-        and int(name[len(prefix) :]) > (newer_than or 0)
+        and int(name[len(prefix) :]) > newer_than
         and name not in keys
-        and name not in (known or [])
+        and name not in known
     ]
-    states = {key: read_state(runtime_dir, key, seen) for key in keys}
-    return {"states": states, "newer": sorted(newer), "present": os.path.isdir(runtime_dir)}
 
 
 def read_log(runtime_dir: str, key: str, offset: int, limit: int) -> bytes:
