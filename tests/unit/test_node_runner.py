@@ -133,6 +133,33 @@ def test_a_sigterm_to_the_runner_reaches_the_job_and_its_end_is_recorded(tmp_pat
     wait_for(lambda: not group_members(state["pid"]), 10, "the job's processes to exit")
 
 
+def test_a_jobs_end_is_recorded_by_its_waiter_without_a_python_interpreter(tmp_path: Path) -> None:
+    """Cancelling 2,000 jobs must not start 2,000 interpreters: the waiter writes the exit code,
+    the state file keeps the start record, and the reader makes the end of both."""
+    _run_cli(tmp_path, "c", "sleep 300")
+    wait_for(lambda: _state(tmp_path, "c").get("pid"), 10, "the job to run")
+    node_runner.cancel(str(tmp_path), "c", grace_s=2)
+    wait_for(lambda: _state(tmp_path, "c")["status"] == "CANCELLED", 10, "the cancel")
+    folder = tmp_path / "jobs" / "c"
+    assert json.loads((folder / "state.json").read_text())["status"] == "RUNNING"
+    assert (folder / "exit").read_text() == f"{128 + signal.SIGTERM}\n"
+    ended = _state(tmp_path, "c")
+    assert ended["exit_code"] == 128 + signal.SIGTERM and ended["ended_at"] >= ended["started_at"]
+
+
+def test_a_job_that_could_not_record_its_start_reads_as_failed_to_start(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [sys.executable, node_runner.__file__, "start", str(tmp_path), "nostart"],
+        input=json.dumps({"script": "true", "cwd": "/proc/no-such-folder"}),
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert out.stdout.strip() == "started"
+    wait_for(lambda: _state(tmp_path, "nostart")["status"] == "FAILED", 10, "the failure")
+    state = _state(tmp_path, "nostart")
+    assert state["error"] == "the job could not start (see its log)" and state["exit_code"] == 1
+    assert b"/proc/no-such-folder" in node_runner.read_log(str(tmp_path), "nostart", 0, 10_000)
+
+
 def test_a_job_starts_with_no_signal_ignored(tmp_path: Path) -> None:
     """A shell starts a background command with SIGINT and SIGQUIT ignored, Python ignores SIGPIPE,
     ``nohup`` SIGHUP: a job inherits none of them."""
