@@ -6,9 +6,11 @@ does not grow with what it follows: the follow set is the hub's ``followed`` que
 its ``version`` (asked every cycle) changes. Each cycle asks every followed run's nodes once
 (``ClusterWatch``, as a cluster's watcher does), ships each run's new output to the store, and
 sends each ended run's owner its ``RunEnded`` (with the provider's view of its nodes, when it did not
-succeed) before telling the hub to ``forget`` it. A killed
-worker's activity is retried by Temporal and starts from the hub's follow set and the nodes'
-records, so an end is sent at least once; the owner handles the first it waits for.
+succeed) before telling the hub to ``forget`` it. A run on nodes in this process is not asked while
+the hub holds its runners (``activities.runner_exits``): their exit wakes the hub, which asks it
+then, between cycles. A killed worker's activity is retried by Temporal and starts from the hub's
+follow set and the nodes' records, so an end is sent at least once; the owner handles the first it
+waits for.
 
 Logs: rank 0's new output is shipped to the store on each cycle (``activities.log_ship``), after
 the run's state was read, so the cycle that sees the end also ships the last bytes, then the end
@@ -33,8 +35,10 @@ from skyhop.activities.models import (
     FollowSet,
     WatchHubInput,
     WatchJobsInput,
+    WatchJobsResult,
 )
 from skyhop.activities.node_jobs import CALL_TIMEOUT_S, POLL_MAX_S
+from skyhop.activities.runner_exits import RunnerExits
 from skyhop.contract import WORKFLOW_QUEUE, WorkflowType
 from skyhop.contract.watch_hub import (
     RUN_ENDED_SIGNAL,
@@ -59,6 +63,10 @@ _INLINE_BATCH = 64
 """Runs on in-process nodes a cycle asks between two turns of the event loop."""
 _MOST_REST_S = 2.0
 """Longest rest between two cycles (well below the heartbeat timeout, ``workflows.options.HEARTBEAT``)."""
+_ASK_HELD_EVERY = 30
+"""A run whose runners the hub holds (``RunnerExits``) has its nodes asked every this many cycles
+all the same: a runner whose pid was taken by another process before it was held would be waited
+on for ever."""
 
 
 @activity.defn
@@ -81,22 +89,44 @@ async def watch_followed(hub_id: str) -> None:
     client = activity.client()
     hub: WorkflowHandle[object, object] = client.get_workflow_handle(hub_id)
     followed: dict[str, Followed] = {}
+    exits = RunnerExits()
     version: int | None = None
-    while True:
-        began = time.monotonic()
-        version = await _refresh(hub, version, followed)
-        if version is not None and not followed:
-            return
-        ended = await poll_followed(list(followed.values()))
-        for key in ended:
-            del followed[key]
-        await _deliver(client, hub, ended)
-        activity.heartbeat()
-        took = time.monotonic() - began
-        # A cycle slower than CYCLE_S (thousands of runs on a busy worker) is followed by as long a
-        # rest, so the hubs leave the worker time for the rest, but never a rest the heartbeat
-        # timeout could notice.
-        await asyncio.sleep(min(max(CYCLE_S - took, took), _MOST_REST_S))
+    try:
+        while True:
+            began = time.monotonic()
+            version = await _refresh(hub, version, followed, exits)
+            if version is not None and not followed:
+                return
+            await _ask(client, hub, followed, exits, list(followed.values()))
+            activity.heartbeat()
+            took = time.monotonic() - began
+            # A cycle slower than CYCLE_S (thousands of runs on a busy worker) is followed by as
+            # long a rest, so the hubs leave the worker time for the rest, but never a rest the
+            # heartbeat timeout could notice. A runner's exit is heard during the rest.
+            rested = time.monotonic() + min(max(CYCLE_S - took, took), _MOST_REST_S)
+            while (left := rested - time.monotonic()) > 0:
+                await exits.wait(left)
+                fired = [followed[key] for key in exits.fired() if key in followed]
+                await _ask(client, hub, followed, exits, fired, between_cycles=True)
+    finally:
+        exits.close()
+
+
+async def _ask(
+    client: Client,
+    hub: WorkflowHandle[object, object],
+    followed: dict[str, Followed],
+    exits: RunnerExits,
+    runs: list[Followed],
+    between_cycles: bool = False,
+) -> None:
+    """Ask ``runs`` (a cycle: every followed run) once, and deliver the ends they told."""
+    if not runs:
+        return
+    ended = await poll_followed(runs, exits, between_cycles)
+    for key in ended:
+        del followed[key]
+    await _deliver(client, hub, ended)
 
 
 class Followed:
@@ -113,32 +143,66 @@ class Followed:
         self.quiet = 0
         """Cycles since the run's log last grew."""
         self.in_process = all(runtime.in_process for runtime in self.watch.runtimes)
+        self.unasked = 0
+        """Cycles since the run's nodes were last asked (while its runners are held)."""
+        self.deferred: WatchJobsResult | None = None
+        """A cancelled end heard between cycles, told the next cycle."""
 
-    async def cycle(self) -> JobOutcome | None:
-        """Ask the run's nodes once and ship its new output (a quiet run's only every
+    async def cycle(self, exits: RunnerExits, between_cycles: bool = False) -> JobOutcome | None:
+        """Ask the run's nodes once, unless ``exits`` holds its runners (then only every
+        ``_ASK_HELD_EVERY`` cycles), and ship its new output (a quiet run's only every
         ``_QUIET_SHIP_EVERY`` cycles); its outcome if it ended.
 
-        A run whose nodes gave an unexpected error is asked again next cycle: it holds up no other.
+        Between cycles, a cancelled end waits for the next cycle, which first asks the hub what it
+        still follows: a run is cancelled on its nodes when its owner removes its cluster, and
+        that owner, which told the hub to forget the run at the same time, waits for no end or
+        output of it. A run whose nodes gave an unexpected error is asked again next cycle: it
+        holds up no other.
         """
-        try:
-            result = await self.watch.poll()
-        except Exception as exc:
-            activity.logger.warning("asking the nodes of %s failed: %r", self.run.key, exc)
-            return None
-        outcome = result.ended.get(self.run.job.job_id)
-        if outcome is None:
-            if self.quiet < _QUIET_SHIP_EVERY or self.quiet % _QUIET_SHIP_EVERY == 0:
-                self.quiet = 0 if await self.logs.ship() else self.quiet + 1
-            else:
-                self.quiet += 1
+        key = self.run.key
+        result = self.deferred
+        if result is None:
+            if exits.armed(key) and self.unasked < _ASK_HELD_EVERY:
+                self.unasked += 1
+                await self._ship()
+                return None
+            self.unasked = 0
+            try:
+                result = await self.watch.poll()
+            except Exception as exc:
+                activity.logger.warning("asking the nodes of %s failed: %r", key, exc)
+                return None
+            outcome = result.ended.get(self.run.job.job_id)
+            if outcome is None:
+                await self._ship()
+                if self.in_process and not exits.armed(key):
+                    exits.arm(key, self._runner_pids())
+                return None
+            exits.disarm(key)
+            if between_cycles and outcome.status == NodeJobStatus.CANCELLED:
+                self.deferred = result
+                return None
+        await self.logs.finish()
+        await self.watch.stop_ended(result)
+        return result.ended[self.run.job.job_id]
+
+    def _runner_pids(self) -> list[int]:
+        """The run's runners, one per node, if every node read them running (else none)."""
+        pids = [self.watch.runtimes[node].runner_pid(self.key) for node in self.run.job.nodes]
+        return [pid for pid in pids if pid is not None] if None not in pids else []
+
+    async def _ship(self) -> None:
+        if self.quiet < _QUIET_SHIP_EVERY or self.quiet % _QUIET_SHIP_EVERY == 0:
+            self.quiet = 0 if await self.logs.ship() else self.quiet + 1
         else:
-            await self.logs.finish()
-            await self.watch.stop_ended(result)
-        return outcome
+            self.quiet += 1
 
 
-async def poll_followed(followed: list[Followed]) -> dict[str, tuple[FollowedRun, JobOutcome]]:
-    """One cycle: ask each run's nodes once, ship its output; the runs that ended, by key.
+async def poll_followed(
+    followed: list[Followed], exits: RunnerExits, between_cycles: bool = False
+) -> dict[str, tuple[FollowedRun, JobOutcome]]:
+    """One cycle: ask each run's nodes once (unless ``exits`` holds its runners), ship its output;
+    the runs that ended, by key.
 
     Runs on remote nodes are asked at once, a task each; runs on nodes in this process
     (``NodeRuntime.in_process``) one after another while those wait: a task per run and cycle cost
@@ -146,13 +210,13 @@ async def poll_followed(followed: list[Followed]) -> dict[str, tuple[FollowedRun
     the rest of the worker run.
     """
     remote = [each for each in followed if not each.in_process]
-    asked = asyncio.gather(*(each.cycle() for each in remote))
+    asked = asyncio.gather(*(each.cycle(exits, between_cycles) for each in remote))
     outcomes: list[tuple[Followed, JobOutcome | None]] = []
     try:
         for index, each in enumerate(each for each in followed if each.in_process):
             if index and index % _INLINE_BATCH == 0:
                 await asyncio.sleep(0)
-            outcomes.append((each, await each.cycle()))
+            outcomes.append((each, await each.cycle(exits, between_cycles)))
     except BaseException:
         asked.cancel()
         raise
@@ -161,7 +225,10 @@ async def poll_followed(followed: list[Followed]) -> dict[str, tuple[FollowedRun
 
 
 async def _refresh(
-    hub: WorkflowHandle[object, object], version: int | None, followed: dict[str, Followed]
+    hub: WorkflowHandle[object, object],
+    version: int | None,
+    followed: dict[str, Followed],
+    exits: RunnerExits,
 ) -> int | None:
     """Bring ``followed`` up to the hub's follow set if its version changed; the version now.
 
@@ -181,6 +248,7 @@ async def _refresh(
     for key in list(followed):
         if key not in keys:
             del followed[key]
+            exits.disarm(key)
     for run in follow.runs:
         if run.key not in followed:
             followed[run.key] = Followed(run)

@@ -8,6 +8,10 @@ relaunch decision needs a cycle well under ``CYCLE_S``. Prints the mean cycle pe
 the first (which lists the store): runs that stay quiet, as most long jobs do, have their logs read
 every ``_QUIET_SHIP_EVERY`` cycles, so the mean over many cycles is what a hub costs.
 
+Two lines per N: runs whose runners the hub holds (``activities.runner_exits``: their nodes are
+asked only when a runner exits, and every ``_ASK_HELD_EVERY`` cycles), and runs asked every cycle
+(the open-file budget spent, or nodes that are not in process).
+
     python benchmarks/watch_hub_cycle.py [--runs 1000 10000] [--cycles 13]
 """
 
@@ -62,18 +66,24 @@ def _followed(root: Path, n: int) -> list[object]:
     return runs
 
 
-async def _cycles(followed: list[object], cycles: int) -> list[float]:
+async def _cycles(followed: list[object], cycles: int, hold: bool) -> list[float]:
     from temporalio.testing import ActivityEnvironment
 
+    from skyhop.activities import runner_exits
     from skyhop.activities.watch_hub import poll_followed
 
+    runner_exits._BUDGET_SHARE = 0.5 if hold else 0.0  # no pidfd fits a budget of none
     env = ActivityEnvironment()
+    exits = runner_exits.RunnerExits()
     times = []
-    for _ in range(cycles):
-        started = time.perf_counter()
-        ended = await env.run(poll_followed, followed)
-        times.append(time.perf_counter() - started)
-        assert not ended, f"{len(ended)} runs ended"
+    try:
+        for _ in range(cycles):
+            started = time.perf_counter()
+            ended = await env.run(poll_followed, followed, exits)
+            times.append(time.perf_counter() - started)
+            assert not ended, f"{len(ended)} runs ended"
+    finally:
+        exits.close()
     return times
 
 
@@ -93,13 +103,15 @@ def main() -> None:
             f"mean of {args.cycles} cycles after the first"
         )
         for n in args.runs:
-            followed = _followed(Path(folder) / f"n{n}", n)
-            times = asyncio.run(_cycles(followed, args.cycles + 1))
-            cycle = statistics.mean(times[1:] or times)
-            print(
-                f"{n:>7} runs: cycle {cycle * 1e3:8.1f} ms, {cycle * 1e3 / n * 1000:6.1f} ms per 1,000 runs; "
-                f"one of {WATCH_HUB_SHARDS} hubs at N = {n}: {cycle / WATCH_HUB_SHARDS * 1e3:.1f} ms"
-            )
+            for hold, how in ((True, "runners held"), (False, "asked each cycle")):
+                followed = _followed(Path(folder) / f"n{n}-{how.split()[0]}", n)
+                times = asyncio.run(_cycles(followed, args.cycles + 1, hold))
+                cycle = statistics.mean(times[1:] or times)
+                print(
+                    f"{n:>7} runs, {how:<16}: cycle {cycle * 1e3:8.1f} ms, "
+                    f"{cycle * 1e3 / n * 1000:6.1f} ms per 1,000 runs; "
+                    f"one of {WATCH_HUB_SHARDS} hubs at N = {n}: {cycle / WATCH_HUB_SHARDS * 1e3:.1f} ms"
+                )
 
 
 if __name__ == "__main__":

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import os
+import resource
 import sys
 
 from skyhop.cli.client import connect
@@ -65,6 +67,16 @@ async def _run(
     await worker.serve(client, ready_file, cached_workflows=cache)
 
 
+def _open_files_to_hard_limit() -> None:
+    """Raise the soft limit on open files to the hard one: a watch hub holds a pidfd per running
+    job's runner on nodes in this process (``activities.runner_exits``) within half of it, and a
+    soft limit of 1,024 would leave most of 10,000 runs asked every second instead."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        with contextlib.suppress(ValueError, OSError):  # an unlimited hard limit is above the kernel's
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="skyhop worker", description=__doc__)
     parser.add_argument("--address", help="Temporal frontend host:port (default: from skyhop's config)")
@@ -73,6 +85,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--codec-origin", action="append", default=[], help="a web origin it answers")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    _open_files_to_hard_limit()
     try:
         asyncio.run(_run(args.address, args.ready_file, args.codec_port, args.codec_origin))
     except ConfigError as exc:  # includes a missing or malformed payload key

@@ -473,6 +473,12 @@ class NodeRuntime(ABC):
     async def cancel_job(self, key: str) -> None:
         """Stop the job's processes on this node (no-op if it is not running)."""
 
+    def runner_pid(self, key: str) -> int | None:
+        """The pid of the running job's runner, a process of this machine, for a runtime in this
+        process (``in_process``) that read the job RUNNING; None when it cannot tell. The runner
+        exits once the job's end is recorded, so its exit is the job's end (``activities.runner_exits``)."""
+        return None
+
 
 class Provider(ABC):
     """An infrastructure skyhop can run clusters on."""

@@ -129,6 +129,13 @@ class LocalNodeRuntime(NodeRuntime):
         )
         return JobsReport.model_validate(report)
 
+    def runner_pid(self, key: str) -> int | None:
+        seen = self._states.get(node_runner.state_path(str(self.root), key))
+        if seen is None or seen[1].get("status") != node_runner.RUNNING:
+            return None
+        pid = seen[1].get("runner_pid")
+        return pid if isinstance(pid, int) else None
+
     async def read_log(self, key: str, offset: int, limit: int = 1 << 20) -> bytes:
         return node_runner.read_log(str(self.root), key, offset, limit)
 

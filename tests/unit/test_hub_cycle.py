@@ -6,12 +6,16 @@ import asyncio
 import os
 import subprocess
 import time
+import zlib
 from pathlib import Path
 
+import pytest
 from temporalio.testing import ActivityEnvironment
 
+from skyhop.activities import runner_exits
 from skyhop.activities.models import AttemptLog, FollowedRun, WatchedJob
-from skyhop.activities.watch_hub import _QUIET_SHIP_EVERY, Followed, poll_followed
+from skyhop.activities.runner_exits import RunnerExits
+from skyhop.activities.watch_hub import _ASK_HELD_EVERY, _QUIET_SHIP_EVERY, Followed, poll_followed
 from skyhop.contract import JOB_KEY_PREFIX
 from skyhop.providers.base import ClusterHandle, NodeHandle, Offering
 from skyhop.providers.runtime import node_runner
@@ -19,7 +23,6 @@ from skyhop.providers.runtime.jobs import JobOutcome, NodeJobStatus
 from skyhop.storage.logs import LogReader, attempt_stream, log_store
 
 _JOB = 1
-_ATTEMPT_LOG = AttemptLog(job_id=9001, task_index=0, attempt=1)
 
 
 def _node(root: Path) -> Path:
@@ -36,6 +39,7 @@ def _write_state(job: Path, state: dict[str, object]) -> None:
 
 
 def _followed(root: Path, key: str = "managed-job:9001/task-0/attempt-1") -> Followed:
+    """A run whose output goes to a stream of its own (tests on other processes share the store)."""
     offering = Offering(provider="local", instance_type="local", cpus=1, memory_gib=1, price=0)
     node = NodeHandle(rank=0, instance_id="i-0", ip="127.0.0.1", runtime_dir=str(root))
     return Followed(
@@ -44,18 +48,27 @@ def _followed(root: Path, key: str = "managed-job:9001/task-0/attempt-1") -> Fol
             owner="managed-job:9001",
             handle=ClusterHandle(cluster_name="hub-cycle", offering=offering, nodes=[node]),
             job=WatchedJob(job_id=_JOB, nodes=[0], running=True),
-            log=_ATTEMPT_LOG,
+            log=AttemptLog(job_id=zlib.crc32(str(root).encode()), task_index=0, attempt=1),
         )
     )
 
 
 def _cycle(*runs: Followed) -> dict[str, tuple[FollowedRun, JobOutcome]]:
-    return asyncio.run(ActivityEnvironment().run(poll_followed, list(runs)))
+    """One cycle that holds no runner past its end: each run's nodes are asked."""
+
+    async def once() -> dict[str, tuple[FollowedRun, JobOutcome]]:
+        exits = RunnerExits()
+        try:
+            return await poll_followed(list(runs), exits)
+        finally:
+            exits.close()
+
+    return asyncio.run(ActivityEnvironment().run(once))
 
 
 def test_a_quiet_runs_output_is_shipped_within_a_few_cycles_and_all_of_it_by_its_end(tmp_path: Path) -> None:
     job, run = _node(tmp_path), _followed(tmp_path)
-    reader = LogReader(log_store(), attempt_stream(9001, 0, 1), 0)
+    reader = LogReader(log_store(), attempt_stream(run.run.log.job_id, 0, 1), 0)
     for _ in range(3 * _QUIET_SHIP_EVERY):  # quiet for long: its log is read every few cycles only
         assert _cycle(run) == {}
     with (job / "run.log").open("ab") as log:
@@ -109,3 +122,133 @@ def test_runs_asked_inline_and_runs_asked_by_a_task_each_end_in_one_cycle(tmp_pa
         _write_state(job, {"status": "FAILED", "exit_code": 3, "pid": os.getpid(), "runner_pid": os.getpid()})
     ended = _cycle(*runs)
     assert {key: outcome.exit_code for key, (_, outcome) in ended.items()} == {"inline": 3, "remote": 3}
+
+
+def _runner(job: Path) -> subprocess.Popen[bytes]:
+    """A live runner of the node's job, recorded RUNNING as ``node_runner`` records it."""
+    runner = subprocess.Popen(["sleep", "600"])
+    _write_state(job, {"status": "RUNNING", "pid": runner.pid, "runner_pid": runner.pid})
+    return runner
+
+
+def test_a_held_run_is_asked_when_its_runner_exits_and_not_before(tmp_path: Path) -> None:
+    job, run = _node(tmp_path), _followed(tmp_path)
+    runner = _runner(job)
+
+    async def follow() -> None:
+        exits = RunnerExits()
+        try:
+            assert await poll_followed([run], exits) == {} and exits.armed(run.run.key)
+            # The end record without the runner's exit (which never happens) is not read: not asked.
+            _write_state(
+                job, {"status": "SUCCEEDED", "exit_code": 0, "pid": runner.pid, "runner_pid": runner.pid}
+            )
+            assert await poll_followed([run], exits) == {}
+            await exits.wait(0.05)
+            assert exits.fired() == []
+            runner.kill()
+            await exits.wait(60)  # the kernel's word, not a poll
+            assert exits.fired() == [run.run.key] and not exits.armed(run.run.key)
+            ended = await poll_followed([run], exits)
+            assert [outcome.status for _, outcome in ended.values()] == [NodeJobStatus.SUCCEEDED]
+        finally:
+            exits.close()
+
+    try:
+        asyncio.run(ActivityEnvironment().run(follow))
+    finally:
+        runner.kill()
+        runner.wait()
+
+
+def test_a_held_run_is_asked_all_the_same_every_few_cycles(tmp_path: Path) -> None:
+    job, run = _node(tmp_path), _followed(tmp_path)
+    runner = _runner(job)
+
+    async def follow() -> list[int]:
+        exits = RunnerExits()
+        try:
+            assert await poll_followed([run], exits) == {}
+            _write_state(
+                job, {"status": "FAILED", "exit_code": 7, "pid": runner.pid, "runner_pid": runner.pid}
+            )
+            for cycle in range(1, 2 * _ASK_HELD_EVERY):
+                ended = await poll_followed([run], exits)
+                if ended:
+                    assert [outcome.exit_code for _, outcome in ended.values()] == [7]
+                    return [cycle]
+            return []
+        finally:
+            exits.close()
+
+    try:
+        assert asyncio.run(ActivityEnvironment().run(follow)) == [_ASK_HELD_EVERY + 1]
+    finally:
+        runner.kill()
+        runner.wait()
+
+
+def test_runs_past_the_budget_of_open_files_are_asked_every_cycle(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(runner_exits, "_BUDGET_SHARE", 0.0)
+    job, run = _node(tmp_path), _followed(tmp_path)
+    runner = _runner(job)
+
+    async def follow() -> dict[str, tuple[FollowedRun, JobOutcome]]:
+        exits = RunnerExits()
+        try:
+            assert await poll_followed([run], exits) == {} and not exits.armed(run.run.key)
+            _write_state(
+                job, {"status": "FAILED", "exit_code": 5, "pid": runner.pid, "runner_pid": runner.pid}
+            )
+            return await poll_followed([run], exits)
+        finally:
+            exits.close()
+
+    try:
+        ended = asyncio.run(ActivityEnvironment().run(follow))
+        assert [outcome.exit_code for _, outcome in ended.values()] == [5]
+    finally:
+        runner.kill()
+        runner.wait()
+    assert runner_exits._budget.open == 0
+
+
+def test_between_cycles_a_cancelled_end_waits_for_the_next_cycle_and_a_killed_runner_does_not(
+    tmp_path: Path,
+) -> None:
+    """A cancelled run's owner is removing its cluster and told the hub to forget it: its end (and
+    its last output) waits for the cycle that first asks the hub. A preempted run's does not."""
+    cancelled_job, killed_job = _node(tmp_path / "cancelled"), _node(tmp_path / "killed")
+    cancelled, killed = (
+        _followed(tmp_path / "cancelled", "cancelled"),
+        _followed(tmp_path / "killed", "killed"),
+    )
+    reader = LogReader(log_store(), attempt_stream(cancelled.run.log.job_id, 0, 1), 0)
+
+    async def follow() -> list[dict[str, tuple[FollowedRun, JobOutcome]]]:
+        exits = RunnerExits()
+        try:
+            assert await poll_followed([cancelled, killed], exits) == {}
+            (cancelled_job / "cancelled").touch()
+            (cancelled_job / "exit").write_text("143\n")
+            (cancelled_job / "run.log").write_bytes(b"stopping\n")
+            _write_state(cancelled_job, {"status": "RUNNING", "pid": 1, "runner_pid": 2**22 + 1})
+            _write_state(killed_job, {"status": "RUNNING", "pid": 1, "runner_pid": 2**22 + 1})
+            for run in (cancelled, killed):
+                exits.disarm(run.run.key)  # as their runners' exits do
+            between = await poll_followed([cancelled, killed], exits, between_cycles=True)
+            assert reader.read() == b"" and not reader.ended
+            return [between, await poll_followed([cancelled], exits)]
+        finally:
+            exits.close()
+
+    between, cycle = asyncio.run(ActivityEnvironment().run(follow))
+    assert {key: (o.status, o.error) for key, (_, o) in between.items()} == {
+        "killed": (NodeJobStatus.FAILED, "the job runner was killed while the job ran")
+    }
+    assert {key: (o.status, o.exit_code) for key, (_, o) in cycle.items()} == {
+        "cancelled": (NodeJobStatus.CANCELLED, 143)
+    }
+    assert reader.read() == b"stopping\n" and reader.ended
