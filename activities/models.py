@@ -146,7 +146,11 @@ class FollowSet(BaseModel):
     runs: list[FollowedRun] = []
     keys: list[str] | None = None
     """Every run followed, when ``runs`` holds only those followed since a version the asker named
-    (a hub that follows hundreds of runs, some coming and going every cycle, sends those only)."""
+    and the hub no longer knows every run forgotten since (``forgotten``)."""
+    forgotten: list[str] | None = None
+    """The runs forgotten since the version the asker named (then ``runs`` holds only those
+    followed since): a hub that follows thousands of runs, some coming and going every second,
+    sends what changed, not every key."""
 
 
 class WatchHubInput(BaseModel):

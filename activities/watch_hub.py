@@ -35,7 +35,6 @@ from skyhop.activities.models import (
     FollowSet,
     WatchHubInput,
     WatchJobsInput,
-    WatchJobsResult,
 )
 from skyhop.activities.node_jobs import CALL_TIMEOUT_S, POLL_MAX_S
 from skyhop.activities.runner_exits import RunnerExits
@@ -102,12 +101,16 @@ async def watch_followed(hub_id: str) -> None:
             took = time.monotonic() - began
             # A cycle slower than CYCLE_S (thousands of runs on a busy worker) is followed by as
             # long a rest, so the hubs leave the worker time for the rest, but never a rest the
-            # heartbeat timeout could notice. A runner's exit is heard during the rest.
+            # heartbeat timeout could notice.
             rested = time.monotonic() + min(max(CYCLE_S - took, took), _MOST_REST_S)
             while (left := rested - time.monotonic()) > 0:
                 await exits.wait(left)
-                fired = [followed[key] for key in exits.fired() if key in followed]
-                await _ask(client, hub, followed, exits, fired, between_cycles=True)
+                fired = exits.fired()
+                if fired:
+                    # The hub first: a run is ended on its nodes when its owner removes its cluster
+                    # (a cancel), and that owner told the hub to forget it and waits for no end.
+                    version = await _refresh(hub, version, followed, exits)
+                    await _ask(client, hub, followed, exits, [followed[k] for k in fired if k in followed])
     finally:
         exits.close()
 
@@ -118,12 +121,11 @@ async def _ask(
     followed: dict[str, Followed],
     exits: RunnerExits,
     runs: list[Followed],
-    between_cycles: bool = False,
 ) -> None:
     """Ask ``runs`` (a cycle: every followed run) once, and deliver the ends they told."""
     if not runs:
         return
-    ended = await poll_followed(runs, exits, between_cycles)
+    ended = await poll_followed(runs, exits)
     for key in ended:
         del followed[key]
     await _deliver(client, hub, ended)
@@ -145,46 +147,35 @@ class Followed:
         self.in_process = all(runtime.in_process for runtime in self.watch.runtimes)
         self.unasked = 0
         """Cycles since the run's nodes were last asked (while its runners are held)."""
-        self.deferred: WatchJobsResult | None = None
-        """A cancelled end heard between cycles, told the next cycle."""
 
-    async def cycle(self, exits: RunnerExits, between_cycles: bool = False) -> JobOutcome | None:
+    async def cycle(self, exits: RunnerExits) -> JobOutcome | None:
         """Ask the run's nodes once, unless ``exits`` holds its runners (then only every
         ``_ASK_HELD_EVERY`` cycles), and ship its new output (a quiet run's only every
         ``_QUIET_SHIP_EVERY`` cycles); its outcome if it ended.
 
-        Between cycles, a cancelled end waits for the next cycle, which first asks the hub what it
-        still follows: a run is cancelled on its nodes when its owner removes its cluster, and
-        that owner, which told the hub to forget the run at the same time, waits for no end or
-        output of it. A run whose nodes gave an unexpected error is asked again next cycle: it
-        holds up no other.
+        A run whose nodes gave an unexpected error is asked again next cycle: it holds up no other.
         """
         key = self.run.key
-        result = self.deferred
-        if result is None:
-            if exits.armed(key) and self.unasked < _ASK_HELD_EVERY:
-                self.unasked += 1
-                await self._ship()
-                return None
-            self.unasked = 0
-            try:
-                result = await self.watch.poll()
-            except Exception as exc:
-                activity.logger.warning("asking the nodes of %s failed: %r", key, exc)
-                return None
-            outcome = result.ended.get(self.run.job.job_id)
-            if outcome is None:
-                await self._ship()
-                if self.in_process and not exits.armed(key):
-                    exits.arm(key, self._runner_pids())
-                return None
+        if exits.armed(key) and self.unasked < _ASK_HELD_EVERY:
+            self.unasked += 1
+            await self._ship()
+            return None
+        self.unasked = 0
+        try:
+            result = await self.watch.poll()
+        except Exception as exc:
+            activity.logger.warning("asking the nodes of %s failed: %r", key, exc)
+            return None
+        outcome = result.ended.get(self.run.job.job_id)
+        if outcome is None:
+            await self._ship()
+            if self.in_process and not exits.armed(key):
+                exits.arm(key, self._runner_pids())
+        else:
             exits.disarm(key)
-            if between_cycles and outcome.status == NodeJobStatus.CANCELLED:
-                self.deferred = result
-                return None
-        await self.logs.finish()
-        await self.watch.stop_ended(result)
-        return result.ended[self.run.job.job_id]
+            await self.logs.finish()
+            await self.watch.stop_ended(result)
+        return outcome
 
     def _runner_pids(self) -> list[int]:
         """The run's runners, one per node, if every node read them running (else none)."""
@@ -199,7 +190,7 @@ class Followed:
 
 
 async def poll_followed(
-    followed: list[Followed], exits: RunnerExits, between_cycles: bool = False
+    followed: list[Followed], exits: RunnerExits
 ) -> dict[str, tuple[FollowedRun, JobOutcome]]:
     """One cycle: ask each run's nodes once (unless ``exits`` holds its runners), ship its output;
     the runs that ended, by key.
@@ -210,13 +201,13 @@ async def poll_followed(
     the rest of the worker run.
     """
     remote = [each for each in followed if not each.in_process]
-    asked = asyncio.gather(*(each.cycle(exits, between_cycles) for each in remote))
+    asked = asyncio.gather(*(each.cycle(exits) for each in remote))
     outcomes: list[tuple[Followed, JobOutcome | None]] = []
     try:
         for index, each in enumerate(each for each in followed if each.in_process):
             if index and index % _INLINE_BATCH == 0:
                 await asyncio.sleep(0)
-            outcomes.append((each, await each.cycle(exits, between_cycles)))
+            outcomes.append((each, await each.cycle(exits)))
     except BaseException:
         asked.cancel()
         raise
@@ -232,9 +223,10 @@ async def _refresh(
 ) -> int | None:
     """Bring ``followed`` up to the hub's follow set if its version changed; the version now.
 
-    Only the runs followed since ``version`` come, with every key followed: at 10,000 runs coming
-    and going (cancels, relaunches), the whole set asked again every cycle cost a sixth of the
-    worker's CPU. A hub that does not answer this cycle (its worker busy, say) keeps the set as it was.
+    Only what changed since ``version`` comes (the runs followed and forgotten since; every key
+    followed when the hub no longer knows what it forgot since): at 10,000 runs coming and going
+    (cancels, relaunches), the whole set asked again every cycle cost a sixth of the worker's CPU.
+    A hub that does not answer (its worker busy, say) keeps the set as it was.
     """
     try:
         current: int = await hub.query(WatchHubQuery.VERSION.value, result_type=int)
@@ -244,11 +236,14 @@ async def _refresh(
     except (RPCError, WorkflowQueryFailedError) as exc:
         activity.logger.warning("the hub %s did not answer (%s); following what it said before", hub.id, exc)
         return version
-    keys = set(follow.keys if follow.keys is not None else (run.key for run in follow.runs))
-    for key in list(followed):
-        if key not in keys:
-            del followed[key]
-            exits.disarm(key)
+    if follow.forgotten is not None:
+        gone = [key for key in dict.fromkeys(follow.forgotten) if key in followed]
+    else:
+        keys = set(follow.keys if follow.keys is not None else (run.key for run in follow.runs))
+        gone = [key for key in followed if key not in keys]
+    for key in gone:
+        del followed[key]
+        exits.disarm(key)
     for run in follow.runs:
         if run.key not in followed:
             followed[run.key] = Followed(run)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections import deque
 from datetime import timedelta
 
 from temporalio import workflow
@@ -51,6 +52,10 @@ waiting for it: its cluster's removal waited a workflow task's round trip for it
 _RESTART_AFTER = timedelta(seconds=30)
 """How long a hub whose activity failed for good waits before it starts another."""
 
+_FORGETS_KEPT = 2_000
+"""The latest forgotten runs a hub names to its activity (``followed(since)``); an activity that
+asks from before them gets every key instead."""
+
 
 @workflow.defn(name=WorkflowType.WATCH_HUB)
 class WatchHubWorkflow:
@@ -60,6 +65,10 @@ class WatchHubWorkflow:
         self._version = input.follow.version
         self._since = dict.fromkeys(self._runs, self._version)
         """The version at which each run was followed."""
+        self._forgets: deque[tuple[int, str]] = deque(maxlen=_FORGETS_KEPT)
+        """The latest forgotten runs, with the version that forgot them."""
+        self._forgets_from = self._version
+        """Every run forgotten after this version is in ``_forgets``."""
         self._watcher: asyncio.Task[None]
         """The hub's one activity (``activities.watch_hub.watch_followed``)."""
 
@@ -72,8 +81,15 @@ class WatchHubWorkflow:
 
     @workflow.signal(name=WatchHubSignal.FORGET)
     def forget(self, keys: list[str]) -> None:
-        if [(self._runs.pop(key), self._since.pop(key)) for key in keys if key in self._runs]:
-            self._version += 1
+        forgotten = [key for key in keys if self._runs.pop(key, None) is not None]
+        if not forgotten:
+            return
+        self._version += 1
+        for key in forgotten:
+            del self._since[key]
+            if len(self._forgets) == self._forgets.maxlen:
+                self._forgets_from = self._forgets[0][0]
+            self._forgets.append((self._version, key))
 
     @workflow.query(name=WatchHubQuery.VERSION)
     def version(self) -> int:
@@ -84,7 +100,10 @@ class WatchHubWorkflow:
         if since is None:
             return FollowSet(version=self._version, runs=list(self._runs.values()))
         runs = [run for key, run in self._runs.items() if self._since[key] > since]
-        return FollowSet(version=self._version, runs=runs, keys=list(self._runs))
+        if since < self._forgets_from:
+            return FollowSet(version=self._version, runs=runs, keys=list(self._runs))
+        forgotten = [key for version, key in self._forgets if version > since]
+        return FollowSet(version=self._version, runs=runs, forgotten=forgotten)
 
     @workflow.run
     async def run(self, input: WatchHubInput) -> None:
