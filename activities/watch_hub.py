@@ -6,9 +6,10 @@ does not grow with what it follows: the follow set is the hub's ``followed`` que
 its ``version`` (asked every cycle) changes. Each cycle asks every followed run's nodes once
 (``ClusterWatch``, as a cluster's watcher does), ships each run's new output to the store, and
 sends each ended run's owner its ``RunEnded`` (with the provider's view of its nodes, when it did not
-succeed) before telling the hub to ``forget`` it. A run on nodes in this process is not asked while
-the hub holds its runners (``activities.runner_exits``): their exit wakes the hub, which asks it
-then, between cycles. A killed worker's activity is retried by Temporal and starts from the hub's
+succeed) before telling the hub to ``forget`` it. A run on folder nodes of this machine
+(``NodeRuntime.in_process``) is not asked while the hub holds its runners
+(``activities.runner_exits``): a runner's exit wakes the hub, which asks the run then, between
+cycles. A killed worker's activity is retried by Temporal and starts from the hub's
 follow set and the nodes' records, so an end is sent at least once; the owner handles the first it
 waits for.
 
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from datetime import timedelta
 
 from temporalio import activity
 from temporalio.client import Client, WorkflowHandle, WorkflowQueryFailedError
@@ -62,6 +64,10 @@ _INLINE_BATCH = 64
 """Runs on in-process nodes a cycle asks between two turns of the event loop."""
 _MOST_REST_S = 2.0
 """Longest rest between two cycles (well below the heartbeat timeout, ``workflows.options.HEARTBEAT``)."""
+_BEAT_S = 1.0
+"""How often the activity heartbeats, whatever a cycle is waiting for."""
+_QUERY_TIMEOUT = timedelta(seconds=CALL_TIMEOUT_S)
+"""Bound on one question to the hub: a hub whose worker is busy answers next cycle instead."""
 _ASK_HELD_EVERY = 30
 """A run whose runners the hub holds (``RunnerExits``) has its nodes asked every this many cycles
 all the same: a runner whose pid was taken by another process before it was held would be waited
@@ -90,6 +96,7 @@ async def watch_followed(hub_id: str) -> None:
     followed: dict[str, Followed] = {}
     exits = RunnerExits()
     version: int | None = None
+    beating = asyncio.create_task(_beat())
     try:
         while True:
             began = time.monotonic()
@@ -97,7 +104,6 @@ async def watch_followed(hub_id: str) -> None:
             if version is not None and not followed:
                 return
             await _ask(client, hub, followed, exits, list(followed.values()))
-            activity.heartbeat()
             took = time.monotonic() - began
             # A cycle slower than CYCLE_S (thousands of runs on a busy worker) is followed by as
             # long a rest, so the hubs leave the worker time for the rest, but never a rest the
@@ -112,7 +118,20 @@ async def watch_followed(hub_id: str) -> None:
                     version = await _refresh(hub, version, followed, exits)
                     await _ask(client, hub, followed, exits, [followed[k] for k in fired if k in followed])
     finally:
+        beating.cancel()
         exits.close()
+
+
+async def _beat() -> None:
+    """Heartbeat every ``_BEAT_S`` while the activity runs: it tells Temporal that its worker lives.
+
+    A cycle's own pace is no liveness signal: a cycle that waits on a busy hub's answer or on the
+    owners' signals took longer than the heartbeat timeout during a burst, and each time the
+    activity was retried, reading every run again. What a cycle waits for is bounded by its own
+    timeouts instead."""
+    while True:
+        activity.heartbeat()
+        await asyncio.sleep(_BEAT_S)
 
 
 async def _ask(
@@ -229,10 +248,14 @@ async def _refresh(
     A hub that does not answer (its worker busy, say) keeps the set as it was.
     """
     try:
-        current: int = await hub.query(WatchHubQuery.VERSION.value, result_type=int)
+        current: int = await hub.query(
+            WatchHubQuery.VERSION.value, result_type=int, rpc_timeout=_QUERY_TIMEOUT
+        )
         if current == version:
             return version
-        follow: FollowSet = await hub.query(WatchHubQuery.FOLLOWED.value, version, result_type=FollowSet)
+        follow: FollowSet = await hub.query(
+            WatchHubQuery.FOLLOWED.value, version, result_type=FollowSet, rpc_timeout=_QUERY_TIMEOUT
+        )
     except (RPCError, WorkflowQueryFailedError) as exc:
         activity.logger.warning("the hub %s did not answer (%s); following what it said before", hub.id, exc)
         return version

@@ -7,6 +7,7 @@ import signal
 import sqlite3
 import subprocess
 import time
+import urllib.request
 from contextlib import closing
 from pathlib import Path
 
@@ -166,10 +167,30 @@ def test_concurrent_first_calls_start_one_server_and_one_worker(fresh_env: dict[
     # Its SQLite writes a write-ahead log (cli.embedded._SQLITE_PRAGMAS), not a rollback journal.
     with closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as database:
         assert database.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    # Its history service keeps 32,768 workflows' state and 64 MiB of events (cli.embedded._DYNAMIC_CONFIG).
+    assert _history_cache_sizes(fresh_env) == {"mutablestate": 32768, "events": 64 * 2**20}
     # Reuse is instant: a second status call starts nothing new.
     started = time.monotonic()
     _ok(skyhop("server", "status", env=fresh_env))
     assert time.monotonic() - started < 10
+
+
+def _history_cache_sizes(env: dict[str, str]) -> dict[str, float]:
+    """The embedded server's history caches' sizes, once it reported them (0 until its first report)."""
+    state = json.loads((Path(env["SKYHOP_HOME"]) / "server" / "server.json").read_text())
+
+    def reported() -> dict[str, float]:
+        url = f"http://127.0.0.1:{state['metrics_port']}/metrics"
+        with urllib.request.urlopen(url, timeout=30) as response:
+            lines = response.read().decode().splitlines()
+        return {
+            line.split('cache_type="')[1].split('"')[0]: float(line.split()[-1])
+            for line in lines
+            if line.startswith("cache_size{") and 'service_name="history"' in line
+        }
+
+    wait_for(lambda: reported().get("mutablestate"), 60, "the server to report its caches")
+    return {kind: size for kind, size in reported().items() if kind in ("mutablestate", "events")}
 
 
 def _cmdline_has(path: Path, text: str) -> bool:

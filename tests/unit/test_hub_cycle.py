@@ -15,7 +15,13 @@ from temporalio.testing import ActivityEnvironment
 from skyhop.activities import runner_exits
 from skyhop.activities.models import AttemptLog, FollowedRun, WatchedJob
 from skyhop.activities.runner_exits import RunnerExits
-from skyhop.activities.watch_hub import _ASK_HELD_EVERY, _QUIET_SHIP_EVERY, Followed, poll_followed
+from skyhop.activities.watch_hub import (
+    _ASK_HELD_EVERY,
+    _QUIET_SHIP_EVERY,
+    Followed,
+    poll_followed,
+    watch_followed,
+)
 from skyhop.contract import JOB_KEY_PREFIX
 from skyhop.providers.base import ClusterHandle, NodeHandle, Offering
 from skyhop.providers.runtime import node_runner
@@ -213,3 +219,33 @@ def test_runs_past_the_budget_of_open_files_are_asked_every_cycle(
         runner.kill()
         runner.wait()
     assert runner_exits._budget.open == 0
+
+
+def test_the_hub_activity_heartbeats_while_a_cycle_waits_on_a_slow_hub() -> None:
+    """A hub that answers slowly (its worker busy with a burst) must not let the heartbeat timeout
+    retry the activity, which reads every run again: the activity beats whatever it waits for."""
+    beats: list[float] = []
+
+    class SlowHub:
+        id = "job-watch:slow"
+
+        async def query(self, *args: object, **kwargs: object) -> object:
+            await asyncio.sleep(600)  # the RPC's own timeout ends it in the real client
+            raise AssertionError("never answered")
+
+    class Client:
+        def get_workflow_handle(self, workflow_id: str) -> SlowHub:
+            return SlowHub()
+
+    env = ActivityEnvironment(client=Client())  # type: ignore[arg-type]
+    env.on_heartbeat = lambda *details: beats.append(time.monotonic())
+
+    async def watch_then_cancel() -> None:
+        watching = asyncio.create_task(env.run(watch_followed, "job-watch:slow"))
+        await asyncio.sleep(3.5)
+        env.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await watching
+
+    asyncio.run(watch_then_cancel())
+    assert len(beats) >= 3, beats
