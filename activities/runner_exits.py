@@ -56,9 +56,10 @@ class RunnerExits:
 
     def arm(self, key: str, pids: list[int]) -> bool:
         """Be told when any of ``pids`` exits; False (nothing held) if one cannot be opened: it
-        exited already, or the budget is spent. The caller asks the run's nodes then, as before."""
+        exited already, the budget is spent, or the kernel has no pidfds (before Linux 5.3, or
+        not Linux). The caller asks the run's nodes every cycle then."""
         self.disarm(key)
-        if not pids or not _budget.take(len(pids)):
+        if not pids or not hasattr(os, "pidfd_open") or not _budget.take(len(pids)):
             return False
         fds: list[int] = []
         try:

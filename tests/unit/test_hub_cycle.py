@@ -249,3 +249,20 @@ def test_the_hub_activity_heartbeats_while_a_cycle_waits_on_a_slow_hub() -> None
 
     asyncio.run(watch_then_cancel())
     assert len(beats) >= 3, beats
+
+
+def test_without_pidfds_a_run_is_asked_every_cycle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not Linux (macOS has no pidfd_open): nothing is held, and the run's end shows next cycle."""
+    monkeypatch.delattr(os, "pidfd_open")
+    job, run = _node(tmp_path), _followed(tmp_path)
+
+    async def follow() -> dict[str, tuple[FollowedRun, JobOutcome]]:
+        exits = RunnerExits()
+        assert await poll_followed([run], exits) == {} and not exits.armed(run.run.key)
+        _write_state(
+            job, {"status": "SUCCEEDED", "exit_code": 0, "pid": os.getpid(), "runner_pid": os.getpid()}
+        )
+        return await poll_followed([run], exits)
+
+    ended = asyncio.run(ActivityEnvironment().run(follow))
+    assert [outcome.status for _, outcome in ended.values()] == [NodeJobStatus.SUCCEEDED]
