@@ -48,7 +48,8 @@ class WatchHubQuery(StrEnum):
     """A number that changes whenever the follow set does: cheap to ask every poll."""
     FOLLOWED = "followed"
     """The follow set and its version (``activities.models.FollowSet``); given a version it saw
-    before, only the runs followed since, and every key followed (the rest it has already)."""
+    before, only what changed since: the runs followed and the keys forgotten since (every key
+    followed instead, when the hub no longer keeps every forget since that version)."""
 
 
 class RunEnded(BaseModel):
