@@ -335,6 +335,23 @@ class SimCloud:
             if item.get("preempted")
         }
 
+    def up_clusters(self, names: set[str]) -> set[str]:
+        """Which of these clusters still have an instance that is not terminated.
+
+        The observer's view for tests and benchmarks, not an API call: no simulated latency, no
+        fault, no lock (a cluster's file is replaced whole), and only the named clusters read
+        (``describe`` locks and reads every one).
+        """
+        up = set()
+        for name in names:
+            try:
+                instances: dict[str, dict[str, Any]] = json.loads(self._cluster_path(name).read_text())
+            except FileNotFoundError:
+                continue
+            if any(item["state"] != "terminated" for item in instances.values()):
+                up.add(name)
+        return up
+
     def _transition(self, instance_ids: list[str], target: str) -> None:
         with self._call():
             for item in self._each(instance_ids):
