@@ -114,7 +114,9 @@ def main() -> None:
     parser.add_argument("--cancel", type=int, default=2_000)
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
-    from tests.helpers import SKYHOP_CLI, embedded_skyhop
+    from tests.helpers import SKYHOP_CLI, embedded_skyhop, write_bytecode
+
+    write_bytecode()
 
     home = Path(tempfile.mkdtemp(prefix="skyhop-bench-"))
     with embedded_skyhop(home) as env:
