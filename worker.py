@@ -21,7 +21,7 @@ from typing import Any
 from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest, ListSearchAttributesRequest
 from temporalio.client import Client
-from temporalio.worker import Worker
+from temporalio.worker import PollerBehaviorSimpleMaximum, Worker
 
 from skyhop.activities import (
     cluster_ops,
@@ -90,6 +90,10 @@ re-optimizes as one; with 8, 300 jobs took 352 s to start, against 175 s with 10
 less loaded then: a hint, not a measure)."""
 
 
+WORKFLOW_TASK_POLLS = 10
+"""Polls for workflow tasks (and queries) open at once, out of ``WORKFLOW_TASK_SLOTS``."""
+
+
 def build_workers(
     client: Client, *, long_slots: int = 200, short_slots: int = 50, cached_workflows: int = CACHED_WORKFLOWS
 ) -> list[Worker]:
@@ -119,6 +123,7 @@ def build_workers(
             # Failover re-optimizes between attempts as a local activity: no task queue round trip.
             activities=[planning.optimize],
             max_concurrent_workflow_tasks=WORKFLOW_TASK_SLOTS,
+            workflow_task_poller_behavior=PollerBehaviorSimpleMaximum(WORKFLOW_TASK_POLLS),
             max_cached_workflows=cached_workflows,
             workflow_runner=TaskBoundRunner(),
         ),

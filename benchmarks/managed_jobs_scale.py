@@ -231,11 +231,13 @@ async def _marks_since(client: Client, job_id: int, since: float) -> dict[str, f
     from skyhop.contract import SearchAttribute
     from skyhop.contract.managed_jobs import ManagedJobStatus, managed_job_workflow_id
     from skyhop.contract.watch_hub import RUN_ENDED_SIGNAL
+    from tests.managed_jobs.support import every_run_events
 
-    handle = client.get_workflow_handle(managed_job_workflow_id(job_id))
     marks: dict[str, float] = {}
     probe: int | None = None
-    async for event in handle.fetch_history_events():
+    # Every run: a job continues as new once its run is followed, so its relaunch decision may be
+    # in a run before the latest.
+    for event in await every_run_events(client, managed_job_workflow_id(job_id)):
         at = event.event_time.seconds + event.event_time.nanos / 1e9
         if at < since:
             continue
@@ -514,7 +516,9 @@ def main() -> None:
     from skyhop.cli.jobs_submit import load_job
     from skyhop.providers.sim import SimCloud
     from skyhop.spec import TaskOverrides
-    from tests.helpers import SKYHOP_CLI, embedded_skyhop
+    from tests.helpers import SKYHOP_CLI, embedded_skyhop, write_bytecode
+
+    write_bytecode()
 
     home = Path(tempfile.mkdtemp(prefix="skyhop-bench-"))
     with embedded_skyhop(home) as env:

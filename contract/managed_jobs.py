@@ -35,6 +35,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, model_validator
 
 from skyhop.contract import ProvisionState
+from skyhop.providers.base import ClusterHandle
 from skyhop.spec import JobGroup, Placement, Task
 
 __all__ = [
@@ -62,6 +63,7 @@ __all__ = [
     "ManagedJobStatus",
     "ManagedJobSummary",
     "ManagedTaskState",
+    "RunningAttempt",
     "TaskAttempt",
     "jobgroup_env_name",
     "job_index_shard",
@@ -270,12 +272,24 @@ class ManagedJobState(BaseModel):
         )
 
 
+class RunningAttempt(BaseModel):
+    """A task's run that its watch hub follows, which a job's next run waits on."""
+
+    handle: ClusterHandle
+    """The cluster it runs on, which the next run removes once the run ends."""
+    key: str
+    """``contract.watch_hub.run_key``: the key of the end the hub will signal."""
+
+
 class ManagedJobResume(BaseModel):
-    """What a managed job carries into its next run (continue-as-new, between its clusters)."""
+    """What a managed job carries into its next run (continue-as-new): between its clusters, or
+    once a pipeline task's run is followed (``running``), so an idle job's history stays short."""
 
     state: ManagedJobState
     provision: ProvisionState | None = None
     """The search of the current task that was waiting for capacity, when it continued then."""
+    running: RunningAttempt | None = None
+    """The current task's run, when it continued while that run runs: the next run only waits for its end."""
 
 
 class ManagedJobSummary(BaseModel):

@@ -21,6 +21,7 @@ capacity) a job whose history is long continues as new, carrying its state.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from datetime import timedelta
 
 from temporalio import workflow
@@ -47,6 +48,7 @@ with workflow.unsafe.imports_passed_through():
         ManagedJobStatus,
         ManagedJobSummary,
         ManagedTaskState,
+        RunningAttempt,
         job_resources,
         managed_cluster_name,
         managed_task_id,
@@ -71,6 +73,9 @@ _LIVE_ORDER = (
 )
 """A job whose tasks are in several of these states shows the first (then PENDING)."""
 
+_CONTINUE_WHILE_RUNNING = "continue-while-running"
+"""A pipeline job continues as new once its task's run is followed (``_continue_while_running``)."""
+
 _ONE_REPORT_AT_A_TIME = "one-index-report-at-a-time"
 """Rows go to the job index one at a time, the newest waiting one next: the rows of one workflow
 task (PENDING then STARTING at a launch) are one report, not one activity and one workflow task each."""
@@ -87,7 +92,8 @@ class ManagedJobWorkflow:
         """Reports of a run from before ``_ONE_REPORT_AT_A_TIME``: one activity per row."""
         self._unsent: JobIndexRow | None = None
         self._sender: asyncio.Task[None] | None = None
-        self._run_ends = RunEnds()
+        running = request.resume.running if request.resume is not None else None
+        self._run_ends = RunEnds(awaited=running.key if running is not None else None)
         self._pool_inbox = PoolInbox()
 
     @workflow.signal(name=PoolSignal.WORKER_ASSIGNED)
@@ -112,7 +118,11 @@ class ManagedJobWorkflow:
 
     @workflow.run
     async def run(self, request: ManagedJobRequest) -> ManagedJobState:
-        self._publish(identify=True)
+        if request.resume is not None and request.resume.running is not None:
+            # Continued while running, once every report was in: attributes, memo and row are current.
+            self._published = self._state.status
+        else:
+            self._publish(identify=True)
         try:
             if request.parallel:
                 await self._run_group()
@@ -143,6 +153,7 @@ class ManagedJobWorkflow:
     async def _run_pipeline(self) -> None:
         resume = self.request.resume
         provision = resume.provision if resume is not None else None
+        running = resume.running if resume is not None else None
         for task in self._state.tasks:
             if task.status.done:
                 continue
@@ -155,10 +166,12 @@ class ManagedJobWorkflow:
                     self._publish,
                     self._run_ends,
                     provision=provision,
+                    running=running,
                     continue_as_new=self._continue_if_long,
+                    continue_running=self._continue_while_running,
                 )
             )
-            provision = None
+            provision = running = None
             end = await runner.run()
             self._end_task(task, end)
             if end.status != ManagedJobStatus.SUCCEEDED:
@@ -243,6 +256,23 @@ class ManagedJobWorkflow:
         if history_is_long(self.request.history_limit):
             resume = ManagedJobResume(state=self._state, provision=provision)
             workflow.continue_as_new(self.request.model_copy(update={"resume": resume}))
+
+    async def _continue_while_running(self, running: RunningAttempt, came: Callable[[], bool]) -> None:
+        """A pipeline task's run is followed: once its reports are in the index, continue as new
+        (unless its end ``came`` meanwhile), so the job's history while it runs is a few events.
+        A worker that evicted the job replays those, not every event since the job began, to
+        handle its end or its cancel (at 10,000 jobs, every job was evicted)."""
+        if not workflow.patched(_CONTINUE_WHILE_RUNNING):
+            return
+        await workflow.wait_condition(lambda: came() or self._reported())
+        if not came():
+            resume = ManagedJobResume(state=self._state, running=running)
+            workflow.continue_as_new(self.request.model_copy(update={"resume": resume}))
+
+    def _reported(self) -> bool:
+        """Whether every row sent to the job index has landed."""
+        sending = [*self._reports, *([self._sender] if self._sender is not None else [])]
+        return all(report.done() for report in sending)
 
     def _publish(self, *, identify: bool = False) -> None:
         """Write the status to the search attribute and the memo, when it changed (and at a run's start)."""

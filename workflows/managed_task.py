@@ -18,7 +18,7 @@ history event.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 
 from temporalio import workflow
@@ -42,6 +42,7 @@ with workflow.unsafe.imports_passed_through():
         ManagedJobRequest,
         ManagedJobStatus,
         ManagedTaskState,
+        RunningAttempt,
         TaskAttempt,
         jobgroup_env_name,
     )
@@ -133,11 +134,14 @@ class ManagedTask(TaskBook):
         *,
         group: Group | None = None,
         provision: ProvisionState | None = None,
+        running: RunningAttempt | None = None,
         continue_as_new: Callable[[ProvisionState | None], None] = lambda state: None,
+        continue_running: Callable[[RunningAttempt, Callable[[], bool]], Awaitable[None]] | None = None,
     ) -> None:
         """``ends`` receives the job's ``run_ended`` signals; ``provision`` resumes a search that was
-        waiting for capacity; ``continue_as_new`` may continue the job as new at a point where this
-        task holds no cluster."""
+        waiting for capacity, ``running`` a run that was followed already; ``continue_as_new`` may
+        continue the job as new at a point where this task holds no cluster, and
+        ``continue_running`` once its run is followed (given whether its end came meanwhile)."""
         super().__init__(state, changed)
         self.request = request
         self.task: Task = request.tasks[state.index]
@@ -145,7 +149,9 @@ class ManagedTask(TaskBook):
         self.policy = self.task.resources.job_recovery or JobRecovery()
         self._group = group
         self._resume_provision = provision
+        self._running = running
         self._continue_as_new = continue_as_new
+        self._continue_running = continue_running
         self.handle: ClusterHandle | None = None
         """The cluster this task holds now, if any."""
         self.stopped_with: JobEnd | None = None
@@ -160,6 +166,8 @@ class ManagedTask(TaskBook):
         """Run the task to its end; its cluster is gone by then, whatever ends it."""
         try:
             end = await self._run()
+        except workflow.ContinueAsNewError:
+            raise  # the next run carries on with the cluster (``running``)
         except asyncio.CancelledError:
             by_sibling = workflow.cancellation_reason() is None
             self._stop_clock()
@@ -182,16 +190,21 @@ class ManagedTask(TaskBook):
         return end
 
     async def _run(self) -> JobEnd:
+        running, self._running = self._running, None
         while True:
-            last = self.state.attempts[-1] if self.state.attempts else None
-            if not self.request.parallel:
-                self._continue_as_new(None)  # a safe point: the task holds no cluster
             try:
-                handle = await self._bring_up(searches_for(last, self.policy, self.task.resources))
-                return await self._use(handle)
+                if running is not None:
+                    self.handle = handle = running.handle
+                else:
+                    last = self.state.attempts[-1] if self.state.attempts else None
+                    if not self.request.parallel:
+                        self._continue_as_new(None)  # a safe point: the task holds no cluster
+                    handle = await self._bring_up(searches_for(last, self.policy, self.task.resources))
+                return await self._use(handle, followed=running is not None)
             except _Ended as ended:
                 return ended.end
             except _Recover:
+                running = None
                 continue
 
     # -- bringing a cluster up -------------------------------------------------------------------
@@ -290,30 +303,21 @@ class ManagedTask(TaskBook):
 
     # -- using a cluster -------------------------------------------------------------------------
 
-    async def _use(self, handle: ClusterHandle) -> JobEnd:
-        """Setup, then runs on this cluster until the task ends or must recover elsewhere."""
+    async def _use(self, handle: ClusterHandle, *, followed: bool = False) -> JobEnd:
+        """Setup, then runs on this cluster until the task ends or must recover elsewhere;
+        ``followed``: the first run was started, and followed by its hub, before the job continued as new."""
         attempt = self.state.attempts[-1]
-        key = f"{workflow.info().workflow_id}-{self.state.index}-{attempt.number}"
-        try:
-            await prepare_nodes(handle, self.task, setup_key(key), mounts=self._mounts, timeout=_LONG_TIMEOUT)
-            raise_if_cancelled()
-        except ActivityError as exc:
-            raise_if_cancelled_by(exc)
-            # A setup fails too when its node is taken (its record vanishes): ask the provider,
-            # unless the nodes themselves reported the setup's exit code.
-            if await self._preempted(handle, answered=_setup_exit_code(exc) is not None):
-                await self._recover(PREEMPTED)
-            end = self._end_attempt_with(
-                ManagedJobStatus.FAILED_SETUP, EndReason.SETUP, innermost_message(exc), "setup failed"
-            )
-            raise _Ended(end) from exc
+        if not followed:
+            await self._set_up(handle)
         if self.task.run is None:
             return self._end_attempt_with(
                 ManagedJobStatus.SUCCEEDED, EndReason.SUCCEEDED, "set up; the task has no run", "succeeded", 0
             )
-        await self._group_ready(handle)
+        if not followed:
+            await self._group_ready(handle)
         while True:
-            outcome, told = await self._run_once(handle, self.state.attempts[-1])
+            outcome, told = await self._run_once(handle, self.state.attempts[-1], followed=followed)
+            followed = False
             succeeded = outcome.status == NodeJobStatus.SUCCEEDED
             answered = outcome.exit_code is not None and outcome.lost_rank is None
             preempted = not succeeded and (
@@ -343,6 +347,25 @@ class ManagedTask(TaskBook):
             self._open_attempt(location=attempt)
             self._set(ManagedJobStatus.RECOVERING)
 
+    async def _set_up(self, handle: ClusterHandle) -> None:
+        """Ready the new cluster's nodes (sync, mounts, setup); a setup that failed ends the task,
+        unless the provider says the nodes were taken (then the task recovers)."""
+        attempt = self.state.attempts[-1]
+        key = f"{workflow.info().workflow_id}-{self.state.index}-{attempt.number}"
+        try:
+            await prepare_nodes(handle, self.task, setup_key(key), mounts=self._mounts, timeout=_LONG_TIMEOUT)
+            raise_if_cancelled()
+        except ActivityError as exc:
+            raise_if_cancelled_by(exc)
+            # A setup fails too when its node is taken (its record vanishes): ask the provider,
+            # unless the nodes themselves reported the setup's exit code.
+            if await self._preempted(handle, answered=_setup_exit_code(exc) is not None):
+                await self._recover(PREEMPTED)
+            end = self._end_attempt_with(
+                ManagedJobStatus.FAILED_SETUP, EndReason.SETUP, innermost_message(exc), "setup failed"
+            )
+            raise _Ended(end) from exc
+
     async def _group_ready(self, handle: ClusterHandle) -> None:
         """In a parallel group, the first runs start only once every cluster of the group is up."""
         group = self._group
@@ -353,10 +376,47 @@ class ManagedTask(TaskBook):
         group.started = True
 
     async def _run_once(
-        self, handle: ClusterHandle, attempt: TaskAttempt
+        self, handle: ClusterHandle, attempt: TaskAttempt, *, followed: bool = False
     ) -> tuple[JobOutcome, list[NodeStatus] | None]:
-        """Start the attempt's run and wait for its end (a signal from the job's watch hub); with
-        the provider's view of the nodes if the hub asked it (``RunEnded.node_statuses``)."""
+        """Start the attempt's run (unless an earlier run of the job did: ``followed``) and wait
+        for its end (a signal from the job's watch hub); with the provider's view of the nodes if
+        the hub asked it (``RunEnded.node_statuses``)."""
+        if not followed:
+            failed = await self._start(handle, attempt)
+            if failed is not None:
+                return failed, None
+            self.state.running_since = workflow.now().timestamp()
+            self._set(ManagedJobStatus.RUNNING)
+        owner = workflow.info().workflow_id
+        run = FollowedRun(
+            key=run_key(owner, self.state.index, attempt.number),
+            owner=owner,
+            handle=handle,
+            job=WatchedJob(job_id=attempt.number, nodes=list(range(self.task.num_nodes)), running=True),
+            log=AttemptLog(job_id=self.request.job_id, task_index=self.state.index, attempt=attempt.number),
+        )
+        continue_running = self._continue_running
+        try:
+            ended = await self._ends.end_of(
+                run,
+                watch_hub_shard(self.request.job_id),
+                followed=followed,
+                idle=None
+                if continue_running is None
+                else lambda came: continue_running(RunningAttempt(handle=handle, key=run.key), came),
+            )
+        except ActivityError as exc:
+            raise_if_cancelled_by(exc)
+            ended = RunEnded(
+                key=run.key, outcome=JobOutcome(status=NodeJobStatus.FAILED, error=innermost_message(exc))
+            )
+        # Not in a ``finally``: a workflow evicted from the worker closes this coroutine, which must
+        # not touch workflow state then.
+        self._stop_clock()
+        return ended.outcome, ended.node_statuses
+
+    async def _start(self, handle: ClusterHandle, attempt: TaskAttempt) -> JobOutcome | None:
+        """Start the attempt's run on the nodes; None once it started, else how it failed."""
         task = self.task
         if self._group is not None:
             task = self._group.task_on(handle, task)
@@ -385,28 +445,8 @@ class ManagedTask(TaskBook):
             raise_if_cancelled()
         except ActivityError as exc:
             raise_if_cancelled_by(exc)
-            return JobOutcome(status=NodeJobStatus.FAILED, error=innermost_message(exc)), None
-        self.state.running_since = workflow.now().timestamp()
-        self._set(ManagedJobStatus.RUNNING)
-        owner = workflow.info().workflow_id
-        run = FollowedRun(
-            key=run_key(owner, self.state.index, attempt.number),
-            owner=owner,
-            handle=handle,
-            job=WatchedJob(job_id=job.job_id, nodes=list(range(job.num_nodes)), running=True),
-            log=AttemptLog(job_id=self.request.job_id, task_index=self.state.index, attempt=attempt.number),
-        )
-        try:
-            ended = await self._ends.end_of(run, watch_hub_shard(self.request.job_id))
-        except ActivityError as exc:
-            raise_if_cancelled_by(exc)
-            ended = RunEnded(
-                key=run.key, outcome=JobOutcome(status=NodeJobStatus.FAILED, error=innermost_message(exc))
-            )
-        # Not in a ``finally``: a workflow evicted from the worker closes this coroutine, which must
-        # not touch workflow state then.
-        self._stop_clock()
-        return ended.outcome, ended.node_statuses
+            return JobOutcome(status=NodeJobStatus.FAILED, error=innermost_message(exc))
+        return None
 
     async def _preempted(self, handle: ClusterHandle, *, answered: bool) -> bool:
         """Whether the provider says the nodes are gone; asked until it answers, on a backoff timer.

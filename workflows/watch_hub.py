@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import deque
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 
 from temporalio import workflow
@@ -144,31 +145,46 @@ class RunEnds:
     retried hub activity's second one, or a forgotten run's) is ignored, so each end is handled once.
     """
 
-    def __init__(self) -> None:
-        self._waiting: dict[str, RunEnded | None] = {}
+    def __init__(self, awaited: str | None = None) -> None:
+        """``awaited``: the key of a run an earlier run of the owner followed, whose end may come
+        before this run asks for it (``end_of(followed=True)``)."""
+        self._waiting: dict[str, RunEnded | None] = {} if awaited is None else {awaited: None}
         self._forgets: set[asyncio.Task[None]] = set()
 
     def receive(self, ended: RunEnded) -> None:
         if ended.key in self._waiting and self._waiting[ended.key] is None:
             self._waiting[ended.key] = ended
 
-    async def end_of(self, run: FollowedRun, shard: int) -> RunEnded:
-        """Follow the run on hub ``shard`` and wait for its end; the hub forgets it on every way out
-        (an end, by the hub's activity that delivers it; any other, by the owner's signal).
+    async def end_of(
+        self,
+        run: FollowedRun,
+        shard: int,
+        *,
+        followed: bool = False,
+        idle: Callable[[Callable[[], bool]], Awaitable[None]] | None = None,
+    ) -> RunEnded:
+        """Follow the run on hub ``shard`` (unless an earlier run of the owner did: ``followed``)
+        and wait for its end; the hub forgets it on every way out (an end, by the hub's activity
+        that delivers it; any other, by the owner's signal).
 
         The key is waited on before the follow is sent: an end signalled at once is not missed.
+        Once the hub follows the run, ``idle`` is awaited, given whether the end came meanwhile; it
+        may continue the owner as new.
         """
         key = run.key
-        self._waiting[key] = None
+        self._waiting.setdefault(key, None)
         try:
-            await workflow.execute_activity(
-                watch_hub.follow_run,
-                FollowRunInput(shard=shard, run=run),
-                task_queue=SHORT_QUEUE,
-                start_to_close_timeout=timedelta(seconds=30),
-                retry_policy=SHORT_RETRY,
-                summary=f"follow {key}",
-            )
+            if not followed:
+                await workflow.execute_activity(
+                    watch_hub.follow_run,
+                    FollowRunInput(shard=shard, run=run),
+                    task_queue=SHORT_QUEUE,
+                    start_to_close_timeout=timedelta(seconds=30),
+                    retry_policy=SHORT_RETRY,
+                    summary=f"follow {key}",
+                )
+                if idle is not None:
+                    await idle(lambda: self._waiting[key] is not None)
             await workflow.wait_condition(lambda: self._waiting[key] is not None)
         except (asyncio.CancelledError, ActivityError):
             # Not on eviction (a ``BaseException`` that is neither): no workflow state is touched then.

@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowHandle
 from temporalio.worker import Replayer
 
@@ -34,6 +35,7 @@ from tests.helpers import wait_for
 __all__ = [
     "alive",
     "assert_replays",
+    "every_run_events",
     "attempt",
     "gate",
     "index_row",
@@ -135,7 +137,8 @@ async def until_reports_settled(handle: WorkflowHandle[object, ManagedJobState],
     """Until the job's last status report to the job index is done, and its workflow task too.
 
     A running job holds no activity of its own, but the report of its RUNNING (one signal-with-start)
-    may still be in flight when it is first seen RUNNING, longer on a busy machine.
+    may still be in flight when it is first seen RUNNING, longer on a busy machine; then it
+    continues as new, and its next run's first workflow task must be done too.
     """
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
@@ -143,10 +146,36 @@ async def until_reports_settled(handle: WorkflowHandle[object, ManagedJobState],
         description = (await handle.describe()).raw_description
         pending = [a.activity_type.name for a in description.pending_activities]
         assert set(pending) <= {"index_job_row"}, f"{handle.id} holds {pending}"
-        if not pending and not description.HasField("pending_workflow_task"):
+        if (
+            not pending
+            and not description.HasField("pending_workflow_task")
+            and await _last_task_done(handle)
+        ):
             return
         assert loop.time() < deadline, f"{handle.id}: its status report never settled"
         await asyncio.sleep(0.1)
+
+
+async def _last_task_done(handle: WorkflowHandle[object, ManagedJobState]) -> bool:
+    """Whether the latest run's history ends with a completed workflow task (not mid-start)."""
+    last = None
+    async for event in handle.fetch_history_events():
+        last = event
+    return last is not None and last.HasField("workflow_task_completed_event_attributes")
+
+
+async def every_run_events(client: Client, workflow_id: str) -> list[HistoryEvent]:
+    """A job's history events, run after run from its first (it continues as new while it runs)."""
+    latest = (await client.get_workflow_handle(workflow_id).describe()).raw_description
+    events: list[HistoryEvent] = []
+    run_id = latest.workflow_execution_info.first_run_id
+    while run_id:
+        handle = client.get_workflow_handle(workflow_id, run_id=run_id)
+        run = [event async for event in handle.fetch_history_events()]
+        events += run
+        continued = run[-1].workflow_execution_continued_as_new_event_attributes
+        run_id = continued.new_execution_run_id
+    return events
 
 
 async def assert_replays(client: Client, handle: WorkflowHandle[object, ManagedJobState]) -> None:

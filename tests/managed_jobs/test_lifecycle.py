@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 from temporalio.client import WorkflowHandle
@@ -242,7 +243,8 @@ def test_the_temporal_cli_starts_a_managed_job_with_signed_json(
 def test_a_running_job_writes_nothing_to_its_history(
     temporal_server: DevServer, live_worker: WorkerProcess, sim_catalog: Path, tmp_path: Path
 ) -> None:
-    """No timer and no activity (its watch hub follows it): a job's history stands still while it runs."""
+    """No timer and no activity (its watch hub follows it): a job's history stands still while it
+    runs, and is only its continued run's first workflow task (it continued as new once followed)."""
     task = Task(run=f"echo a; {gate(tmp_path, 'b')}; echo b; {gate(tmp_path)}", resources=SIM)
 
     async def scenario() -> None:
@@ -253,6 +255,7 @@ def test_a_running_job_writes_nothing_to_its_history(
 
         await until_reports_settled(handle)
         before = (await handle.describe()).raw_description.workflow_execution_info.history_length
+        assert before == 4  # started; a workflow task scheduled, started and completed
         open_gate(tmp_path, "b")
         until_log(state.job_id, 0, 1, "b\n")  # the watcher polled on, and shipped the new output
         after = (await handle.describe()).raw_description.workflow_execution_info.history_length
@@ -260,12 +263,13 @@ def test_a_running_job_writes_nothing_to_its_history(
         open_gate(tmp_path)
         assert (await handle.result()).status == ManagedJobStatus.SUCCEEDED
         # PENDING and STARTING come in the job's first workflow task: one report carries both.
-        assert await _reports_of_first_task(handle) == 1
+        first_run = client.get_workflow_handle(handle.id, run_id=handle.first_execution_run_id)
+        assert await _reports_of_first_task(first_run) == 1
 
     run(scenario())
 
 
-async def _reports_of_first_task(handle: WorkflowHandle[object, ManagedJobState]) -> int:
+async def _reports_of_first_task(handle: WorkflowHandle[Any, Any]) -> int:
     """How many ``index_job_row`` activities the job's first workflow task scheduled."""
     reports, completed = 0, False
     async for event in handle.fetch_history_events():

@@ -16,6 +16,7 @@ from tests.integration.support import client_for
 from tests.managed_jobs.support import (
     alive,
     assert_replays,
+    every_run_events,
     gate,
     job_log,
     open_gate,
@@ -133,7 +134,7 @@ def test_a_preemption_is_decided_from_the_hubs_answer_with_no_probe_of_its_own(
         assert [a.outcome for a in final.tasks[0].attempts] == ["preempted", "succeeded"]
         activities = [
             event.activity_task_scheduled_event_attributes.activity_type.name
-            async for event in handle.fetch_history_events()
+            for event in await every_run_events(client, handle.id)
             if event.HasField("activity_task_scheduled_event_attributes")
         ]
         assert activities.count("start_job") == 2 and "probe_cluster" not in activities

@@ -30,6 +30,7 @@ from tests.helpers import DevServer, WorkerProcess, wait_for
 from tests.integration.support import client_for
 from tests.managed_jobs.support import (
     alive,
+    every_run_events,
     gate,
     job_log,
     next_job_id,
@@ -68,7 +69,7 @@ async def _until_true(check: Callable[[], Awaitable[bool]], what: str, timeout: 
 async def _run_ended_signals(client: Client, workflow_id: str) -> int:
     """How many ``run_ended`` signals the owner's history holds (every run of it)."""
     count = 0
-    async for event in client.get_workflow_handle(workflow_id).fetch_history_events():
+    for event in await every_run_events(client, workflow_id):
         if (
             event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED
             and event.workflow_execution_signaled_event_attributes.signal_name == RUN_ENDED_SIGNAL
