@@ -15,7 +15,6 @@ than one that polls).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import resource
 
@@ -99,11 +98,18 @@ class RunnerExits:
             self.disarm(key)
         return fired
 
-    async def wait(self, timeout: float) -> None:
-        """Until a runner exits, or ``timeout`` seconds."""
-        with contextlib.suppress(TimeoutError):
+    def wake(self) -> None:
+        """End a ``wait`` with no runner's exit (the hub has something new to follow)."""
+        self._woken.set()
+
+    async def wait(self, timeout: float) -> bool:
+        """Until a runner exits (or ``wake``): True; or ``timeout`` seconds: False."""
+        try:
             async with asyncio.timeout(timeout):
                 await self._woken.wait()
+        except TimeoutError:
+            return False
+        return True
 
     def close(self) -> None:
         for key in list(self._fds):

@@ -3,15 +3,15 @@
 ``watch_followed`` is the one activity of a hub (``workflows.watch_hub``): it runs while the hub
 follows runs, and returns once it follows none. Its input is only the hub's id, so the hub's history
 does not grow with what it follows: the follow set is the hub's ``followed`` query, asked again when
-its ``version`` (asked every cycle) changes. Each cycle asks every followed run's nodes once
-(``ClusterWatch``, as a cluster's watcher does), ships each run's new output to the store, and
-sends each ended run's owner its ``RunEnded`` (with the provider's view of its nodes, when it did not
-succeed) before telling the hub to ``forget`` it. A run on folder nodes of this machine
-(``NodeRuntime.in_process``) is not asked while the hub holds its runners
-(``activities.runner_exits``): a runner's exit wakes the hub, which asks the run then, between
-cycles. A killed worker's activity is retried by Temporal and starts from the hub's
-follow set and the nodes' records, so an end is sent at least once; the owner handles the first it
-waits for.
+its ``version`` changes. The version is asked when a follow sent from this process wakes the
+activity, when a runner exits, and otherwise every ``_ASK_HUB_EVERY`` cycles. Each cycle asks
+every followed run's nodes once (``ClusterWatch``, as a cluster's watcher does), ships each run's
+new output to the store, and sends each ended run's owner its ``RunEnded`` (with the provider's
+view of its nodes, when it did not succeed) before telling the hub to ``forget`` it. A run on
+folder nodes of this machine (``NodeRuntime.in_process``) is not asked while the hub holds its
+runners (``activities.runner_exits``): a runner's exit wakes the hub, which asks the run then,
+between cycles. A killed worker's activity is retried by Temporal and starts from the hub's follow
+set and the nodes' records, so an end is sent at least once; the owner handles the first it waits for.
 
 Logs: rank 0's new output is shipped to the store on each cycle (``activities.log_ship``), after
 the run's state was read, so the cycle that sees the end also ships the last bytes, then the end
@@ -68,6 +68,13 @@ _BEAT_S = 1.0
 """How often the activity heartbeats, whatever a cycle is waiting for."""
 _QUERY_TIMEOUT = timedelta(seconds=CALL_TIMEOUT_S)
 """Bound on one question to the hub: a hub whose worker is busy answers next cycle instead."""
+_ASK_HUB_EVERY = 10
+"""Cycles between two questions to the hub about its follow set when nothing asked sooner. A follow
+sent from this worker process wakes the hub's activity at once (``follow_run``); only a follow
+sent from another one waits for this. Each question is a query the worker answers: 32 hubs asking
+every second were a steady load on the worker and the server at 10,000 idle jobs."""
+_HERE: dict[str, RunnerExits] = {}
+"""What wakes the activity of each hub that runs in this process, by the hub's workflow id."""
 _ASK_HELD_EVERY = 30
 """A run whose runners the hub holds (``RunnerExits``) has its nodes asked every this many cycles
 all the same: a runner whose pid was taken by another process before it was held would be waited
@@ -76,15 +83,20 @@ on for ever."""
 
 @activity.defn
 async def follow_run(request: FollowRunInput) -> None:
-    """Follow the run on its shard's hub, starting the hub if it is not running (signal-with-start)."""
+    """Follow the run on its shard's hub, starting the hub if it is not running (signal-with-start),
+    and wake the hub's activity if it runs in this process (it asks the hub what changed then)."""
+    hub_id = watch_hub_workflow_id(request.shard, request.host)
     await activity.client().start_workflow(
         WorkflowType.WATCH_HUB,
         WatchHubInput(host=request.host),
-        id=watch_hub_workflow_id(request.shard, request.host),
+        id=hub_id,
         task_queue=WORKFLOW_QUEUE,
         start_signal=WatchHubSignal.FOLLOW.value,
         start_signal_args=[request.run],
     )
+    here = _HERE.get(hub_id)
+    if here is not None:
+        here.wake()
 
 
 @activity.defn
@@ -94,32 +106,36 @@ async def watch_followed(hub_id: str) -> None:
     client = activity.client()
     hub: WorkflowHandle[object, object] = client.get_workflow_handle(hub_id)
     followed: dict[str, Followed] = {}
-    exits = RunnerExits()
+    exits = _HERE[hub_id] = RunnerExits()
     version: int | None = None
+    unasked = 0
     beating = asyncio.create_task(_beat())
     try:
         while True:
             began = time.monotonic()
-            version = await _refresh(hub, version, followed, exits)
-            if version is not None and not followed:
-                return
+            if version is None or not followed or unasked >= _ASK_HUB_EVERY:
+                version, unasked = await _refresh(hub, version, followed, exits), 0
+                if version is not None and not followed:
+                    return
+            unasked += 1
             await _ask(client, hub, followed, exits, list(followed.values()))
             took = time.monotonic() - began
             # A cycle slower than CYCLE_S (thousands of runs on a busy worker) is followed by as
             # long a rest, so the hubs leave the worker time for the rest, but never a rest the
             # heartbeat timeout could notice.
             rested = time.monotonic() + min(max(CYCLE_S - took, took), _MOST_REST_S)
-            while (left := rested - time.monotonic()) > 0:
-                await exits.wait(left)
+            while (left := rested - time.monotonic()) > 0 and await exits.wait(left):
+                # Woken by a runner's exit or by a follow (then nothing fired). The hub first: a
+                # run is ended on its nodes when its owner removes its cluster (a cancel), and
+                # that owner told the hub to forget it and waits for no end.
                 fired = exits.fired()
-                if fired:
-                    # The hub first: a run is ended on its nodes when its owner removes its cluster
-                    # (a cancel), and that owner told the hub to forget it and waits for no end.
-                    version = await _refresh(hub, version, followed, exits)
-                    await _ask(client, hub, followed, exits, [followed[k] for k in fired if k in followed])
+                version, unasked = await _refresh(hub, version, followed, exits), 0
+                await _ask(client, hub, followed, exits, [followed[k] for k in fired if k in followed])
     finally:
         beating.cancel()
         exits.close()
+        if _HERE.get(hub_id) is exits:
+            del _HERE[hub_id]
 
 
 async def _beat() -> None:

@@ -8,21 +8,26 @@ import subprocess
 import time
 import zlib
 from pathlib import Path
+from typing import cast
 
 import pytest
+from temporalio.client import Client
 from temporalio.testing import ActivityEnvironment
 
 from skyhop.activities import runner_exits
-from skyhop.activities.models import AttemptLog, FollowedRun, WatchedJob
+from skyhop.activities.models import AttemptLog, FollowedRun, FollowRunInput, WatchedJob
 from skyhop.activities.runner_exits import RunnerExits
 from skyhop.activities.watch_hub import (
     _ASK_HELD_EVERY,
+    _HERE,
     _QUIET_SHIP_EVERY,
     Followed,
+    follow_run,
     poll_followed,
     watch_followed,
 )
 from skyhop.contract import JOB_KEY_PREFIX
+from skyhop.contract.watch_hub import watch_hub_workflow_id
 from skyhop.providers.base import ClusterHandle, NodeHandle, Offering
 from skyhop.providers.runtime import node_runner
 from skyhop.providers.runtime.jobs import JobOutcome, NodeJobStatus
@@ -130,6 +135,31 @@ def test_runs_asked_inline_and_runs_asked_by_a_task_each_end_in_one_cycle(tmp_pa
     assert {key: outcome.exit_code for key, (_, outcome) in ended.items()} == {"inline": 3, "remote": 3}
 
 
+def test_a_follow_sent_from_this_process_wakes_its_hubs_activity(tmp_path: Path) -> None:
+    """The hub's activity, resting between cycles in this process, asks the hub at once; it does
+    not wait for its next question (``_ASK_HUB_EVERY`` cycles)."""
+    run = _followed(tmp_path).run
+    hub_id = watch_hub_workflow_id(3, run.handle.offering.host)
+    sent: list[str] = []
+
+    class _Client:
+        async def start_workflow(self, *args: object, id: str, **kwargs: object) -> None:
+            sent.append(id)
+
+    async def scenario() -> None:
+        exits = _HERE[hub_id] = RunnerExits()
+        try:
+            await ActivityEnvironment(client=cast(Client, _Client())).run(
+                follow_run, FollowRunInput(shard=3, run=run)
+            )
+            assert sent == [hub_id]
+            assert await exits.wait(60) and exits.fired() == []  # woken, no runner exited
+        finally:
+            del _HERE[hub_id]
+
+    asyncio.run(scenario())
+
+
 def _runner(job: Path) -> subprocess.Popen[bytes]:
     """A live runner of the node's job, recorded RUNNING as ``node_runner`` records it."""
     runner = subprocess.Popen(["sleep", "600"])
@@ -150,10 +180,12 @@ def test_a_held_run_is_asked_when_its_runner_exits_and_not_before(tmp_path: Path
                 job, {"status": "SUCCEEDED", "exit_code": 0, "pid": runner.pid, "runner_pid": runner.pid}
             )
             assert await poll_followed([run], exits) == {}
-            await exits.wait(0.05)
+            assert not await exits.wait(0.05)
             assert exits.fired() == []
+            exits.wake()  # a follow to ask the hub about: woken, nothing fired
+            assert await exits.wait(60) and exits.fired() == []
             runner.kill()
-            await exits.wait(60)  # the kernel's word, not a poll
+            assert await exits.wait(60)  # the kernel's word, not a poll
             assert exits.fired() == [run.run.key] and not exits.armed(run.run.key)
             ended = await poll_followed([run], exits)
             assert [outcome.status for _, outcome in ended.values()] == [NodeJobStatus.SUCCEEDED]
