@@ -344,6 +344,8 @@ class JobIndexInput(BaseModel):
 class JobIndexSignal(StrEnum):
     ROW = "row"
     """A ``JobIndexRow``: kept unless the shard has a row of that job with a higher ``seq``."""
+    ROWS = "rows"
+    """A ``list[JobIndexRow]``, each taken as ``row`` takes it (a worker's reports, batched)."""
 
 
 class JobIndexQuery(StrEnum):

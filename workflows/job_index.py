@@ -3,7 +3,8 @@
 Visibility answers about half a millisecond per row on the embedded server, so listing 10,000
 jobs from it takes seconds; a shard answers its thousand rows in one query. Every job reports
 each status change to its shard (``activities.job_index``: signal-with-start, so the first report
-creates the shard), nothing while it runs idle; the merging rules are ``workflows.job_rows``.
+creates the shard; a worker's reports that wait together are one ``rows`` signal), nothing while
+it runs idle; the merging rules are ``workflows.job_rows``.
 It never ends: once its history is long it continues as new carrying its rows, after every
 handler has finished, so no report is lost across the runs.
 """
@@ -47,6 +48,11 @@ class JobIndexWorkflow:
     @workflow.signal(name=JobIndexSignal.ROW.value)
     def row(self, row: JobIndexRow) -> None:
         self.index.merge(row)
+
+    @workflow.signal(name=JobIndexSignal.ROWS.value)
+    def batch(self, rows: list[JobIndexRow]) -> None:
+        for row in rows:
+            self.index.merge(row)
 
     @workflow.query(name=JobIndexQuery.ROWS.value)
     def rows(self, wanted: JobRowsFilter) -> list[JobIndexRow]:

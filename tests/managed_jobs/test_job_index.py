@@ -96,8 +96,8 @@ _LATE_PENDING = [(ManagedJobStatus.RUNNING, 2), (ManagedJobStatus.PENDING, 1)]
 def test_a_shard_continues_as_new_keeping_its_rows(
     temporal_server: DevServer, live_worker: WorkerProcess, round_: int
 ) -> None:
-    """Looped, the reports sent at once: one lost across a continue-as-new would show as a row
-    missing or stale."""
+    """Looped, the reports sent a few at a time (each few one or two signals): one lost across a
+    continue-as-new would show as a row missing or stale."""
 
     async def scenario() -> None:
         client = await client_for(temporal_server.address)
@@ -111,7 +111,8 @@ def test_a_shard_continues_as_new_keeping_its_rows(
         ids = [shard * 1000 + n for n in range(30)]
         reports = [index_row(job_id, status, seq) for job_id in ids for status, seq in _LATE_PENDING]
         reports.append(index_row(ids[0], ManagedJobStatus.SUCCEEDED, 3))
-        await asyncio.gather(*(report_row(client, row) for row in reports))
+        for start in range(0, len(reports), 3):
+            await asyncio.gather(*(report_row(client, row) for row in reports[start : start + 3]))
         deadline = time.monotonic() + 60
         while (await client.get_workflow_handle(first.id).describe()).run_id == first.result_run_id:
             assert time.monotonic() < deadline, "the shard never continued as new"
@@ -123,6 +124,33 @@ def test_a_shard_continues_as_new_keeping_its_rows(
         active = await _rows(client, shard, JobRowsFilter(active_only=True))
         assert len(active) == 29
         await client.get_workflow_handle(first.id).terminate("test over")
+
+    run(scenario())
+
+
+def test_reports_sent_at_once_reach_their_shard_in_a_few_signals(
+    temporal_server: DevServer, live_worker: WorkerProcess
+) -> None:
+    """A burst of one shard's reports (a thousand jobs cancelled at once) is batched: the server
+    takes one workflow's signals one at a time."""
+
+    async def scenario() -> None:
+        client = await client_for(temporal_server.address)
+        shard = fake_job_id()
+        ids = [shard * 1000 + n for n in range(200)]
+        await asyncio.gather(
+            *(report_row(client, index_row(job_id, ManagedJobStatus.RUNNING, 1)) for job_id in ids)
+        )
+        rows = await _rows(client, shard)
+        assert sorted(row.summary.job_id for row in rows) == ids
+        handle = client.get_workflow_handle(job_index_workflow_id(shard))
+        signals = [
+            e
+            async for e in handle.fetch_history_events()
+            if e.HasField("workflow_execution_signaled_event_attributes")
+        ]
+        assert 1 <= len(signals) <= 10, f"{len(signals)} signals for 200 reports"
+        await handle.terminate("test over")
 
     run(scenario())
 
