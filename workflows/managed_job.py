@@ -10,12 +10,14 @@ task is stopped after its ``termination_delay``, a durable timer, through the sa
 that removes its cluster; the job's status is then the primary tasks'.
 
 The job's status is the ``state`` query (``ManagedJobState``), the ``SkyhopStatus`` search
-attribute, the memo's ``ManagedJobSummary`` and its row in the job index (``JobIndexWorkflow``,
-which ``jobs queue`` reads); all but the first are written on a status change only, so a running
-job writes nothing to its history; the workflow ends only once its last report reached the
-index. Cancelled (Temporal's cancel), every task removes its cluster, and the workflow completes
-CANCELLED with the final state, as every end does. Between clusters (or while it waits for
-capacity) a job whose history is long continues as new, carrying its state.
+attribute and its row in the job index (``JobIndexWorkflow``, which ``jobs queue`` reads), written
+on a status change only, so a running job writes nothing to its history; the workflow ends only
+once its last report reached the index. The memo's ``ManagedJobSummary`` is written when the job
+starts and when it ends: each write is a visibility update, the dev server's costliest write, and
+at 10,000 jobs a memo written on every change doubled them. Cancelled (Temporal's cancel),
+every task removes its cluster, and the workflow completes CANCELLED with the final state, as every
+end does. Between clusters (or while it waits for capacity) a job whose history is long continues
+as new, carrying its state, and so does a pipeline job once its task's run is followed.
 """
 
 from __future__ import annotations
@@ -75,6 +77,9 @@ _LIVE_ORDER = (
 
 _CONTINUE_WHILE_RUNNING = "continue-while-running"
 """A pipeline job continues as new once its task's run is followed (``_continue_while_running``)."""
+
+_MEMO_AT_ENDS = "memo-at-start-and-end"
+"""The memo is written when the job starts and ends, not on every status change."""
 
 _ONE_REPORT_AT_A_TIME = "one-index-report-at-a-time"
 """Rows go to the job index one at a time, the newest waiting one next: the rows of one workflow
@@ -300,7 +305,8 @@ class ManagedJobWorkflow:
                 updates.append(USER.value_set(self.request.user))
         workflow.upsert_search_attributes(updates)
         summary = state.summary()
-        workflow.upsert_memo({MEMO_KEY: summary})
+        if identify or state.status.done or not workflow.patched(_MEMO_AT_ENDS):
+            workflow.upsert_memo({MEMO_KEY: summary})
         workflow.set_current_details(f"status: {state.status}")
         self._report(summary)
 
