@@ -124,7 +124,7 @@ class ManagedJobWorkflow:
     @workflow.run
     async def run(self, request: ManagedJobRequest) -> ManagedJobState:
         if request.resume is not None and request.resume.running is not None:
-            # Continued while running, once every report was in: attributes, memo and row are current.
+            # Continued while running, once every report was in: the attribute and the row are current.
             self._published = self._state.status
         else:
             self._publish(identify=True)
@@ -280,7 +280,8 @@ class ManagedJobWorkflow:
         return all(report.done() for report in sending)
 
     def _publish(self, *, identify: bool = False) -> None:
-        """Write the status to the search attribute and the memo, when it changed (and at a run's start)."""
+        """Write the status to the search attribute and the index (and the memo at the job's start
+        and end), when it changed (and at a run's start)."""
         state = self._state
         if not state.status.done:
             # Once a group's primary tasks have ended, its auxiliary tasks being stopped do not
