@@ -45,7 +45,7 @@ import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -58,6 +58,8 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 _KIND = "SkyhopKind = 'managed-job'"
+_LIVE = "ExecutionStatus = 'Running'"
+"""A job's current run: the runs it continued as new from keep the status they had then."""
 
 
 def _available_kib() -> int:
@@ -116,7 +118,7 @@ async def _until_count(client: Client, query: str, n: int, stall_s: float = 120.
             seen, last_change = have, time.monotonic()
         elif time.monotonic() - last_change > stall_s:
             counts = {
-                s.value: await _count(client, f"{_KIND} AND SkyhopStatus = '{s.value}'")
+                s.value: await _count(client, f"{_KIND} AND {_LIVE} AND SkyhopStatus = '{s.value}'")
                 for s in ManagedJobStatus
             }
             stuck = ", ".join(f"{status} {count}" for status, count in counts.items() if count)
@@ -125,8 +127,17 @@ async def _until_count(client: Client, query: str, n: int, stall_s: float = 120.
     return time.monotonic() - started
 
 
-async def _history_lengths(client: Client, job_ids: list[int]) -> dict[str, tuple[str, int, int]]:
-    """(run id, history length, activities open) of each job's workflow, of its cluster's
+class _Run(NamedTuple):
+    run_id: str
+    history_length: int
+    activities: int
+    """Activities open."""
+    task_open: bool
+    """A workflow task is scheduled or running."""
+
+
+async def _history_lengths(client: Client, job_ids: list[int]) -> dict[str, _Run]:
+    """The current run of each job's workflow, of its cluster's
     workflow, if any, and of every watch hub (whose activities follow the running jobs)."""
     from temporalio.service import RPCError
 
@@ -138,16 +149,17 @@ async def _history_lengths(client: Client, job_ids: list[int]) -> dict[str, tupl
     ids += [cluster_workflow_id(managed_cluster_name(j, 0, 1)) for j in job_ids]
     ids += [watch_hub_workflow_id(shard) for shard in range(WATCH_HUB_SHARDS)]
 
-    async def one(workflow_id: str) -> tuple[str, tuple[str, int, int]] | None:
+    async def one(workflow_id: str) -> tuple[str, _Run] | None:
         try:
             info = (await client.get_workflow_handle(workflow_id).describe()).raw_description
         except RPCError:
             return None  # no such workflow (a managed job need not have a cluster workflow)
         execution = info.workflow_execution_info
-        return workflow_id, (
+        return workflow_id, _Run(
             execution.execution.run_id,
             execution.history_length,
             len(info.pending_activities),
+            info.HasField("pending_workflow_task"),
         )
 
     found = await _bounded(50, ids, one)
@@ -155,28 +167,28 @@ async def _history_lengths(client: Client, job_ids: list[int]) -> dict[str, tupl
 
 
 async def _until_settled(client: Client, job_ids: list[int], timeout: float = 900.0) -> float:
-    """When no job holds an activity any more (every status report reached the job index): what
-    a running job costs while idle is measured from there, not mixed with the launch's backlog."""
+    """When no job holds an activity or a workflow task any more (every status report reached the
+    job index, and the job continued as new): what a running job costs while idle is measured
+    from there, not mixed with the launch's backlog."""
     from skyhop.contract.managed_jobs import managed_job_workflow_id
 
     jobs = {managed_job_workflow_id(j) for j in job_ids}
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         lengths = await _history_lengths(client, job_ids)
-        if not sum(open_ for workflow_id, (_, _, open_) in lengths.items() if workflow_id in jobs):
+        runs = [run for workflow_id, run in lengths.items() if workflow_id in jobs]
+        if not any(run.activities or run.task_open for run in runs):
             return time.monotonic()
         await asyncio.sleep(2)
     raise TimeoutError(f"the jobs still held activities {timeout:.0f} s after all were RUNNING")
 
 
-async def _events_between(
-    client: Client, before: dict[str, tuple[str, int, int]], after: dict[str, tuple[str, int, int]]
-) -> dict[str, int]:
+async def _events_between(client: Client, before: dict[str, _Run], after: dict[str, _Run]) -> dict[str, int]:
     """Events written between two snapshots by kind of workflow (its id's first word), counting a
     run that continued as new to its end."""
     by_kind: dict[str, int] = {}
-    for workflow_id, (run_id, length, _) in after.items():
-        old_run, old_length, _ = before.get(workflow_id, (run_id, 0, 0))
+    for workflow_id, (run_id, length, _, _) in after.items():
+        old_run, old_length, _, _ = before.get(workflow_id, _Run(run_id, 0, 0, False))
         if old_run == run_id:
             written = length - old_length
         else:
@@ -356,7 +368,7 @@ async def _bench(args: argparse.Namespace, env: dict[str, str], request: Managed
     started = time.monotonic()
     job_ids = await submit_jobs(client, [request] * n, in_flight=args.in_flight)
     figures["submit_s"] = time.monotonic() - started
-    running = f"{_KIND} AND SkyhopStatus = 'RUNNING'"
+    running = f"{_KIND} AND {_LIVE} AND SkyhopStatus = 'RUNNING'"
     await _until_count(client, running, n)
     figures["all_running_s"] = time.monotonic() - started
     figures["settled_s"] = await _until_settled(client, job_ids) - started
@@ -370,7 +382,7 @@ async def _bench(args: argparse.Namespace, env: dict[str, str], request: Managed
     after = await _history_lengths(client, job_ids)
     figures["idle_s"] = time.monotonic() - idle_started
     figures["idle_events"] = await _events_between(client, before, after)
-    figures["idle_activities"] = sum(open_ for _, _, open_ in after.values())
+    figures["idle_activities"] = sum(run.activities for run in after.values())
 
     figures["queue_s"] = _queue_seconds(env)
 
