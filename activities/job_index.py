@@ -57,7 +57,7 @@ class _Outbox:
             while waiting := self._waiting.pop(key, []):
                 batch, rest = waiting[:_MOST_PER_SIGNAL], waiting[_MOST_PER_SIGNAL:]
                 if rest:
-                    self._waiting[key] = rest + self._waiting.get(key, [])
+                    self._waiting[key] = rest  # nothing was added since the pop: no await between
                 try:
                     await _signal(client, key[1], [row for row, _ in batch])
                 except Exception as exc:
