@@ -393,8 +393,13 @@ def test_at_zero_replicas_a_held_request_launches_one_without_waiting_for_a_tick
             async def serve_then_idle(replica_id: int) -> ServiceState:
                 """A request held, served by a new replica; then no traffic, back to zero."""
                 fleet.held = fleet.window_requests = 1
-                state = await _until(handle, lambda s: _ready(s) == [replica_id], "a READY replica")
-                assert state.target == 1 and fleet.pushes[-1] == [replica_id]
+                # READY shows in a query a moment before the load balancer's push completes.
+                state = await _until(
+                    handle,
+                    lambda s: _ready(s) == [replica_id] and fleet.pushes[-1:] == [[replica_id]],
+                    "a READY replica pushed to the load balancer",
+                )
+                assert state.target == 1
                 fleet.held = fleet.window_requests = 0
                 await _until_skipping(env, handle, lambda s: s.replicas == [], "scaled to zero")
                 assert fleet.up == set() and fleet.pushes[-1] == []
