@@ -59,6 +59,7 @@ with workflow.unsafe.imports_passed_through():
     from skyhop.contract.search import KIND, NAME, STATUS, USER
     from skyhop.contract.watch_hub import RUN_ENDED_SIGNAL, RunEnded
     from skyhop.workflows.auxiliary_stops import AuxiliaryStops, auxiliary_end
+    from skyhop.workflows.changes import Changes
     from skyhop.workflows.managed_task import Group, ManagedTask
     from skyhop.workflows.options import LONG_RETRY
     from skyhop.workflows.pool_job import PoolInbox, PoolJob
@@ -85,6 +86,12 @@ _ONE_REPORT_AT_A_TIME = "one-index-report-at-a-time"
 """Rows go to the job index one at a time, the newest waiting one next: the rows of one workflow
 task (PENDING then STARTING at a launch) are one report, not one activity and one workflow task each."""
 
+_BASELINE = "managed-job-baseline-1"
+"""Asked once per run (``workflows.changes``): stands for every change above and ``RunEnds``'s
+(``workflows.watch_hub``), and came with the end's search attribute and memo written
+in the workflow task that completes the job. The server skips a visibility update whose workflow
+has closed (the close record carries both), so a job's end costs one visibility write, not three."""
+
 
 @workflow.defn(name=WorkflowType.MANAGED_JOB)
 class ManagedJobWorkflow:
@@ -97,8 +104,9 @@ class ManagedJobWorkflow:
         """Reports of a run from before ``_ONE_REPORT_AT_A_TIME``: one activity per row."""
         self._unsent: JobIndexRow | None = None
         self._sender: asyncio.Task[None] | None = None
+        self._changes = Changes(_BASELINE)
         running = request.resume.running if request.resume is not None else None
-        self._run_ends = RunEnds(awaited=running.key if running is not None else None)
+        self._run_ends = RunEnds(self._changes, awaited=running.key if running is not None else None)
         self._pool_inbox = PoolInbox()
 
     @workflow.signal(name=PoolSignal.WORKER_ASSIGNED)
@@ -153,6 +161,8 @@ class ManagedJobWorkflow:
         self._finish()
         # The end is in the index before the workflow ends.
         await asyncio.gather(*self._reports, *([self._sender] if self._sender is not None else []))
+        if self._changes.baseline:
+            self._upsert(identify=False)  # no await from here: the workflow completes in this task
         return self._state
 
     async def _run_pipeline(self) -> None:
@@ -267,7 +277,7 @@ class ManagedJobWorkflow:
         (unless its end ``came`` meanwhile), so the job's history while it runs is a few events.
         A worker that evicted the job replays those, not every event since the job began, to
         handle its end or its cancel (at 10,000 jobs, every job was evicted)."""
-        if not workflow.patched(_CONTINUE_WHILE_RUNNING):
+        if not self._changes.has(_CONTINUE_WHILE_RUNNING):
             return
         await workflow.wait_condition(lambda: came() or self._reported())
         if not came():
@@ -281,7 +291,8 @@ class ManagedJobWorkflow:
 
     def _publish(self, *, identify: bool = False) -> None:
         """Write the status to the search attribute and the index (and the memo at the job's start
-        and end), when it changed (and at a run's start)."""
+        and end), when it changed (and at a run's start); the end's attribute and memo are written
+        as the workflow completes (``_BASELINE``)."""
         state = self._state
         if not state.status.done:
             # Once a group's primary tasks have ended, its auxiliary tasks being stopped do not
@@ -295,6 +306,15 @@ class ManagedJobWorkflow:
         if state.status == self._published and not identify:
             return
         self._published = state.status
+        if not (state.status.done and self._changes.baseline):
+            self._upsert(identify=identify)
+        workflow.set_current_details(f"status: {state.status}")
+        self._report(state.summary())
+
+    def _upsert(self, *, identify: bool) -> None:
+        """The status search attribute (and the job's identity at its start; the memo at its start
+        and end)."""
+        state = self._state
         updates = [STATUS.value_set(state.status.value)]
         if identify:
             attributes = workflow.info().typed_search_attributes
@@ -305,11 +325,8 @@ class ManagedJobWorkflow:
             if attributes.get(USER) is None:
                 updates.append(USER.value_set(self.request.user))
         workflow.upsert_search_attributes(updates)
-        summary = state.summary()
-        if identify or state.status.done or not workflow.patched(_MEMO_AT_ENDS):
-            workflow.upsert_memo({MEMO_KEY: summary})
-        workflow.set_current_details(f"status: {state.status}")
-        self._report(summary)
+        if identify or state.status.done or not self._changes.has(_MEMO_AT_ENDS):
+            workflow.upsert_memo({MEMO_KEY: state.summary()})
 
     def _report(self, summary: ManagedJobSummary) -> None:
         """Send the new row to the job index, without waiting; a row still unsent when a newer one
@@ -319,7 +336,7 @@ class ManagedJobWorkflow:
         ``_publish``."""
         self._state.published += 1
         row = JobIndexRow(summary=summary, user=self.request.user, seq=self._state.published)
-        if not workflow.patched(_ONE_REPORT_AT_A_TIME):
+        if not self._changes.has(_ONE_REPORT_AT_A_TIME):
             self._reports.append(self._send(row))
             return
         self._unsent = row

@@ -37,6 +37,7 @@ with workflow.unsafe.imports_passed_through():
         WatchHubSignal,
         watch_hub_workflow_id,
     )
+    from skyhop.workflows.changes import Changes
     from skyhop.workflows.options import HEARTBEAT, LONG_RETRY, SHORT_RETRY
     from skyhop.workflows.stages import history_is_long
 
@@ -145,9 +146,12 @@ class RunEnds:
     retried hub activity's second one, or a forgotten run's) is ignored, so each end is handled once.
     """
 
-    def __init__(self, awaited: str | None = None) -> None:
-        """``awaited``: the key of a run an earlier run of the owner followed, whose end may come
-        before this run asks for it (``end_of(followed=True)``)."""
+    def __init__(self, changes: Changes, awaited: str | None = None) -> None:
+        """``changes``: the owner's (its baseline stands for ``_HUB_FORGETS_ENDED`` and
+        ``_FORGET_UNAWAITED``). ``awaited``: the
+        key of a run an earlier run of the owner followed, whose end may come before this run asks
+        for it (``end_of(followed=True)``)."""
+        self._changes = changes
         self._waiting: dict[str, RunEnded | None] = {} if awaited is None else {awaited: None}
         self._forgets: set[asyncio.Task[None]] = set()
 
@@ -189,7 +193,7 @@ class RunEnds:
         except (asyncio.CancelledError, ActivityError):
             # Not on eviction (a ``BaseException`` that is neither): no workflow state is touched then.
             del self._waiting[key]
-            if workflow.patched(_FORGET_UNAWAITED):
+            if self._changes.has(_FORGET_UNAWAITED):
                 forget = asyncio.create_task(_forget(shard, key, run.handle.offering.host))
                 self._forgets.add(forget)
                 forget.add_done_callback(self._forgets.discard)
@@ -198,7 +202,7 @@ class RunEnds:
             raise
         ended = self._waiting.pop(key)
         assert ended is not None
-        if not workflow.patched(_HUB_FORGETS_ENDED):
+        if not self._changes.has(_HUB_FORGETS_ENDED):
             await _forget(shard, key, run.handle.offering.host)
         return ended
 

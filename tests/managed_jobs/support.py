@@ -157,11 +157,14 @@ async def until_reports_settled(handle: WorkflowHandle[object, ManagedJobState],
 
 
 async def _last_task_done(handle: WorkflowHandle[object, ManagedJobState]) -> bool:
-    """Whether the latest run's history ends with a completed workflow task (not mid-start)."""
-    last = None
+    """Whether the latest run's last workflow task completed (it is not mid-start)."""
+    completed = False
     async for event in handle.fetch_history_events():
-        last = event
-    return last is not None and last.HasField("workflow_task_completed_event_attributes")
+        if event.HasField("workflow_task_scheduled_event_attributes"):
+            completed = False
+        elif event.HasField("workflow_task_completed_event_attributes"):
+            completed = True
+    return completed
 
 
 async def every_run_events(client: Client, workflow_id: str) -> list[HistoryEvent]:

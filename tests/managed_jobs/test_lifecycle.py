@@ -255,7 +255,9 @@ def test_a_running_job_writes_nothing_to_its_history(
 
         await until_reports_settled(handle)
         before = (await handle.describe()).raw_description.workflow_execution_info.history_length
-        assert before == 4  # started; a workflow task scheduled, started and completed
+        # Started; a workflow task scheduled, started and completed; its baseline patch's marker
+        # and search attribute (``workflows.changes``).
+        assert before == 6
         open_gate(tmp_path, "b")
         until_log(state.job_id, 0, 1, "b\n")  # the watcher polled on, and shipped the new output
         after = (await handle.describe()).raw_description.workflow_execution_info.history_length
