@@ -19,7 +19,6 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -61,9 +60,9 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=20)
     args = parser.parse_args()
     from tests.helpers import SKYHOP_CLI as skyhop
-    from tests.helpers import embedded_skyhop
+    from tests.helpers import throwaway_skyhop
 
-    with embedded_skyhop(Path(tempfile.mkdtemp(prefix="skyhop-bench-"))) as env:
+    with throwaway_skyhop() as (_, env):
         subprocess.run(
             [skyhop, "launch", "-y", "-c", "bench", "echo ready"], env=env, check=True, capture_output=True
         )

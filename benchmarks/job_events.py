@@ -24,7 +24,6 @@ import asyncio
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -92,10 +91,9 @@ def main() -> None:
     parser.add_argument("--idle-s", type=float, default=120.0)
     args = parser.parse_args()
     from skyhop.workflows.options import HEARTBEAT
-    from tests.helpers import SKYHOP_CLI, embedded_skyhop
+    from tests.helpers import SKYHOP_CLI, throwaway_skyhop
 
-    home = Path(tempfile.mkdtemp(prefix="skyhop-bench-"))
-    with embedded_skyhop(home) as env:
+    with throwaway_skyhop() as (home, env):
         cluster_yaml = home / "cluster.yaml"
         cluster_yaml.write_text("resources:\n  infra: local\n")  # no run: just bring the cluster up
         subprocess.run([SKYHOP_CLI, "launch", "-y", "-c", "bench", str(cluster_yaml)], env=env, check=True)

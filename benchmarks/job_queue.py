@@ -24,7 +24,6 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -174,10 +173,9 @@ def main() -> None:
     parser.add_argument("--latency-samples", type=int, default=50)
     parser.add_argument("--in-flight", type=int, default=IN_FLIGHT)
     args = parser.parse_args()
-    from tests.helpers import SKYHOP_CLI, embedded_skyhop
+    from tests.helpers import SKYHOP_CLI, throwaway_skyhop
 
-    home = Path(tempfile.mkdtemp(prefix="skyhop-bench-"))
-    with embedded_skyhop(home) as env:
+    with throwaway_skyhop() as (home, env):
         cluster_yaml = home / "cluster.yaml"
         cluster_yaml.write_text("resources:\n  infra: local\n")  # no run: just bring the cluster up
         subprocess.run([SKYHOP_CLI, "launch", "-y", "-c", "bench", str(cluster_yaml)], env=env, check=True)

@@ -23,7 +23,6 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -114,12 +113,11 @@ def main() -> None:
     parser.add_argument("--cancel", type=int, default=2_000)
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
-    from tests.helpers import SKYHOP_CLI, embedded_skyhop, write_bytecode
+    from tests.helpers import SKYHOP_CLI, throwaway_skyhop, write_bytecode
 
     write_bytecode()
 
-    home = Path(tempfile.mkdtemp(prefix="skyhop-bench-"))
-    with embedded_skyhop(home) as env:
+    with throwaway_skyhop() as (home, env):
         subprocess.run([SKYHOP_CLI, "server", "start"], env=env, check=True, capture_output=True)
         os.environ.update(env)  # the embedded skyhop's HOME: its payload key
         address = f"127.0.0.1:{env['SKYHOP_SERVER_PORT']}"

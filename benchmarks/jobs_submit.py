@@ -16,7 +16,6 @@ import asyncio
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -64,10 +63,9 @@ def main() -> None:
     )
     parser.add_argument("--jobs", type=int, default=500)
     args = parser.parse_args()
-    from tests.helpers import SKYHOP_CLI, embedded_skyhop
+    from tests.helpers import SKYHOP_CLI, throwaway_skyhop
 
-    home = Path(tempfile.mkdtemp(prefix="skyhop-bench-"))
-    with embedded_skyhop(home) as env:
+    with throwaway_skyhop() as (home, env):
         for command in (["check"], ["server", "start"]):
             subprocess.run([SKYHOP_CLI, *command], env=env, check=True, capture_output=True)
         os.environ.update(env)  # the embedded skyhop's HOME: its payload key

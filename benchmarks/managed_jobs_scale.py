@@ -41,7 +41,6 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -528,12 +527,11 @@ def main() -> None:
     from skyhop.cli.jobs_submit import load_job
     from skyhop.providers.sim import SimCloud
     from skyhop.spec import TaskOverrides
-    from tests.helpers import SKYHOP_CLI, embedded_skyhop, write_bytecode
+    from tests.helpers import SKYHOP_CLI, throwaway_skyhop, write_bytecode
 
     write_bytecode()
 
-    home = Path(tempfile.mkdtemp(prefix="skyhop-bench-"))
-    with embedded_skyhop(home) as env:
+    with throwaway_skyhop() as (home, env):
         cloud = SimCloud(Path(env["SKYHOP_HOME"]) / "sim")
         cloud.root.mkdir(parents=True)
         cloud.plan_path.write_text("latency_s: 0\nfaults: []\n")

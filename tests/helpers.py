@@ -6,10 +6,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -236,6 +238,18 @@ def embedded_skyhop(home: Path) -> Iterator[dict[str, str]]:
         yield env
     finally:
         stop_embedded(env)
+
+
+@contextlib.contextmanager
+def throwaway_skyhop() -> Iterator[tuple[Path, dict[str, str]]]:
+    """An embedded skyhop in a new temporary home, for a benchmark: stopped after the block, and its
+    home removed (its server's database is hundreds of MB after 10,000 jobs)."""
+    home = Path(tempfile.mkdtemp(prefix="skyhop-bench-"))
+    try:
+        with embedded_skyhop(home) as env:
+            yield home, env
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
 
 
 _FAKE_CONTAINER_RUNTIME = '''#!{python}
