@@ -1,11 +1,14 @@
-"""Recorded ``ClusterWorkflow``, ``LaunchWorkflow`` and ``ServiceWorkflow`` histories must replay on
-the current code.
+"""Recorded ``ClusterWorkflow``, ``LaunchWorkflow``, ``ServiceWorkflow`` and ``ManagedJobWorkflow``
+histories must replay on the current code.
 
 Clusters and services live for days, and so does a launch in ``--retry-until-up``: a change to a
 workflow that would make a running one's history non-deterministic fails here, in CI, instead of in
 production. Such a change needs ``workflow.patched``; new scenarios are recorded with
 ``python -m tests.cluster.record_histories``, ``python -m tests.launch.record_histories`` and
-``python -m tests.serve.record_histories``.
+``python -m tests.serve.record_histories``. The managed jobs' are runs of
+``tests/managed_jobs/test_lifecycle.py``'s cancel scenarios, their payloads decrypted; those named
+``*_before_baseline`` come from before ``workflows.changes``, and replay through its fallback (each
+older patch asked where it always was).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from temporalio.worker import Replayer
 
 from skyhop.workflows.cluster import ClusterWorkflow
 from skyhop.workflows.launch import LaunchWorkflow
+from skyhop.workflows.managed_job import ManagedJobWorkflow
 from skyhop.workflows.service import ServiceWorkflow
 from tests.conftest import run
 
@@ -32,6 +36,7 @@ HISTORIES = sorted(
         *(_TESTS / "cluster" / "histories").glob("*.json"),
         *(_TESTS / "launch" / "histories").glob("*.json"),
         *(_TESTS / "serve" / "histories").glob("*.json"),
+        *(_TESTS / "managed_jobs" / "histories").glob("*.json"),
     ]
     if path != WORKFLOW_IDS
 )
@@ -57,6 +62,13 @@ def test_histories_are_recorded() -> None:
         "service_update_at_max_replicas",
         "service_update_rolled_back",
         "service_scale_from_zero",
+        "managed_job_cancelled_starting_before_baseline",
+        "managed_job_cancelled_running_before_baseline",
+        "managed_job_preempted_first_run_before_baseline",
+        "managed_job_preempted_cancelled_recovering_before_baseline",
+        "managed_job_running_first_run",
+        "managed_job_running_continued_cancelled",
+        "managed_job_preempted_cancelled_recovering",
     }
 
 
@@ -65,7 +77,8 @@ def test_history_replays(path: Path) -> None:
     workflow_id = json.loads(WORKFLOW_IDS.read_text()).get(path.stem, path.stem)
     history = WorkflowHistory.from_json(workflow_id, path.read_text())
     replayer = Replayer(
-        workflows=[ClusterWorkflow, LaunchWorkflow, ServiceWorkflow], data_converter=pydantic_data_converter
+        workflows=[ClusterWorkflow, LaunchWorkflow, ManagedJobWorkflow, ServiceWorkflow],
+        data_converter=pydantic_data_converter,
     )
     result = run(replayer.replay_workflow(history, raise_on_replay_failure=True))
     assert result.replay_failure is None
