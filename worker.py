@@ -122,8 +122,9 @@ def build_workers(
                 SSHPoolsWorkflow,
                 PoolWorkflow,
             ],
-            # Failover re-optimizes between attempts as a local activity: no task queue round trip.
-            activities=[planning.optimize],
+            # Local activities, with no task queue round trip: failover re-optimizes between
+            # attempts; a managed job reports its status changes to the job index.
+            activities=[planning.optimize, job_index.index_job_row, watch_hub.forget_run],
             max_concurrent_workflow_tasks=WORKFLOW_TASK_SLOTS,
             workflow_task_poller_behavior=PollerBehaviorSimpleMaximum(WORKFLOW_TASK_POLLS),
             max_cached_workflows=cached_workflows,
@@ -159,7 +160,7 @@ def build_workers(
         cluster_activities.cancel_cluster_job,
         cluster_ops.cancel_jobs,
         cluster_ops.probe_cluster,
-        job_index.index_job_row,
+        job_index.index_job_row,  # for managed jobs from before their local reports
         watch_hub.follow_run,
         serving.sync_load_balancer,
         serving.load_balancer_stats,

@@ -4,20 +4,17 @@ Signal-with-start, so the shard need not exist yet (the first job of a thousand 
 a job started by any client (the ``temporal`` CLI, a test) is indexed all the same. Idempotent: a
 retried report carries the same ``seq``, which the shard keeps once.
 
-The reports of one worker process to one shard are batched: while a signal to the shard is on
-its way, the rows reported meanwhile wait, and the next signal (``rows``) carries them all. The
-server takes the signals to one workflow one at a time, and a thousand jobs cancelled at once (a
-thousand consecutive ids: one shard) sent two thousand signals to it, which took longer than the
-cancels themselves.
+The reports of one worker process to one shard are batched (``activities.signal_batches``): a
+signal (``rows``) carries every row reported while the one before it was on its way.
 """
 
 from __future__ import annotations
 
-import asyncio
 from typing import TYPE_CHECKING
 
 from temporalio import activity
 
+from skyhop.activities.signal_batches import SignalBatches
 from skyhop.contract import WORKFLOW_QUEUE, WorkflowType
 from skyhop.contract.managed_jobs import (
     JobIndexInput,
@@ -36,48 +33,6 @@ _MOST_PER_SIGNAL = 200
 """Rows in one signal: a few hundred bytes each, well below the server's payload size limits."""
 
 
-class _Outbox:
-    """The rows waiting for their shard's signal, by client and shard, each with its reporter's future."""
-
-    def __init__(self) -> None:
-        self._waiting: dict[tuple[int, int], list[tuple[JobIndexRow, asyncio.Future[None]]]] = {}
-        self._senders: dict[tuple[int, int], asyncio.Task[None]] = {}
-
-    async def send(self, client: Client, row: JobIndexRow) -> None:
-        key = (id(client), job_index_shard(row.summary.job_id))
-        landed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiting.setdefault(key, []).append((row, landed))
-        if key not in self._senders:
-            self._senders[key] = asyncio.create_task(self._drain(client, key))
-        await landed
-
-    async def _drain(self, client: Client, key: tuple[int, int]) -> None:
-        """Send what waits for the shard, a signal at a time, until nothing does."""
-        try:
-            while waiting := self._waiting.pop(key, []):
-                batch, rest = waiting[:_MOST_PER_SIGNAL], waiting[_MOST_PER_SIGNAL:]
-                if rest:
-                    self._waiting[key] = rest  # nothing was added since the pop: no await between
-                try:
-                    await _signal(client, key[1], [row for row, _ in batch])
-                except Exception as exc:
-                    _settle(batch, exc)  # each report fails, and its activity is retried
-                else:
-                    _settle(batch, None)
-        finally:
-            del self._senders[key]
-
-
-def _settle(batch: list[tuple[JobIndexRow, asyncio.Future[None]]], error: Exception | None) -> None:
-    for _, landed in batch:
-        if landed.done():
-            continue  # its activity was cancelled meanwhile
-        if error is None:
-            landed.set_result(None)
-        else:
-            landed.set_exception(error)
-
-
 async def _signal(client: Client, shard: int, rows: list[JobIndexRow]) -> None:
     """One signal-with-start to the shard, starting it if it does not run."""
     await client.start_workflow(
@@ -90,12 +45,12 @@ async def _signal(client: Client, shard: int, rows: list[JobIndexRow]) -> None:
     )
 
 
-_outbox = _Outbox()
+_outbox: SignalBatches[int, JobIndexRow] = SignalBatches(_signal, _MOST_PER_SIGNAL)
 
 
 async def report_row(client: Client, row: JobIndexRow) -> None:
     """Send ``row`` to its shard (with the rows reported meanwhile), starting the shard if it does not run."""
-    await _outbox.send(client, row)
+    await _outbox.send(client, job_index_shard(row.summary.job_id), row)
 
 
 @activity.defn

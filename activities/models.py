@@ -173,6 +173,13 @@ class FollowRunInput(BaseModel):
         return self.run.handle.offering.host
 
 
+class ForgetRunInput(BaseModel):
+    shard: int
+    key: str
+    host: str | None
+    """The machine the run's cluster is bound to, whose hub follows it."""
+
+
 class WatchJobsInput(BaseModel):
     handle: ClusterHandle
     jobs: list[WatchedJob]

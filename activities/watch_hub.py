@@ -35,11 +35,13 @@ from skyhop.activities.models import (
     FollowedRun,
     FollowRunInput,
     FollowSet,
+    ForgetRunInput,
     WatchHubInput,
     WatchJobsInput,
 )
 from skyhop.activities.node_jobs import CALL_TIMEOUT_S, POLL_MAX_S
 from skyhop.activities.runner_exits import RunnerExits
+from skyhop.activities.signal_batches import SignalBatches
 from skyhop.contract import WORKFLOW_QUEUE, WorkflowType
 from skyhop.contract.watch_hub import (
     RUN_ENDED_SIGNAL,
@@ -52,7 +54,7 @@ from skyhop.providers.base import NodeStatus
 from skyhop.providers.runtime.jobs import JobOutcome, NodeJobStatus
 from skyhop.storage.logs import attempt_stream, log_store
 
-__all__ = ["CYCLE_S", "Followed", "follow_run", "poll_followed", "watch_followed"]
+__all__ = ["CYCLE_S", "Followed", "follow_run", "forget_run", "poll_followed", "watch_followed"]
 
 CYCLE_S = POLL_MAX_S
 """At most this long between two questions to a run's nodes: a run's end shows within it."""
@@ -97,6 +99,29 @@ async def follow_run(request: FollowRunInput) -> None:
     here = _HERE.get(hub_id)
     if here is not None:
         here.wake()
+
+
+async def _signal_forget(client: Client, hub_id: str, keys: list[str]) -> None:
+    """Tell the hub to forget ``keys`` (a hub that is not running follows nothing to forget)."""
+    try:
+        await client.get_workflow_handle(hub_id).signal(WatchHubSignal.FORGET.value, keys)
+    except RPCError as exc:
+        if exc.status != RPCStatusCode.NOT_FOUND:
+            raise
+    here = _HERE.get(hub_id)
+    if here is not None:
+        here.wake()  # it lets go of the runs' runners before their clusters' removal kills them
+
+
+_forgets: SignalBatches[str, str] = SignalBatches(_signal_forget, 500)
+"""Keys of a few dozen bytes: a cancel of thousands of jobs is a few signals to each hub."""
+
+
+@activity.defn
+async def forget_run(request: ForgetRunInput) -> None:
+    """Stop the run's hub following it (its owner no longer waits for its end: a cancel), with the
+    runs forgotten meanwhile in one signal; and wake the hub's activity if it runs in this process."""
+    await _forgets.send(activity.client(), watch_hub_workflow_id(request.shard, request.host), request.key)
 
 
 @activity.defn

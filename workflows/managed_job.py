@@ -89,8 +89,10 @@ task (PENDING then STARTING at a launch) are one report, not one activity and on
 _BASELINE = "managed-job-baseline-1"
 """Asked once per run (``workflows.changes``): stands for every change above and ``RunEnds``'s
 (``workflows.watch_hub``), and came with the end's search attribute and memo written
-in the workflow task that completes the job. The server skips a visibility update whose workflow
-has closed (the close record carries both), so a job's end costs one visibility write, not three."""
+in the workflow task that completes the job (the server skips a visibility update whose workflow
+has closed, and the close record carries both: a job's end costs one visibility write, not three),
+and with local activities for the reports to the job index (``_send``) and the hub's ``forget``
+(``RunEnds``): a cancel is two workflow tasks, not five."""
 
 
 @workflow.defn(name=WorkflowType.MANAGED_JOB)
@@ -350,6 +352,16 @@ class ManagedJobWorkflow:
             await self._send(row)
 
     def _send(self, row: JobIndexRow) -> workflow.ActivityHandle[None]:
+        if self._changes.baseline:
+            # A local activity: it runs in the workflow task that made the row, so a report costs
+            # no activity task, no events of its own and no workflow task to hear it landed (a
+            # cancel's two reports were two of its five workflow tasks).
+            return workflow.start_local_activity(
+                index_job_row,
+                row,
+                start_to_close_timeout=timedelta(seconds=60),
+                retry_policy=LONG_RETRY,
+            )
         return workflow.start_activity(
             index_job_row,
             row,

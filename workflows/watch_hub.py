@@ -29,7 +29,7 @@ from temporalio.exceptions import ActivityError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     from skyhop.activities import watch_hub
-    from skyhop.activities.models import FollowedRun, FollowRunInput, FollowSet, WatchHubInput
+    from skyhop.activities.models import FollowedRun, FollowRunInput, FollowSet, ForgetRunInput, WatchHubInput
     from skyhop.contract import LONG_QUEUE, SHORT_QUEUE, WorkflowType, host_queue
     from skyhop.contract.watch_hub import (
         RunEnded,
@@ -194,22 +194,31 @@ class RunEnds:
             # Not on eviction (a ``BaseException`` that is neither): no workflow state is touched then.
             del self._waiting[key]
             if self._changes.has(_FORGET_UNAWAITED):
-                forget = asyncio.create_task(_forget(shard, key, run.handle.offering.host))
+                forget = asyncio.create_task(self._forget(shard, key, run.handle.offering.host))
                 self._forgets.add(forget)
                 forget.add_done_callback(self._forgets.discard)
             else:
-                await _forget(shard, key, run.handle.offering.host)
+                await self._forget(shard, key, run.handle.offering.host)
             raise
         ended = self._waiting.pop(key)
         assert ended is not None
         if not self._changes.has(_HUB_FORGETS_ENDED):
-            await _forget(shard, key, run.handle.offering.host)
+            await self._forget(shard, key, run.handle.offering.host)
         return ended
 
-
-async def _forget(shard: int, key: str, host: str | None) -> None:
-    """Tell the hub to drop the run (a hub the follow never started is not there to tell)."""
-    with contextlib.suppress(FailureError):
-        await workflow.get_external_workflow_handle(watch_hub_workflow_id(shard, host)).signal(
-            WatchHubSignal.FORGET, [key]
-        )
+    async def _forget(self, shard: int, key: str, host: str | None) -> None:
+        """Tell the hub to drop the run: a local activity under the owner's baseline (no event comes
+        back to wake the owner, and a cancel of thousands is a few signals to each hub), else a
+        signal (a hub the follow never started is not there to tell)."""
+        if self._changes.baseline:
+            await workflow.execute_local_activity(
+                watch_hub.forget_run,
+                ForgetRunInput(shard=shard, key=key, host=host),
+                start_to_close_timeout=timedelta(seconds=30),
+                retry_policy=SHORT_RETRY,
+            )
+            return
+        with contextlib.suppress(FailureError):
+            await workflow.get_external_workflow_handle(watch_hub_workflow_id(shard, host)).signal(
+                WatchHubSignal.FORGET, [key]
+            )

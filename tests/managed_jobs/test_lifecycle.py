@@ -266,21 +266,26 @@ def test_a_running_job_writes_nothing_to_its_history(
         assert (await handle.result()).status == ManagedJobStatus.SUCCEEDED
         # PENDING and STARTING come in the job's first workflow task: one report carries both.
         first_run = client.get_workflow_handle(handle.id, run_id=handle.first_execution_run_id)
-        assert await _reports_of_first_task(first_run) == 1
+        assert await _reports_before_running(first_run) == 1
 
     run(scenario())
 
 
-async def _reports_of_first_task(handle: WorkflowHandle[Any, Any]) -> int:
-    """How many ``index_job_row`` activities the job's first workflow task scheduled."""
-    reports, completed = 0, False
+async def _reports_before_running(handle: WorkflowHandle[Any, Any]) -> int:
+    """How many ``index_job_row`` local activities the job ran before it wrote RUNNING."""
+    reports = 0
     async for event in handle.fetch_history_events():
-        if event.HasField("workflow_task_completed_event_attributes"):
-            if completed:
-                break
-            completed = True
-        elif completed and event.HasField("activity_task_scheduled_event_attributes"):
-            reports += event.activity_task_scheduled_event_attributes.activity_type.name == "index_job_row"
+        status = (
+            event.upsert_workflow_search_attributes_event_attributes.search_attributes.indexed_fields.get(
+                STATUS.name
+            )
+        )
+        if status is not None and json.loads(status.data) == ManagedJobStatus.RUNNING:
+            break
+        details = event.marker_recorded_event_attributes.details
+        reports += (
+            "data" in details and b'"activity_type":"index_job_row"' in details["data"].payloads[0].data
+        )
     return reports
 
 
