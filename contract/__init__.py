@@ -158,7 +158,8 @@ class SearchAttribute(StrEnum):
     """A ``WorkflowKind``."""
     CLUSTER = "SkyhopCluster"
     STATUS = "SkyhopStatus"
-    """A cluster's ``ClusterStatus``; a managed job's ``ManagedJobStatus``."""
+    """A cluster's ``ClusterStatus``; a managed job's ``ManagedJobStatus`` (never CANCELLING: it
+    stays as it was until the job's end)."""
     NAME = "SkyhopName"
     """A managed job's name (``jobs cancel -n NAME``)."""
     STAGE = "SkyhopStage"

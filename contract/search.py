@@ -26,7 +26,8 @@ KIND = SearchAttributeKey.for_keyword(SearchAttribute.KIND)
 """A ``WorkflowKind``: ``cluster``, ``launch``, ``managed-job``, ``service`` or ``pool``."""
 CLUSTER = SearchAttributeKey.for_keyword(SearchAttribute.CLUSTER)
 STATUS = SearchAttributeKey.for_keyword(SearchAttribute.STATUS)
-"""A cluster's status (INIT, UP, STOPPED, TERMINATED); a managed job's ``ManagedJobStatus``."""
+"""A cluster's status (INIT, UP, STOPPED, TERMINATED); a managed job's ``ManagedJobStatus`` (never
+CANCELLING)."""
 STAGE = SearchAttributeKey.for_keyword(SearchAttribute.STAGE)
 """A launch's current stage."""
 USER = SearchAttributeKey.for_keyword(SearchAttribute.USER)
