@@ -14,7 +14,6 @@ import logging
 import os
 import signal
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -81,19 +80,14 @@ watch hubs are asked every cycle, so they stay cached and are never replayed for
 """
 
 
-WORKFLOW_TASK_SLOTS = 60
-"""Workflow tasks this worker holds at once. A task stays open (and holds its slot) while its
-local activities run: a relaunch re-optimizes as one, and a managed job's every status report
-and a cancel's ``forget`` are one. With 20, a thousand jobs cancelled at once left their tasks
-waiting 6.5 s in the server's queue while the worker's event loop was idle half the time. At most
-``WORKFLOW_ACTIVATION_THREADS`` of them run workflow code at once."""
-
-WORKFLOW_ACTIVATION_THREADS = 20
-"""Workflow activations run at once. Workflow code is CPU work under one GIL, so more at once only
-makes each slower: with 100, a burst (hundreds of jobs starting, or relaunching after preemptions)
-made every task take longer than its 10 s timeout, so each was done again and the hubs' heartbeats
-starved (congestion collapse). Not fewer: with 8, 300 jobs took 352 s to start, against 175 s
-with 100 (on a machine less loaded then: a hint, not a measure)."""
+WORKFLOW_TASK_SLOTS = 20
+"""Workflow tasks this worker runs at once. Running workflow code is CPU work under one GIL, so
+more at once only makes each slower: with 100, a burst (hundreds of jobs starting, or relaunching
+after preemptions) made every task take longer than its 10 s timeout, so each was done again and
+the hubs' heartbeats starved (congestion collapse). Waiting tasks wait in the server's queue. Not
+fewer: a task stays open (and holds its slot) while its local activity runs, and every relaunch
+re-optimizes as one; with 8, 300 jobs took 352 s to start, against 175 s with 100 (on a machine
+less loaded then: a hint, not a measure)."""
 
 
 WORKFLOW_TASK_POLLS = 10
@@ -132,7 +126,6 @@ def build_workers(
             # attempts; a managed job reports its status changes to the job index.
             activities=[planning.optimize, job_index.index_job_row, watch_hub.forget_run],
             max_concurrent_workflow_tasks=WORKFLOW_TASK_SLOTS,
-            workflow_task_executor=ThreadPoolExecutor(WORKFLOW_ACTIVATION_THREADS, "workflow-activation"),
             workflow_task_poller_behavior=PollerBehaviorSimpleMaximum(WORKFLOW_TASK_POLLS),
             max_cached_workflows=cached_workflows,
             workflow_runner=TaskBoundRunner(),
