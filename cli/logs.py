@@ -10,7 +10,8 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
-from typing import TYPE_CHECKING, BinaryIO
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, BinaryIO, TypeVar
 
 from skyhop.cli.failures import asked_again, is_not_found
 from skyhop.cli.output import info
@@ -46,6 +47,8 @@ __all__ = [
     "follow_job",
     "print_job_status",
 ]
+
+T = TypeVar("T")
 
 _RECORD_CHECK_S = 1.0
 _STORE_POLL_MAX_S = 0.25
@@ -184,24 +187,35 @@ async def cluster_record(client: Client, cluster_name: str, *, patient: bool = F
     ``patient``: a query that times out (no worker runs the cluster's workflow: one crashed, or is
     stuck) is asked again, for a follower, which outlives a worker crash, instead of ending it.
     """
-    from temporalio.service import RPCError, RPCStatusCode
+    from temporalio.service import RPCError
 
     handle = client.get_workflow_handle(cluster_workflow_id(cluster_name))
+    try:
+        return await _asked_patiently(
+            lambda: asked_again(lambda: handle.query(ClusterQuery.STATUS, result_type=ClusterRecord)),
+            f"Cluster {cluster_name}'s workflow" if patient else None,
+        )
+    except RPCError as exc:
+        if is_not_found(exc):
+            raise JobNotFoundError(f"cluster {cluster_name!r} not found; see 'skyhop status'") from None
+        raise
+
+
+async def _asked_patiently(ask: Callable[[], Awaitable[T]], who: str | None) -> T:
+    """``ask()``, asked again while it times out (no worker answers ``who``'s query: one crashed,
+    or the machine is too busy), saying so once; None: not patient, the timeout is raised."""
+    from temporalio.service import RPCError, RPCStatusCode
+
     said = False
     while True:
         try:
-            record: ClusterRecord = await asked_again(
-                lambda: handle.query(ClusterQuery.STATUS, result_type=ClusterRecord)
-            )
-            return record
+            return await ask()
         except RPCError as exc:
-            if is_not_found(exc):
-                raise JobNotFoundError(f"cluster {cluster_name!r} not found; see 'skyhop status'") from None
             timed_out = exc.status in (RPCStatusCode.CANCELLED, RPCStatusCode.DEADLINE_EXCEEDED)
-            if not (patient and timed_out):
+            if who is None or not timed_out:
                 raise
             if not said:
-                info(f"Cluster {cluster_name}'s workflow does not answer (is a worker running?); waiting ...")
+                info(f"{who} does not answer (is a worker running?); waiting ...")
                 said = True
         await asyncio.sleep(_RECORD_CHECK_S)
 
@@ -353,7 +367,10 @@ async def _follow_setup(client: Client, cluster_name: str, launch_id: str, *, fo
     tail: LogTail | None = None
     announced = False
     while True:
-        progress: LaunchProgress = await handle.query(LaunchQuery.PROGRESS, result_type=LaunchProgress)
+        progress: LaunchProgress = await _asked_patiently(
+            lambda: handle.query(LaunchQuery.PROGRESS, result_type=LaunchProgress),
+            f"Launch {launch_id}" if follow else None,
+        )
         if tail is None and progress.handle is not None:
             ips = [node.ip for node in progress.handle.nodes]
             tail = LogTail(setup_stream(setup_key(launch_id)), ips, sys.stdout.buffer)
