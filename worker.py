@@ -86,8 +86,10 @@ more at once only makes each slower: with 100, a burst (hundreds of jobs startin
 after preemptions) made every task take longer than its 10 s timeout, so each was done again and
 the hubs' heartbeats starved (congestion collapse). Waiting tasks wait in the server's queue. Not
 fewer: a task stays open (and holds its slot) while its local activity runs, and every relaunch
-re-optimizes as one; with 8, 300 jobs took 352 s to start, against 175 s with 100 (on a machine
-less loaded then: a hint, not a measure)."""
+re-optimizes as one (and a managed job's every status report is one); with 8, 300 jobs took 352 s
+to start, against 175 s with 100 (on a machine less loaded then: a hint, not a measure). Nor more
+with fewer threads: 60 slots on 20 activation threads cancelled 1,000 jobs no faster (their tasks
+waited in the server's matching, not for a slot) and doubled relaunch decisions' latency."""
 
 
 WORKFLOW_TASK_POLLS = 10
