@@ -272,7 +272,7 @@ def test_a_running_job_writes_nothing_to_its_history(
 
 
 async def _reports_before_running(handle: WorkflowHandle[Any, Any]) -> int:
-    """How many ``index_job_row`` local activities the job ran before it wrote RUNNING."""
+    """How many ``index_job_row`` reports the job sent before it wrote RUNNING."""
     reports = 0
     async for event in handle.fetch_history_events():
         status = (
@@ -282,10 +282,7 @@ async def _reports_before_running(handle: WorkflowHandle[Any, Any]) -> int:
         )
         if status is not None and json.loads(status.data) == ManagedJobStatus.RUNNING:
             break
-        details = event.marker_recorded_event_attributes.details
-        reports += (
-            "data" in details and b'"activity_type":"index_job_row"' in details["data"].payloads[0].data
-        )
+        reports += event.activity_task_scheduled_event_attributes.activity_type.name == "index_job_row"
     return reports
 
 
