@@ -86,7 +86,7 @@ more at once only makes each slower: with 100, a burst (hundreds of jobs startin
 after preemptions) made every task take longer than its 10 s timeout, so each was done again and
 the hubs' heartbeats starved (congestion collapse). Waiting tasks wait in the server's queue. Not
 fewer: a task stays open (and holds its slot) while its local activity runs, and every relaunch
-re-optimizes as one (and a managed job's every status report is one); with 8, 300 jobs took 352 s
+re-optimizes as one (and a managed job's reports of its end are ones); with 8, 300 jobs took 352 s
 to start, against 175 s with 100 (on a machine less loaded then: a hint, not a measure). Nor more
 with fewer threads: 60 slots on 20 activation threads cancelled 1,000 jobs no faster (their tasks
 waited in the server's matching, not for a slot) and doubled relaunch decisions' latency."""
@@ -125,7 +125,7 @@ def build_workers(
                 PoolWorkflow,
             ],
             # Local activities, with no task queue round trip: failover re-optimizes between
-            # attempts; a managed job reports its status changes to the job index.
+            # attempts; a managed job reports its end to the job index, and a cancel tells its hub.
             activities=[planning.optimize, job_index.index_job_row, watch_hub.forget_run],
             max_concurrent_workflow_tasks=WORKFLOW_TASK_SLOTS,
             workflow_task_poller_behavior=PollerBehaviorSimpleMaximum(WORKFLOW_TASK_POLLS),
@@ -162,7 +162,7 @@ def build_workers(
         cluster_activities.cancel_cluster_job,
         cluster_ops.cancel_jobs,
         cluster_ops.probe_cluster,
-        job_index.index_job_row,  # for managed jobs from before their local reports
+        job_index.index_job_row,  # a managed job's reports but those of its end
         watch_hub.follow_run,
         serving.sync_load_balancer,
         serving.load_balancer_stats,

@@ -103,11 +103,7 @@ async def follow_run(request: FollowRunInput) -> None:
 
 async def _signal_forget(client: Client, hub_id: str, keys: list[str]) -> None:
     """Tell the hub to forget ``keys`` (a hub that is not running follows nothing to forget)."""
-    try:
-        await client.get_workflow_handle(hub_id).signal(WatchHubSignal.FORGET.value, keys)
-    except RPCError as exc:
-        if exc.status != RPCStatusCode.NOT_FOUND:
-            raise
+    await _signal_unless_gone(client, hub_id, WatchHubSignal.FORGET.value, keys)
     here = _HERE.get(hub_id)
     if here is not None:
         here.wake()  # it lets go of the runs' runners before their clusters' removal kills them
@@ -323,7 +319,9 @@ async def _deliver(
     statuses = await asyncio.gather(*(_provider_says(run, outcome) for run, outcome in ended.values()))
     await asyncio.gather(
         *(
-            _signal_owner(client, run.owner, RunEnded(key=key, outcome=outcome, node_statuses=told))
+            _signal_unless_gone(
+                client, run.owner, RUN_ENDED_SIGNAL, RunEnded(key=key, outcome=outcome, node_statuses=told)
+            )
             for (key, (run, outcome)), told in zip(ended.items(), statuses, strict=True)
         )
     )
@@ -345,9 +343,10 @@ async def _provider_says(run: FollowedRun, outcome: JobOutcome) -> list[NodeStat
         return None
 
 
-async def _signal_owner(client: Client, owner: str, ended: RunEnded) -> None:
+async def _signal_unless_gone(client: Client, workflow_id: str, signal: str, arg: object) -> None:
+    """Signal the workflow; one that has closed (an owner that ended, a hub that stopped) is skipped."""
     try:
-        await client.get_workflow_handle(owner).signal(RUN_ENDED_SIGNAL, ended)
+        await client.get_workflow_handle(workflow_id).signal(signal, arg)
     except RPCError as exc:
         if exc.status != RPCStatusCode.NOT_FOUND:
             raise

@@ -311,9 +311,7 @@ class ManagedJobWorkflow:
         if state.status == self._published and not identify:
             return
         self._published = state.status
-        if not (
-            self._changes.baseline and (state.status.done or state.status == ManagedJobStatus.CANCELLING)
-        ):
+        if not (self._changes.baseline and _ending(state.status)):
             self._upsert(identify=identify)
         workflow.set_current_details(f"status: {state.status}")
         self._report(state.summary())
@@ -357,8 +355,7 @@ class ManagedJobWorkflow:
             await self._send(row)
 
     def _send(self, row: JobIndexRow) -> workflow.ActivityHandle[None]:
-        status = row.summary.status
-        if self._changes.baseline and (status.done or status == ManagedJobStatus.CANCELLING):
+        if self._changes.baseline and _ending(row.summary.status):
             # A local activity: it runs in the workflow task that made the row, so a report costs
             # no activity task, no events of its own and no workflow task to hear it landed (a
             # cancel's two reports were two of its five workflow tasks). Only as the job ends: the
@@ -381,6 +378,11 @@ class ManagedJobWorkflow:
             start_to_close_timeout=timedelta(seconds=60),
             retry_policy=LONG_RETRY,  # never given up: a busy server only delays the row
         )
+
+
+def _ending(status: ManagedJobStatus) -> bool:
+    """CANCELLING or an end: under ``_BASELINE``, no search attribute of its own, a local report."""
+    return status.done or status == ManagedJobStatus.CANCELLING
 
 
 def _first_state(request: ManagedJobRequest) -> ManagedJobState:

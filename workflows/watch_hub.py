@@ -148,9 +148,8 @@ class RunEnds:
 
     def __init__(self, changes: Changes, awaited: str | None = None) -> None:
         """``changes``: the owner's (its baseline stands for ``_HUB_FORGETS_ENDED`` and
-        ``_FORGET_UNAWAITED``). ``awaited``: the
-        key of a run an earlier run of the owner followed, whose end may come before this run asks
-        for it (``end_of(followed=True)``)."""
+        ``_FORGET_UNAWAITED``). ``awaited``: the key of a run an earlier run of the owner followed,
+        whose end may come before this run asks for it (``end_of(followed=True)``)."""
         self._changes = changes
         self._waiting: dict[str, RunEnded | None] = {} if awaited is None else {awaited: None}
         self._forgets: set[asyncio.Task[None]] = set()
