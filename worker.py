@@ -50,7 +50,14 @@ from skyhop.workflows.service import ServiceWorkflow
 from skyhop.workflows.ssh_pools import SSHPoolsWorkflow
 from skyhop.workflows.watch_hub import WatchHubWorkflow
 
-__all__ = ["CACHED_WORKFLOWS", "WORKFLOW_TASK_SLOTS", "build_workers", "ensure_search_attributes", "serve"]
+__all__ = [
+    "CACHED_WORKFLOWS",
+    "STICKY_TIMEOUT",
+    "WORKFLOW_TASK_SLOTS",
+    "build_workers",
+    "ensure_search_attributes",
+    "serve",
+]
 
 log = logging.getLogger("skyhop.worker")
 
@@ -80,6 +87,14 @@ watch hubs are asked every cycle, so they stay cached and are never replayed for
 """
 
 
+STICKY_TIMEOUT = timedelta(seconds=60)
+"""How long a cached workflow's next task waits for this worker before any worker takes it, and
+replays it: the SDK's 10 s sent most of a burst there (1,000 jobs cancelled at once: 783 of their
+first tasks timed out, and the whole cancel took 36 s instead of 20). The cost is a killed
+worker's: its workflows' next tasks and queries wait this long before another worker answers.
+``SKYHOP_WORKER_STICKY_TIMEOUT_S`` changes it (the tests, which kill workers, use 10 s)."""
+
+
 WORKFLOW_TASK_SLOTS = 20
 """Workflow tasks this worker runs at once. Running workflow code is CPU work under one GIL, so
 more at once only makes each slower: with 100, a burst (hundreds of jobs starting, or relaunching
@@ -99,7 +114,12 @@ decision's task waited about 2 s there, with the worker's event loop idle half t
 
 
 def build_workers(
-    client: Client, *, long_slots: int = 200, short_slots: int = 50, cached_workflows: int = CACHED_WORKFLOWS
+    client: Client,
+    *,
+    long_slots: int = 200,
+    short_slots: int = 50,
+    cached_workflows: int = CACHED_WORKFLOWS,
+    sticky_timeout: timedelta = STICKY_TIMEOUT,
 ) -> list[Worker]:
     """The pollers of a skyhop worker: workflow tasks, long and short activities (and this machine's
     twins of the activity queues).
@@ -130,6 +150,7 @@ def build_workers(
             max_concurrent_workflow_tasks=WORKFLOW_TASK_SLOTS,
             workflow_task_poller_behavior=PollerBehaviorSimpleMaximum(WORKFLOW_TASK_POLLS),
             max_cached_workflows=cached_workflows,
+            sticky_queue_schedule_to_start_timeout=sticky_timeout,
             workflow_runner=TaskBoundRunner(),
         ),
     ]
@@ -191,14 +212,18 @@ def build_workers(
 
 
 async def serve(
-    client: Client, ready_file: str | None = None, *, cached_workflows: int = CACHED_WORKFLOWS
+    client: Client,
+    ready_file: str | None = None,
+    *,
+    cached_workflows: int = CACHED_WORKFLOWS,
+    sticky_timeout: timedelta = STICKY_TIMEOUT,
 ) -> None:
     """Register search attributes, poll until SIGTERM/SIGINT, then shut down cleanly."""
     try:
         await ensure_search_attributes(client)
     except Exception as exc:  # e.g. Temporal Cloud, where an admin registers them
         log.warning("could not register search attributes (%s); register %s", exc, SEARCH_ATTRIBUTES)
-    workers = build_workers(client, cached_workflows=cached_workflows)
+    workers = build_workers(client, cached_workflows=cached_workflows, sticky_timeout=sticky_timeout)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):

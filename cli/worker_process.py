@@ -9,6 +9,8 @@ one line and exit code 1. With ``--codec-port`` it also serves the codec server
 
 ``SKYHOP_WORKER_CACHED_WORKFLOWS`` sizes the worker's sticky cache (``worker.CACHED_WORKFLOWS`` by
 default): the memory of idle workflows against the replay an evicted one costs on its next event.
+``SKYHOP_WORKER_STICKY_TIMEOUT_S`` is how long a cached workflow's next task waits for this worker
+(``worker.STICKY_TIMEOUT``): a burst's tasks wait their turn, a killed worker's wait that long.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import logging
 import os
 import resource
 import sys
+from datetime import timedelta
 
 from skyhop.cli.client import connect
 from skyhop.cli.config import ConfigError, load_config
@@ -35,15 +38,33 @@ def cached_workflows() -> int:
     """The sticky cache size from ``SKYHOP_WORKER_CACHED_WORKFLOWS``; ConfigError when it is not one."""
     from skyhop import worker
 
-    raw = os.environ.get("SKYHOP_WORKER_CACHED_WORKFLOWS")
-    if raw is None:
-        return worker.CACHED_WORKFLOWS
     least = worker.WORKFLOW_TASK_SLOTS
+    return _whole_number(
+        "SKYHOP_WORKER_CACHED_WORKFLOWS",
+        worker.CACHED_WORKFLOWS,
+        least,
+        f"at least {least} (the workflow tasks a worker runs at once)",
+    )
+
+
+def sticky_timeout() -> timedelta:
+    """How long a cached workflow's task waits for this worker, from ``SKYHOP_WORKER_STICKY_TIMEOUT_S``."""
+    from skyhop import worker
+
+    default = int(worker.STICKY_TIMEOUT.total_seconds())
+    return timedelta(
+        seconds=_whole_number("SKYHOP_WORKER_STICKY_TIMEOUT_S", default, 1, "at least 1 (seconds)")
+    )
+
+
+def _whole_number(name: str, default: int, least: int, allowed: str) -> int:
+    """The environment's ``name``, or ``default`` without it; ConfigError saying ``allowed`` when
+    it is not a whole number of at least ``least``."""
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
     if not raw.strip().isdigit() or int(raw) < least:
-        raise ConfigError(
-            f"SKYHOP_WORKER_CACHED_WORKFLOWS={raw!r}: must be a whole number of at least {least} "
-            "(the workflow tasks a worker runs at once)"
-        )
+        raise ConfigError(f"{name}={raw!r}: must be a whole number of {allowed}")
     return int(raw)
 
 
@@ -52,7 +73,7 @@ async def _run(
 ) -> None:
     from skyhop import worker
 
-    cache = cached_workflows()
+    cache, sticky = cached_workflows(), sticky_timeout()
     config = load_config()
     if codec_port is not None:
         from skyhop.cli.codec_server import start_codec
@@ -64,7 +85,7 @@ async def _run(
         target = ensure_running(config, log.info, with_worker=False).address
         log.info("no Temporal configured: running against the embedded server at %s", target)
     client = await connect(config, target)
-    await worker.serve(client, ready_file, cached_workflows=cache)
+    await worker.serve(client, ready_file, cached_workflows=cache, sticky_timeout=sticky)
 
 
 def _open_files_to_hard_limit() -> None:

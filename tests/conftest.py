@@ -29,6 +29,9 @@ def hermetic_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("HOME", str(home))
         mp.setenv("SKYHOP_HOME", str(home / ".skyhop"))
+        # The SDK's default: the tests kill workers, and each kill would otherwise hold the dead
+        # worker's workflows for a minute (``worker.STICKY_TIMEOUT``).
+        mp.setenv("SKYHOP_WORKER_STICKY_TIMEOUT_S", "10")
         for name in list(os.environ):
             if name.startswith("SKYHOP_TEMPORAL_") or name in (
                 "SKYHOP_SERVER_PORT",

@@ -1,16 +1,18 @@
-"""The worker's sticky cache size is an operator's setting (``SKYHOP_WORKER_CACHED_WORKFLOWS``)."""
+"""The worker's sticky cache size and timeout are an operator's settings
+(``SKYHOP_WORKER_CACHED_WORKFLOWS``, ``SKYHOP_WORKER_STICKY_TIMEOUT_S``)."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+from datetime import timedelta
 
 import pytest
 
 from skyhop import worker
 from skyhop.cli.config import ConfigError
-from skyhop.cli.worker_process import cached_workflows
+from skyhop.cli.worker_process import cached_workflows, sticky_timeout
 
 
 def test_the_cache_size_defaults_and_is_read_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -25,6 +27,22 @@ def test_a_bad_cache_size_is_refused(monkeypatch: pytest.MonkeyPatch, raw: str) 
     monkeypatch.setenv("SKYHOP_WORKER_CACHED_WORKFLOWS", raw)
     with pytest.raises(ConfigError, match="SKYHOP_WORKER_CACHED_WORKFLOWS"):
         cached_workflows()
+
+
+def test_the_sticky_timeout_defaults_and_is_read_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("SKYHOP_WORKER_STICKY_TIMEOUT_S", raising=False)
+    assert sticky_timeout() == worker.STICKY_TIMEOUT
+    monkeypatch.setenv("SKYHOP_WORKER_STICKY_TIMEOUT_S", "15")
+    assert sticky_timeout() == timedelta(seconds=15)
+
+
+@pytest.mark.parametrize("raw", ["soon", "0", "2.5"])
+def test_a_bad_sticky_timeout_is_refused(monkeypatch: pytest.MonkeyPatch, raw: str) -> None:
+    monkeypatch.setenv("SKYHOP_WORKER_STICKY_TIMEOUT_S", raw)
+    with pytest.raises(ConfigError, match=r"SKYHOP_WORKER_STICKY_TIMEOUT_S=.*at least 1 \(seconds\)"):
+        sticky_timeout()
 
 
 def test_the_worker_process_refuses_it_in_one_line_with_exit_2() -> None:
