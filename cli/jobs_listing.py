@@ -252,13 +252,15 @@ async def run_jobs_cancel(job_ids: list[int], *, name: str | None, all_jobs: boo
             what = f"named {name!r}" if name is not None else f"of user {current_user()}"
             info(f"No running managed jobs {what}.")
             return 0
+        listed_running = set(job_ids)
+    else:
+        listed = await indexed_jobs(client, JobRowsFilter(user=None, active_only=True))
+        listed_running = {summary.job_id for summary, _, _ in listed} & set(job_ids)
     gate = asyncio.Semaphore(_CANCELS_IN_FLIGHT)
-
-    listed_running = name is not None or all_jobs
 
     async def one(job_id: int) -> _Cancelled:
         async with gate:
-            return await _cancel(client, job_id, listed_running=listed_running)
+            return await _cancel(client, job_id, listed_running=job_id in listed_running)
 
     outcomes = await asyncio.gather(*(one(job_id) for job_id in job_ids))
     by_outcome: dict[_Cancelled, list[int]] = {}
@@ -287,8 +289,9 @@ class _Cancelled(StrEnum):
 
 async def _cancel(client: Client, job_id: int, *, listed_running: bool) -> _Cancelled:
     """Cancel one job's workflow, if it still runs: Temporal takes a cancel of an ended workflow
-    without a word, so whether it had ended is asked first, unless a listing of running jobs just
-    named it (``-n``, ``--all``: one call per job instead of two)."""
+    without a word, so whether it had ended is asked first, unless the job index just listed it
+    running (one call per job instead of two: at 10,000 jobs, a listing is ten queries where
+    2,000 ids were 2,000 more calls, on the server that handles the cancels)."""
     from temporalio.client import WorkflowExecutionStatus
     from temporalio.service import RPCError
 
