@@ -15,7 +15,8 @@ Then, in order:
   ``--idle-s`` seconds of idling, by kind and event type; and the activities they hold open
   meanwhile (the hubs' watchers: each a worker slot, heartbeating every 0.8 x its heartbeat
   timeout: server writes that are no history events);
-- ``skyhop jobs queue -a``, the whole command as a subprocess (median of 3);
+- ``skyhop jobs queue -a``, the whole command as a subprocess (median of 3), at the end of that
+  idling (a query is no event), before the describes of every workflow that count the events;
 - ``--preemptions`` preemptions (the sim's timer, ``SimCloud.schedule_preemption``),
   ``--preempt-rate`` a second: from the moment a node's processes were killed to the job's
   relaunch decision (the RECOVERING status its workflow records, read from its history), p50/p99;
@@ -389,12 +390,11 @@ async def _bench(args: argparse.Namespace, env: dict[str, str], request: Managed
     before = await _history_lengths(client, job_ids)
     idle_started = time.monotonic()
     await asyncio.sleep(args.idle_s)
+    figures["queue_s"] = _queue_seconds(env)
     after = await _history_lengths(client, job_ids)
     figures["idle_s"] = time.monotonic() - idle_started
     figures["idle_events"] = await _events_between(client, before, after)
     figures["idle_activities"] = sum(run.activities for run in after.values())
-
-    figures["queue_s"] = _queue_seconds(env)
 
     preempted = job_ids[: min(args.preemptions, n)]
     figures["preemption_s"] = await _preemption_latencies(client, cloud, preempted, args.preempt_rate)
