@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from temporalio.client import WorkflowHandle
     from temporalio.service import RPCError
 
-__all__ = ["is_not_found", "is_stuck", "stuck_reason", "while_busy"]
+__all__ = ["Patience", "asked_again", "is_not_found", "is_stuck", "stuck_reason", "while_busy"]
 
 T = TypeVar("T")
 
@@ -120,3 +120,31 @@ async def asked_again(query: Callable[[], Awaitable[T]]) -> T:
                 raise
         await asyncio.sleep(0.5)
     return await while_busy(query)
+
+
+class Patience:
+    """Calls sent again while the client gives up waiting for their answers, saying ``waiting``
+    once for all of them: no worker answers a query (one crashed), or the server or the worker is
+    working through a burst (thousands of jobs ending at once). Only for calls that are safe to
+    repeat: a query, a describe, a cancel."""
+
+    def __init__(self, waiting: str, *, pause_s: float = 1.0) -> None:
+        self.waiting = waiting
+        self.pause_s = pause_s
+        self._said = False
+
+    async def send(self, call: Callable[[], Awaitable[T]]) -> T:
+        from temporalio.service import RPCError, RPCStatusCode
+
+        from skyhop.cli.output import info
+
+        while True:
+            try:
+                return await call()
+            except RPCError as exc:
+                if exc.status not in (RPCStatusCode.CANCELLED, RPCStatusCode.DEADLINE_EXCEEDED):
+                    raise
+                if not self._said:
+                    info(self.waiting)
+                    self._said = True
+            await asyncio.sleep(self.pause_s)

@@ -16,6 +16,7 @@ import time
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
+from skyhop.cli.failures import Patience
 from skyhop.cli.output import age, duration, fail, info, print_json, table
 from skyhop.contract import SearchAttribute, WorkflowKind
 from skyhop.contract.managed_jobs import JobRowsFilter, ManagedJobStatus, ManagedJobSummary
@@ -148,8 +149,13 @@ async def visible_jobs(client: Client, query: str) -> list[Listed]:
     return sorted(found.values(), key=lambda item: item[0].job_id, reverse=True)
 
 
+def _patience() -> Patience:
+    """One command's patience with answers that come late (said once however many do)."""
+    return Patience("Temporal answers late (its worker is busy with many jobs, or none runs); waiting ...")
+
+
 async def _query(
-    client: Client, workflow_id: str, query: str, arg: Any, result_type: Any, missing: Any
+    client: Client, workflow_id: str, query: str, arg: Any, result_type: Any, missing: Any, patience: Patience
 ) -> Any:
     """A query's answer, or ``missing`` when the workflow was never started (a shard no job of
     its range reported to yet; the allocator before the first submit)."""
@@ -160,38 +166,45 @@ async def _query(
     handle = client.get_workflow_handle(workflow_id)
     args = [] if arg is None else [arg]
     try:
-        return await asked_again(lambda: handle.query(query, args=args, result_type=result_type))
+        return await patience.send(
+            lambda: asked_again(lambda: handle.query(query, args=args, result_type=result_type))
+        )
     except RPCError as exc:
         if not is_not_found(exc):
             raise
         return missing
 
 
-async def _shard_rows(client: Client, shard: int, wanted: JobRowsFilter) -> list[Listed]:
+async def _shard_rows(client: Client, shard: int, wanted: JobRowsFilter, patience: Patience) -> list[Listed]:
     from skyhop.contract.managed_jobs import JobIndexQuery, JobIndexRow, job_index_workflow_id
 
+    shard_id = job_index_workflow_id(shard)
     rows: list[JobIndexRow] = await _query(
-        client, job_index_workflow_id(shard), JobIndexQuery.ROWS, wanted, list[JobIndexRow], []
+        client, shard_id, JobIndexQuery.ROWS, wanted, list[JobIndexRow], [], patience
     )
     return [(row.summary, row.summary.status, row.user) for row in rows]
 
 
-async def _last_job_id(client: Client) -> int:
+async def _last_job_id(client: Client, patience: Patience) -> int:
     from skyhop.contract.managed_jobs import MANAGED_JOB_IDS_ID, ManagedJobIdsQuery
 
-    last: int = await _query(client, MANAGED_JOB_IDS_ID, ManagedJobIdsQuery.LAST, None, int, 0)
+    last: int = await _query(client, MANAGED_JOB_IDS_ID, ManagedJobIdsQuery.LAST, None, int, 0, patience)
     return last
 
 
-async def indexed_jobs(client: Client, wanted: JobRowsFilter) -> list[Listed]:
+async def indexed_jobs(
+    client: Client, wanted: JobRowsFilter, patience: Patience | None = None
+) -> list[Listed]:
     """The jobs ``wanted`` selects, newest first: every shard's rows, corrected by visibility for
-    the jobs whose workflow ended without saying how (``shown_status``)."""
+    the jobs whose workflow ended without saying how (``shown_status``); a shard that answers late
+    is asked again (``patience``)."""
     from skyhop.contract.managed_jobs import job_index_shard
 
-    shards = range(job_index_shard(await _last_job_id(client)) + 1)
+    patience = patience or _patience()
+    shards = range(job_index_shard(await _last_job_id(client, patience)) + 1)
     ended = listing_query(wanted.user, active_only=True, name=wanted.name, ended_only=True)
     unsaid, *parts = await asyncio.gather(
-        visible_jobs(client, ended), *(_shard_rows(client, shard, wanted) for shard in shards)
+        visible_jobs(client, ended), *(_shard_rows(client, shard, wanted, patience) for shard in shards)
     )
     corrected = {summary.job_id: (summary, status, user) for summary, status, user in unsaid}
     jobs = [corrected.get(job[0].job_id, job) for part in parts for job in part]
@@ -245,22 +258,23 @@ async def run_jobs_cancel(job_ids: list[int], *, name: str | None, all_jobs: boo
     from skyhop.cli.session import open_client
 
     client = await open_client()
+    patience = _patience()
     if name is not None or all_jobs:
         wanted = JobRowsFilter(user=current_user(), name=name, active_only=True)
-        job_ids = [summary.job_id for summary, _, _ in await indexed_jobs(client, wanted)]
+        job_ids = [summary.job_id for summary, _, _ in await indexed_jobs(client, wanted, patience)]
         if not job_ids:
             what = f"named {name!r}" if name is not None else f"of user {current_user()}"
             info(f"No running managed jobs {what}.")
             return 0
         listed_running = set(job_ids)
     else:
-        listed = await indexed_jobs(client, JobRowsFilter(user=None, active_only=True))
+        listed = await indexed_jobs(client, JobRowsFilter(user=None, active_only=True), patience)
         listed_running = {summary.job_id for summary, _, _ in listed} & set(job_ids)
     gate = asyncio.Semaphore(_CANCELS_IN_FLIGHT)
 
     async def one(job_id: int) -> _Cancelled:
         async with gate:
-            return await _cancel(client, job_id, listed_running=job_id in listed_running)
+            return await _cancel(client, job_id, patience, listed_running=job_id in listed_running)
 
     outcomes = await asyncio.gather(*(one(job_id) for job_id in job_ids))
     by_outcome: dict[_Cancelled, list[int]] = {}
@@ -287,7 +301,7 @@ class _Cancelled(StrEnum):
     UNKNOWN = "unknown"
 
 
-async def _cancel(client: Client, job_id: int, *, listed_running: bool) -> _Cancelled:
+async def _cancel(client: Client, job_id: int, patience: Patience, *, listed_running: bool) -> _Cancelled:
     """Cancel one job's workflow, if it still runs: Temporal takes a cancel of an ended workflow
     without a word, so whether it had ended is asked first, unless the job index just listed it
     running (one call per job instead of two: at 10,000 jobs, a listing is ten queries where
@@ -301,10 +315,10 @@ async def _cancel(client: Client, job_id: int, *, listed_running: bool) -> _Canc
     handle = client.get_workflow_handle(managed_job_workflow_id(job_id))
     try:
         if not listed_running:
-            description = await while_busy(handle.describe)
+            description = await patience.send(lambda: while_busy(handle.describe))
             if description.status != WorkflowExecutionStatus.RUNNING:
                 return _Cancelled.ENDED
-        await while_busy(handle.cancel)
+        await patience.send(lambda: while_busy(handle.cancel))
     except RPCError as exc:
         if not is_not_found(exc):
             raise

@@ -13,7 +13,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, BinaryIO, TypeVar
 
-from skyhop.cli.failures import asked_again, is_not_found
+from skyhop.cli.failures import Patience, asked_again, is_not_found
 from skyhop.cli.output import info
 from skyhop.contract import (
     ClusterQuery,
@@ -204,20 +204,10 @@ async def cluster_record(client: Client, cluster_name: str, *, patient: bool = F
 async def _asked_patiently(ask: Callable[[], Awaitable[T]], who: str | None) -> T:
     """``ask()``, asked again while it times out (no worker answers ``who``'s query: one crashed,
     or the machine is too busy), saying so once; None: not patient, the timeout is raised."""
-    from temporalio.service import RPCError, RPCStatusCode
-
-    said = False
-    while True:
-        try:
-            return await ask()
-        except RPCError as exc:
-            timed_out = exc.status in (RPCStatusCode.CANCELLED, RPCStatusCode.DEADLINE_EXCEEDED)
-            if who is None or not timed_out:
-                raise
-            if not said:
-                info(f"{who} does not answer (is a worker running?); waiting ...")
-                said = True
-        await asyncio.sleep(_RECORD_CHECK_S)
+    if who is None:
+        return await ask()
+    waiting = f"{who} does not answer (is a worker running?); waiting ..."
+    return await Patience(waiting, pause_s=_RECORD_CHECK_S).send(ask)
 
 
 async def find_job(
