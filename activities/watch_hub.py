@@ -2,16 +2,21 @@
 
 ``watch_followed`` is the one activity of a hub (``workflows.watch_hub``): it runs while the hub
 follows runs, and returns once it follows none. Its input is only the hub's id, so the hub's history
-does not grow with what it follows: the follow set is the hub's ``followed`` query, asked again when
-its ``version`` changes. The version is asked when a follow sent from this process wakes the
-activity, when a runner exits, and otherwise every ``_ASK_HUB_EVERY`` cycles. Each cycle asks
-every followed run's nodes once (``ClusterWatch``, as a cluster's watcher does), ships each run's
-new output to the store, and sends each ended run's owner its ``RunEnded`` (with the provider's
-view of its nodes, when it did not succeed) before telling the hub to ``forget`` it. A run on
-folder nodes of this machine (``NodeRuntime.in_process``) is not asked while the hub holds its
-runners (``activities.runner_exits``): a runner's exit wakes the hub, which asks the run then,
+does not grow with what it follows: the follow set is the hub's ``followed`` query, asked every
+``_ASK_HUB_EVERY`` cycles (and re-read when its ``version`` changed). A follow or forget sent from
+this worker process is also handed to the activity as its signal goes (``_Inbox``), which takes it
+at once, with no question to the hub.
+
+Each cycle asks every followed run's nodes once (``ClusterWatch``, as a cluster's watcher does),
+ships each run's new output to the store, and sends each ended run's owner its ``RunEnded`` (with
+the provider's view of its nodes, when it did not succeed) before telling the hub to ``forget`` it.
+A run on folder nodes of this machine (``NodeRuntime.in_process``) is not asked while the hub holds
+its runners (``activities.runner_exits``): a runner's exit wakes the hub, which asks the run then,
 between cycles. A killed worker's activity is retried by Temporal and starts from the hub's follow
-set and the nodes' records, so an end is sent at least once; the owner handles the first it waits for.
+set and the nodes' records, so an end is sent at least once; the owner handles the first it waits
+for. A run forgotten from another worker process (a cancel, whose cluster's removal ends the run)
+may have its end sent before the next question to the hub tells: its owner ignores an end it no
+longer waits for (``workflows.watch_hub.RunEnds``).
 
 Logs: rank 0's new output is shipped to the store on each cycle (``activities.log_ship``), after
 the run's state was read, so the cycle that sees the end also ships the last bytes, then the end
@@ -71,12 +76,12 @@ _BEAT_S = 1.0
 _QUERY_TIMEOUT = timedelta(seconds=CALL_TIMEOUT_S)
 """Bound on one question to the hub: a hub whose worker is busy answers next cycle instead."""
 _ASK_HUB_EVERY = 10
-"""Cycles between two questions to the hub about its follow set when nothing asked sooner. A follow
-sent from this worker process wakes the hub's activity at once (``follow_run``); only a follow
-sent from another one waits for this. Each question is a query the worker answers: 32 hubs asking
-every second were a steady load on the worker and the server at 10,000 idle jobs."""
-_HERE: dict[str, RunnerExits] = {}
-"""What wakes the activity of each hub that runs in this process, by the hub's workflow id."""
+"""Cycles between two questions to the hub about its follow set. A follow or forget sent from this
+worker process reaches the hub's activity at once (``_Inbox``); only one sent from another process
+waits for this. Each question is a query the worker answers: 32 hubs asking every second were a
+steady load on the worker and the server at 10,000 idle jobs, and asking on each follow and each
+runner's exit put two queries, waiting behind the burst's workflow tasks (0.5 s on average at
+1,000 jobs), on the way from each preemption to its relaunch decision."""
 _ASK_HELD_EVERY = 30
 """A run whose runners the hub holds (``RunnerExits``) has its nodes asked every this many cycles
 all the same: a runner whose pid was taken by another process before it was held would be waited
@@ -96,17 +101,15 @@ async def follow_run(request: FollowRunInput) -> None:
         start_signal=WatchHubSignal.FOLLOW.value,
         start_signal_args=[request.run],
     )
+    # Once the hub has it: a forget the activity sends for the run's end comes after the follow.
     here = _HERE.get(hub_id)
     if here is not None:
-        here.wake()
+        here.follow(request.run)
 
 
 async def _signal_forget(client: Client, hub_id: str, keys: list[str]) -> None:
     """Tell the hub to forget ``keys`` (a hub that is not running follows nothing to forget)."""
     await _signal_unless_gone(client, hub_id, WatchHubSignal.FORGET.value, keys)
-    here = _HERE.get(hub_id)
-    if here is not None:
-        here.wake()  # it lets go of the runs' runners before their clusters' removal kills them
 
 
 _forgets: SignalBatches[str, str] = SignalBatches(_signal_forget, 500)
@@ -116,8 +119,13 @@ _forgets: SignalBatches[str, str] = SignalBatches(_signal_forget, 500)
 @activity.defn
 async def forget_run(request: ForgetRunInput) -> None:
     """Stop the run's hub following it (its owner no longer waits for its end: a cancel), with the
-    runs forgotten meanwhile in one signal; and wake the hub's activity if it runs in this process."""
-    await _forgets.send(activity.client(), watch_hub_workflow_id(request.shard, request.host), request.key)
+    runs forgotten meanwhile in one signal. The hub's activity, if it runs in this process, lets go
+    of the run first: its cluster's removal, which comes next, kills its runners."""
+    hub_id = watch_hub_workflow_id(request.shard, request.host)
+    here = _HERE.get(hub_id)
+    if here is not None:
+        here.forget(request.key)
+    await _forgets.send(activity.client(), hub_id, request.key)
 
 
 @activity.defn
@@ -127,7 +135,8 @@ async def watch_followed(hub_id: str) -> None:
     client = activity.client()
     hub: WorkflowHandle[object, object] = client.get_workflow_handle(hub_id)
     followed: dict[str, Followed] = {}
-    exits = _HERE[hub_id] = RunnerExits()
+    inbox = _HERE[hub_id] = _Inbox()
+    exits = inbox.exits
     version: int | None = None
     unasked = 0
     beating = asyncio.create_task(_beat())
@@ -136,26 +145,25 @@ async def watch_followed(hub_id: str) -> None:
             began = time.monotonic()
             if version is None or not followed or unasked >= _ASK_HUB_EVERY:
                 version, unasked = await _refresh(hub, version, followed, exits), 0
+                inbox.take(followed)  # after the answer, which may predate a follow or forget told here
                 if version is not None and not followed:
                     return
             unasked += 1
-            await _ask(client, hub, followed, exits, list(followed.values()))
+            await _ask(client, hub, inbox, followed, list(followed.values()))
             took = time.monotonic() - began
             # A cycle slower than CYCLE_S (thousands of runs on a busy worker) is followed by as
             # long a rest, so the hubs leave the worker time for the rest, but never a rest the
             # heartbeat timeout could notice.
             rested = time.monotonic() + min(max(CYCLE_S - took, took), _MOST_REST_S)
             while (left := rested - time.monotonic()) > 0 and await exits.wait(left):
-                # Woken by a runner's exit or by a follow (then nothing fired). The hub first: a
-                # run is ended on its nodes when its owner removes its cluster (a cancel), and
-                # that owner told the hub to forget it and waits for no end.
+                # Woken by a runner's exit, or by a follow or forget told here (then nothing fired).
                 fired = exits.fired()
-                version, unasked = await _refresh(hub, version, followed, exits), 0
-                await _ask(client, hub, followed, exits, [followed[k] for k in fired if k in followed])
+                inbox.take(followed)
+                await _ask(client, hub, inbox, followed, [followed[k] for k in fired if k in followed])
     finally:
         beating.cancel()
         exits.close()
-        if _HERE.get(hub_id) is exits:
+        if _HERE.get(hub_id) is inbox:
             del _HERE[hub_id]
 
 
@@ -174,17 +182,54 @@ async def _beat() -> None:
 async def _ask(
     client: Client,
     hub: WorkflowHandle[object, object],
+    inbox: _Inbox,
     followed: dict[str, Followed],
-    exits: RunnerExits,
     runs: list[Followed],
 ) -> None:
-    """Ask ``runs`` (a cycle: every followed run) once, and deliver the ends they told."""
+    """Ask ``runs`` (a cycle: every followed run) once, and deliver the ends they told but those of
+    runs forgotten meanwhile (a cancel's removal ends its run: its owner waits for no end)."""
     if not runs:
         return
-    ended = await poll_followed(runs, exits)
-    for key in ended:
-        del followed[key]
-    await _deliver(client, hub, ended)
+    ended = await poll_followed(runs, inbox.exits)
+    inbox.take(followed)
+    await _deliver(
+        client, hub, {key: end for key, end in ended.items() if followed.pop(key, None) is not None}
+    )
+
+
+class _Inbox:
+    """What wakes a hub's activity in this process: its runners' exits (``exits``), and the runs
+    this process's activities followed (once the hub has them) and forgot (before the hub does),
+    which the activity takes as they are told, with no question to the hub."""
+
+    def __init__(self) -> None:
+        self.exits = RunnerExits()
+        self._follows: list[FollowedRun] = []
+        self._forgets: list[str] = []
+
+    def follow(self, run: FollowedRun) -> None:
+        self._follows.append(run)
+        self.exits.wake()
+
+    def forget(self, key: str) -> None:
+        self._forgets.append(key)
+        self.exits.wake()
+
+    def take(self, followed: dict[str, Followed]) -> None:
+        """Bring ``followed`` up to what was told since the last call (a run is forgotten only
+        after it was followed)."""
+        follows, self._follows = self._follows, []
+        forgets, self._forgets = self._forgets, []
+        for run in follows:
+            if run.key not in followed:
+                followed[run.key] = Followed(run)
+        for key in forgets:
+            if followed.pop(key, None) is not None:
+                self.exits.disarm(key)
+
+
+_HERE: dict[str, _Inbox] = {}
+"""The inbox of the activity of each hub that runs in this process, by the hub's workflow id."""
 
 
 class Followed:

@@ -213,7 +213,21 @@ def test_a_forgotten_run_is_not_signalled(
         hub = client.get_workflow_handle(watch_hub_workflow_id(watch_hub_shard(first)))
         run_a = await _run_of(client, hub.id, forgotten.id)
         assert run_a.key == run_key(managed_job_workflow_id(first), 0, 1)
+        # Forgotten from another process than the hub's activity (this one): the activity takes it
+        # at its next question to the hub, which also brings a run followed after it. That run is a
+        # probe on the same job (an owner that does not exist, a log stream of its own): its output
+        # shipped says the activity asked the hub since the forget.
         await hub.signal(WatchHubSignal.FORGET.value, [run_a.key])
+        probe_id = next_job_id()
+        probe = run_a.model_copy(
+            update={
+                "key": f"{run_a.key}/probe",
+                "owner": managed_job_workflow_id(probe_id),
+                "log": AttemptLog(job_id=probe_id, task_index=0, attempt=1),
+            }
+        )
+        await hub.signal(WatchHubSignal.FOLLOW.value, probe)
+        until_log(probe_id, 0, 1, "before", timeout=120)
         open_gate(tmp_path / "a")
         wait_for(lambda: (tmp_path / "a-done").exists(), 60, "the forgotten run to end")
         # The other run's end comes from a cycle after the forgotten run ended: it was not asked.

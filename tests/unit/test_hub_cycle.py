@@ -8,26 +8,29 @@ import subprocess
 import time
 import zlib
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 import pytest
 from temporalio.client import Client
 from temporalio.testing import ActivityEnvironment
 
 from skyhop.activities import runner_exits
-from skyhop.activities.models import AttemptLog, FollowedRun, FollowRunInput, WatchedJob
+from skyhop.activities.models import AttemptLog, FollowedRun, FollowRunInput, ForgetRunInput, WatchedJob
 from skyhop.activities.runner_exits import RunnerExits
 from skyhop.activities.watch_hub import (
     _ASK_HELD_EVERY,
     _HERE,
     _QUIET_SHIP_EVERY,
     Followed,
+    _ask,
+    _Inbox,
     follow_run,
+    forget_run,
     poll_followed,
     watch_followed,
 )
 from skyhop.contract import JOB_KEY_PREFIX
-from skyhop.contract.watch_hub import watch_hub_workflow_id
+from skyhop.contract.watch_hub import WatchHubSignal, watch_hub_workflow_id
 from skyhop.providers.base import ClusterHandle, NodeHandle, Offering
 from skyhop.providers.runtime import node_runner
 from skyhop.providers.runtime.jobs import JobOutcome, NodeJobStatus
@@ -135,29 +138,84 @@ def test_runs_asked_inline_and_runs_asked_by_a_task_each_end_in_one_cycle(tmp_pa
     assert {key: outcome.exit_code for key, (_, outcome) in ended.items()} == {"inline": 3, "remote": 3}
 
 
-def test_a_follow_sent_from_this_process_wakes_its_hubs_activity(tmp_path: Path) -> None:
-    """The hub's activity, resting between cycles in this process, asks the hub at once; it does
-    not wait for its next question (``_ASK_HUB_EVERY`` cycles)."""
-    run = _followed(tmp_path).run
-    hub_id = watch_hub_workflow_id(3, run.handle.offering.host)
-    sent: list[str] = []
+class _Signals:
+    """A client that records the signal-with-starts and signals sent, by workflow id."""
 
-    class _Client:
-        async def start_workflow(self, *args: object, id: str, **kwargs: object) -> None:
-            sent.append(id)
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, object]] = []
+
+    async def start_workflow(self, *args: object, id: str, start_signal: str, **kwargs: object) -> None:
+        self.sent.append((id, start_signal))
+
+    def get_workflow_handle(self, workflow_id: str) -> _Signals._Handle:
+        return _Signals._Handle(self, workflow_id)
+
+    class _Handle:
+        def __init__(self, client: _Signals, workflow_id: str) -> None:
+            self.client, self.id = client, workflow_id
+
+        async def signal(self, name: str, arg: object) -> None:
+            self.client.sent.append((self.id, (name, arg)))
+
+
+def test_a_follow_and_a_forget_sent_from_this_process_reach_its_hubs_activity_with_no_query(
+    tmp_path: Path,
+) -> None:
+    """The hub's activity, resting between cycles in this process, is woken and handed the run
+    once the hub has it, and lets go of it (and of its runner) before the hub is told: it does not
+    wait for its next question to the hub (``_ASK_HUB_EVERY`` cycles), nor ask one."""
+    job, run = _node(tmp_path), _followed(tmp_path).run
+    runner = _runner(job)
+    hub_id = watch_hub_workflow_id(3, run.handle.offering.host)
+    client = _Signals()
 
     async def scenario() -> None:
-        exits = _HERE[hub_id] = RunnerExits()
+        inbox = _HERE[hub_id] = _Inbox()
+        followed: dict[str, Followed] = {}
+        env = ActivityEnvironment(client=cast(Client, client))
         try:
-            await ActivityEnvironment(client=cast(Client, _Client())).run(
-                follow_run, FollowRunInput(shard=3, run=run)
-            )
-            assert sent == [hub_id]
-            assert await exits.wait(60) and exits.fired() == []  # woken, no runner exited
+            await env.run(follow_run, FollowRunInput(shard=3, run=run))
+            assert client.sent == [(hub_id, WatchHubSignal.FOLLOW.value)]
+            assert await inbox.exits.wait(60) and inbox.exits.fired() == []  # woken, no runner exited
+            inbox.take(followed)
+            assert list(followed) == [run.key]
+            assert await poll_followed(list(followed.values()), inbox.exits) == {}
+            assert inbox.exits.armed(run.key)
+            await env.run(forget_run, ForgetRunInput(shard=3, key=run.key, host=run.handle.offering.host))
+            assert client.sent[1:] == [(hub_id, (WatchHubSignal.FORGET.value, [run.key]))]
+            inbox.take(followed)
+            assert followed == {} and not inbox.exits.armed(run.key)
         finally:
+            inbox.exits.close()
             del _HERE[hub_id]
 
-    asyncio.run(scenario())
+    try:
+        asyncio.run(scenario())
+    finally:
+        runner.kill()
+        runner.wait()
+
+
+def test_the_end_of_a_run_forgotten_while_it_was_asked_is_not_sent(tmp_path: Path) -> None:
+    """A cancel forgets its run, then removes its cluster, which ends the run: a cycle that read
+    that end after the forget was told sends no end to the owner (it waits for none)."""
+    job, followed = _node(tmp_path), _followed(tmp_path)
+    _write_state(job, {"status": "FAILED", "exit_code": 137, "pid": os.getpid(), "runner_pid": os.getpid()})
+    client = _Signals()
+
+    async def scenario() -> None:
+        inbox = _Inbox()
+        runs = {followed.run.key: followed}
+        try:
+            inbox.forget(followed.run.key)  # told after the cycle listed the runs it asks
+            await _ask(
+                cast(Client, client), cast(Any, client.get_workflow_handle("hub")), inbox, runs, [followed]
+            )
+        finally:
+            inbox.exits.close()
+        assert runs == {} and client.sent == []
+
+    asyncio.run(ActivityEnvironment().run(scenario))
 
 
 def _runner(job: Path) -> subprocess.Popen[bytes]:
