@@ -21,7 +21,10 @@ Then, in order:
   ``--preempt-rate`` a second: from the moment a node's processes were killed to the job's
   relaunch decision (the RECOVERING status its workflow records, read from its history), p50/p99;
 - ``skyhop jobs cancel`` of ``--cancel`` jobs (the whole command), until every one of their
-  clusters is gone from the cloud.
+  clusters is gone from the cloud;
+- over those two phases, the cores the worker, the server, pid 1 and the rest of the machine used:
+  skyhop shares the machine with the sim's node processes (started and killed by the thousand),
+  their timers, this script, and an init that reaps them, which on some machines is not cheap.
 
 Everything left is cancelled and its clusters removed before the embedded skyhop stops. Each
 job's node runs two real processes, outside the worker's and server's figures but not outside the
@@ -90,6 +93,60 @@ def _rss_kib(pid: int) -> tuple[int, int]:
     """(current, peak) resident set of ``pid`` in KiB."""
     fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines())
     return int(fields["VmRSS"].split()[0]), int(fields["VmHWM"].split()[0])
+
+
+class _Cpu(NamedTuple):
+    """CPU seconds so far: the worker's, the server's and pid 1's (the machine's init, which reaps
+    every node's processes), and the whole machine's busy and total (every core's)."""
+
+    worker: float
+    server: float
+    init: float | None
+    busy: float
+    total: float
+
+
+def _cpu_seconds(pid: int) -> float | None:
+    """User and system CPU seconds of ``pid`` (None: its ``stat`` cannot be read)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _cpu(worker: int, server: int) -> _Cpu:
+    ticks = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    idle = ticks[3] + ticks[4]  # idle and iowait
+    hz = os.sysconf("SC_CLK_TCK")
+    return _Cpu(
+        _cpu_seconds(worker) or 0.0,
+        _cpu_seconds(server) or 0.0,
+        _cpu_seconds(1),
+        (sum(ticks) - idle) / hz,
+        sum(ticks) / hz,
+    )
+
+
+def _cores(before: _Cpu, after: _Cpu) -> str:
+    """The cores each used between two snapshots: skyhop shares the machine with the rest of it."""
+    wall = (after.total - before.total) / (os.cpu_count() or 1)
+    busy = (after.busy - before.busy) / wall
+    worker, server = (after.worker - before.worker) / wall, (after.server - before.server) / wall
+    parts = [f"busy {busy:.2f}: worker {worker:.2f}, server {server:.2f}"]
+    rest = busy - worker - server
+    if before.init is not None and after.init is not None:
+        init = (after.init - before.init) / wall
+        parts.append(f"pid 1 ({_init_name()}) {init:.2f}")
+        rest -= init
+    return ", ".join([*parts, f"the rest {rest:.2f}"])
+
+
+def _init_name() -> str:
+    try:
+        return Path("/proc/1/comm").read_text().strip()
+    except OSError:
+        return "init"
 
 
 async def _bounded(limit: int, items: list[T], call: Callable[[T], Awaitable[Any]]) -> list[Any]:
@@ -397,17 +454,20 @@ async def _bench(args: argparse.Namespace, env: dict[str, str], request: Managed
     figures["idle_activities"] = sum(run.activities for run in after.values())
 
     preempted = job_ids[: min(args.preemptions, n)]
+    cpu = _cpu(worker, server)
     figures["preemption_s"] = await _preemption_latencies(client, cloud, preempted, args.preempt_rate)
+    figures["preemption_cpu"] = _cores(cpu, _cpu(worker, server))
     await _until_count(client, running, n)
 
     cancelled = job_ids[-min(args.cancel, n) :]
-    started = time.monotonic()
+    cpu, started = _cpu(worker, server), time.monotonic()
     command_s = _timed_cli(["jobs", "cancel", "-y", *map(str, cancelled)], env)
     try:
         await _clusters_gone(cloud, cancelled, timeout=args.cancel_timeout_s)
         figures["cancel"] = f"{time.monotonic() - started:.1f} s (the command: {command_s:.1f} s)"
     except AssertionError as exc:  # the other figures are printed all the same
         figures["cancel"] = f"over {args.cancel_timeout_s:.0f} s ({exc})"
+    figures["cancel_cpu"] = _cores(cpu, _cpu(worker, server))
 
     figures["worker_peak_kib"], figures["server_peak_kib"] = _rss_kib(worker)[1], _rss_kib(server)[1]
     log = (home / "server" / "worker.log").read_text(errors="replace")
@@ -499,6 +559,9 @@ def _report(n: int, cached: int | None, f: dict[str, Any]) -> None:
         print(f"  jobs queue failed: {failure}")
     if IDLE_EVENT_TYPES:
         print("idle events by type: " + ", ".join(f"{k} {v}" for k, v in sorted(IDLE_EVENT_TYPES.items())))
+    cores = os.cpu_count()
+    print(f"cores of {cores} used from the first preemption to the last decision: {f['preemption_cpu']}")
+    print(f"cores of {cores} used while cancelling: {f['cancel_cpu']}")
     print("preemption to each mark (p50 / p99 s):")
     for stage in STAGES:
         reached = [marks[stage] for marks in f["preemption_s"] if stage in marks]
