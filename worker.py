@@ -107,14 +107,15 @@ with fewer threads: 60 slots on 20 activation threads cancelled 1,000 jobs no fa
 waited in the server's matching, not for a slot) and doubled relaunch decisions' latency."""
 
 
-WORKFLOW_TASK_POLLS = WORKFLOW_TASK_SLOTS
-"""Polls for workflow tasks (and queries) open at once: one for each free slot (core opens a poll
-only for a slot it holds; 4 in 5 of them on this worker's sticky queue). In a burst the sticky
-queue has a backlog, and each poll takes a task from it in a round trip (0.13 s on average at
-10,000 jobs): with 10 polls, half the slots stood free while a relaunch decision's task waited
-about 0.9 s in that backlog (1,000 managed jobs, 100 preemptions). With 20, two runs decided in
-p50 0.77 and 1.34 s, p99 1.89 and 2.43 s, against 1.34 and 2.77 s in one run with 10: a hint
-on a noisy machine, not a measure. The SDK's 5 were worse still."""
+WORKFLOW_TASK_POLLS = 10
+"""Polls for workflow tasks (and queries) open at once, out of ``WORKFLOW_TASK_SLOTS`` (core opens a
+poll only for a slot it holds; 4 in 5 of them on this worker's sticky queue). The SDK's 5 left
+tasks waiting in the server's queue while slots were free: at 1,000 managed jobs a relaunch
+decision's task waited about 2 s there, with the worker's event loop idle half the time. A poll for
+every slot (20) took tasks from a burst's sticky backlog sooner: at 10,000 jobs the decision's p50 /
+p99 were 1.17 / 2.79 and 1.22 / 2.40 s, against 2.25 / 2.89 s with 10. But those two runs launched
+every job in 1,570 s, against 1,274 and 1,398 s with 10, and ``jobs queue`` took 1.25 s, against
+0.94 and 0.97 s: kept at 10 until more runs tell which way it is."""
 
 
 def build_workers(
