@@ -18,9 +18,20 @@ __all__ = ["connect"]
 # How long a server that answers but says its frontend is still starting gets to finish starting.
 _STARTING_GRACE_S = 60.0
 
+# The I/O errors the SDK's core reports (``kind: ConnectionReset``, ``Connection reset by peer``,
+# at connect or at its first call) when nothing accepted the connection or the listener dropped
+# it: the sockets of a dev server that is starting, or restarting on its SQLite file.
+_NOT_LISTENING_YET = ("connectionrefused", "connectionreset", "brokenpipe")
 
-async def connect(config: TemporalConfig, address: str) -> Client:
-    """A client for ``address`` whose payloads are JSON (any language can read them) signed with the key."""
+
+async def connect(config: TemporalConfig, address: str, *, server_starting: bool = False) -> Client:
+    """A client for ``address`` whose payloads are JSON (any language can read them) signed with the key.
+
+    A server that says its frontend is not healthy yet is waited for. ``server_starting`` (a
+    worker started with its server; the embedded server this command started) also waits through
+    a refused or reset connection: to a user's configured address those mean a wrong address or
+    a TLS mismatch, which must fail at once.
+    """
     tls: TLSConfig | bool = config.tls
     if config.tls_cert or config.tls_ca:
         tls = TLSConfig(
@@ -38,8 +49,14 @@ async def connect(config: TemporalConfig, address: str) -> Client:
                 address, namespace=config.namespace, tls=tls, api_key=config.api_key, data_converter=converter
             )
         except RuntimeError as exc:
-            # A dev server listens before its frontend is ready; a worker started with it (the
-            # embedded server, docker-compose) must wait rather than exit. Anything else is final.
-            if "not healthy yet" not in str(exc) or time.monotonic() > deadline:
+            if not _still_starting(str(exc), server_starting) or time.monotonic() > deadline:
                 raise
             await asyncio.sleep(0.2)
+
+
+def _still_starting(error: str, server_starting: bool) -> bool:
+    """Whether ``error`` is a server that is starting (so worth asking again) rather than final."""
+    if "not healthy yet" in error:
+        return True
+    squeezed = error.lower().replace(" ", "")
+    return server_starting and any(kind in squeezed for kind in _NOT_LISTENING_YET)

@@ -23,7 +23,7 @@ async def open_client() -> Client:
     from skyhop.cli.output import info
 
     server = ensure_running(config, on_start=info)
-    return await connect(config, server.address)
+    return await connect(config, server.address, server_starting=True)
 
 
 def web_ui_url(workflow_id: str) -> str | None:

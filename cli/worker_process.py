@@ -84,7 +84,7 @@ async def _run(
     if target is None:
         target = ensure_running(config, log.info, with_worker=False).address
         log.info("no Temporal configured: running against the embedded server at %s", target)
-    client = await connect(config, target)
+    client = await connect(config, target, server_starting=True)
     await worker.serve(client, ready_file, cached_workflows=cache, sticky_timeout=sticky)
 
 

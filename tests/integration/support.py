@@ -107,7 +107,8 @@ def payload_mac(data: str) -> str:
 
 
 async def client_for(address: str) -> Client:
-    return await connect(TemporalConfig(), address)
+    """A client for a test's server, which may have just been started or restarted."""
+    return await connect(TemporalConfig(), address, server_starting=True)
 
 
 def unique_cluster(prefix: str = "t") -> str:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import os
+import socket
+import struct
 
 import grpc
 import pytest
@@ -39,15 +41,61 @@ class _StartingFrontend(grpc.GenericRpcHandler):
         return grpc.unary_unary_rpc_method_handler(answer)
 
 
+def _config() -> TemporalConfig:
+    return TemporalConfig(key=base64.b64encode(os.urandom(32)).decode())
+
+
 async def _connect_to(frontend: _StartingFrontend) -> None:
     server = grpc.aio.server(handlers=[frontend])
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
     try:
-        config = TemporalConfig(key=base64.b64encode(os.urandom(32)).decode())
-        await asyncio.wait_for(client_module.connect(config, f"127.0.0.1:{port}"), 30)
+        await asyncio.wait_for(client_module.connect(_config(), f"127.0.0.1:{port}"), 30)
     finally:
         await server.stop(None)
+
+
+class _Resetting:
+    """A listener that drops its first connections with a TCP reset, as a restarting server's
+    socket may, then gives its port to a working frontend."""
+
+    def __init__(self, resets: int) -> None:
+        self.left = resets
+        self.dropped = asyncio.Event()
+
+    async def drop(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.get_extra_info("socket").setsockopt(
+            socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
+        )
+        writer.transport.abort()
+        self.left -= 1
+        if self.left <= 0:
+            self.dropped.set()
+
+
+async def _connect_through_resets(server_starting: bool) -> _StartingFrontend:
+    resetting = _Resetting(3)
+    listener = await asyncio.start_server(resetting.drop, "127.0.0.1", 0)
+    port = listener.sockets[0].getsockname()[1]
+    frontend = _StartingFrontend(0, grpc.StatusCode.OK, "")
+    server = grpc.aio.server(handlers=[frontend])
+
+    async def hand_over() -> None:
+        await resetting.dropped.wait()
+        listener.close()
+        await listener.wait_closed()
+        server.add_insecure_port(f"127.0.0.1:{port}")
+        await server.start()
+
+    handing = asyncio.create_task(hand_over())
+    try:
+        address = f"127.0.0.1:{port}"
+        await asyncio.wait_for(client_module.connect(_config(), address, server_starting=server_starting), 30)
+    finally:
+        handing.cancel()
+        listener.close()
+        await server.stop(None)
+    return frontend
 
 
 def test_a_frontend_still_starting_is_waited_for() -> None:
@@ -61,3 +109,15 @@ def test_any_other_refusal_is_final() -> None:
     with pytest.raises(RuntimeError, match="Request unauthorized"):
         asyncio.run(_connect_to(frontend))
     assert frontend.calls == 1
+
+
+def test_a_server_starting_with_this_process_is_waited_for_through_resets() -> None:
+    """The worker started with its server (or after the server restarted) keeps asking."""
+    frontend = asyncio.run(_connect_through_resets(server_starting=True))
+    assert frontend.calls >= 1
+
+
+def test_a_reset_from_a_configured_address_is_final() -> None:
+    """A user's own address that drops the connection (wrong port, TLS mismatch) fails at once."""
+    with pytest.raises(RuntimeError, match="ConnectionReset|BrokenPipe"):
+        asyncio.run(_connect_through_resets(server_starting=False))
