@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Iterable
 from datetime import timedelta
 
 from temporalio import activity
@@ -220,12 +221,8 @@ class _Inbox:
         after it was followed)."""
         follows, self._follows = self._follows, []
         forgets, self._forgets = self._forgets, []
-        for run in follows:
-            if run.key not in followed:
-                followed[run.key] = Followed(run)
-        for key in forgets:
-            if followed.pop(key, None) is not None:
-                self.exits.disarm(key)
+        _add(followed, follows)
+        _drop(followed, self.exits, forgets)
 
 
 _HERE: dict[str, _Inbox] = {}
@@ -346,13 +343,22 @@ async def _refresh(
     else:
         keys = set(follow.keys if follow.keys is not None else (run.key for run in follow.runs))
         gone = [key for key in followed if key not in keys]
-    for key in gone:
-        del followed[key]
-        exits.disarm(key)
-    for run in follow.runs:
+    _drop(followed, exits, gone)
+    _add(followed, follow.runs)
+    return follow.version
+
+
+def _add(followed: dict[str, Followed], runs: Iterable[FollowedRun]) -> None:
+    for run in runs:
         if run.key not in followed:
             followed[run.key] = Followed(run)
-    return follow.version
+
+
+def _drop(followed: dict[str, Followed], exits: RunnerExits, keys: Iterable[str]) -> None:
+    """Let go of the runs of ``keys`` still followed, and of their runners' pidfds."""
+    for key in keys:
+        if followed.pop(key, None) is not None:
+            exits.disarm(key)
 
 
 async def _deliver(
