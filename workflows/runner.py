@@ -1,6 +1,18 @@
-"""The workflow runner of skyhop's worker: the SDK's sandbox, minus activations that no replay repeats.
+"""The workflow runner of skyhop's worker: the SDK's unsandboxed runner, minus activations that no
+replay repeats.
 
-Why it exists: the SDK core treats a query sent straight to a worker (a "legacy" query, which the
+Unsandboxed: the SDK's sandbox restricts what a module imported inside it may call, and skyhop's
+modules were passed through it (imported once, by the worker: re-running a workflow's module for
+every instance cost about 20 ms of CPU each), so it checked none of skyhop's workflow code (the SDK
+restricts no passed-through module: a workflow's ``time.time()`` ran).
+What it still cost was each instance's restricted environment, built for every new or
+evicted-and-replayed workflow and entered on every activation: 1,000 cancelled jobs that had all
+left the sticky cache (a cancel at 10,000 jobs, where each one is replayed) took 41.0 and 45.7 s
+to cancel with it and 20.9 s without, the worker's one core (its GIL) the bound. Determinism is
+checked where it can be: that test reads every workflow module for clocks, randomness and I/O,
+and the replay tests run the recorded histories in the SDK's full sandbox.
+
+Why the rest exists: the SDK core treats a query sent straight to a worker (a "legacy" query, which the
 server sends while the workflow has no workflow task in flight, and which can wait in the task
 queue while no worker polls) like a workflow task. Core applies the events that arrived since the
 last workflow task (say, a finished ``wait_job``) and activates the workflow with them, and the
@@ -25,27 +37,23 @@ from temporalio import workflow
 from temporalio.bridge.proto.workflow_activation import WorkflowActivation
 from temporalio.bridge.proto.workflow_completion import WorkflowActivationCompletion
 from temporalio.converter import SerializationContext, StorageDriverStoreContext
-from temporalio.worker import WorkflowInstance, WorkflowInstanceDetails, WorkflowRunner
-from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+from temporalio.worker import (
+    UnsandboxedWorkflowRunner,
+    WorkflowInstance,
+    WorkflowInstanceDetails,
+    WorkflowRunner,
+)
 
 from skyhop.contract import QUERY_OUTSIDE_TASK
 
-__all__ = ["SKYHOP_RESTRICTIONS", "TaskBoundRunner"]
-
-SKYHOP_RESTRICTIONS = SandboxRestrictions.default.with_passthrough_modules("skyhop")
-"""The SDK's sandbox restrictions, with skyhop's own modules taken from the worker, not imported
-again for every workflow instance. The workflows import their parts (``managed_task``,
-``provisioner``, the contract...) passed through already; only each workflow's defining module was
-re-run per instance: about 20 ms of CPU for every new or evicted-and-replayed workflow (a managed
-job's relaunch after a preemption, when it had left the sticky cache), and its copy of the module
-kept in memory for as long as the instance is cached. Those modules hold constants only."""
+__all__ = ["TaskBoundRunner"]
 
 
 class TaskBoundRunner(WorkflowRunner):
-    """The sandboxed runner whose instances refuse activations that arrive without a workflow task."""
+    """A runner whose instances refuse activations that arrive without a workflow task."""
 
     def __init__(self, inner: WorkflowRunner | None = None) -> None:
-        self._inner = inner or SandboxedWorkflowRunner(restrictions=SKYHOP_RESTRICTIONS)
+        self._inner = inner or UnsandboxedWorkflowRunner()
 
     def prepare_workflow(self, defn: workflow._Definition) -> None:
         self._inner.prepare_workflow(defn)

@@ -21,7 +21,6 @@ from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
-from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from skyhop.activities import planning
 from skyhop.activities.cluster_ops import ProbeResult
@@ -47,7 +46,7 @@ from skyhop.contract.serve import (
 from skyhop.providers.base import ClusterHandle, LocalAccess, NodeHandle, NodeStatus, ProvisionRequest
 from skyhop.providers.home import host_id
 from skyhop.spec import Task
-from skyhop.workflows.runner import SKYHOP_RESTRICTIONS
+from skyhop.workflows.runner import TaskBoundRunner
 from skyhop.workflows.service import AUTOSCALE_EVERY, ServiceWorkflow
 from tests.cluster.fakes import register_search_attributes
 from tests.conftest import run
@@ -198,7 +197,7 @@ async def service_env(fleet: FakeFleet) -> AsyncIterator[tuple[WorkflowEnvironme
                 task_queue=WORKFLOW_QUEUE,
                 workflows=[ServiceWorkflow],
                 activities=[planning.optimize],
-                workflow_runner=SandboxedWorkflowRunner(restrictions=SKYHOP_RESTRICTIONS),
+                workflow_runner=TaskBoundRunner(),
             ),
             # Replicas on ``local`` run their activities on this machine's queues, as a worker polls.
             *(

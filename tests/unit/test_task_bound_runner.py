@@ -106,15 +106,3 @@ def test_the_cli_asks_a_refused_query_again() -> None:
         return answer
 
     assert asyncio.run(asked_again(query)) == "record"
-
-
-def test_the_sandbox_takes_skyhops_modules_from_the_worker() -> None:
-    """Each workflow instance re-ran its defining module (CPU on every start and replay, and a copy
-    kept per cached instance); skyhop's modules hold only constants, so the sandbox shares them."""
-    from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
-
-    from skyhop.workflows.runner import SKYHOP_RESTRICTIONS
-
-    inner = TaskBoundRunner()._inner
-    assert isinstance(inner, SandboxedWorkflowRunner) and inner.restrictions is SKYHOP_RESTRICTIONS
-    assert "skyhop" in SKYHOP_RESTRICTIONS.passthrough_modules
