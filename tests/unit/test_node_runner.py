@@ -26,15 +26,25 @@ def _run_cli(root: Path, key: str, script: str, ignoring: tuple[signal.Signals, 
     """Start through the runner's command line, as the local and SSH runtimes do, from a process
     that ignores ``ignoring`` (as one started under ``nohup`` ignores SIGHUP)."""
 
-    def ignore() -> None:
-        for signum in ignoring:
-            signal.signal(signum, signal.SIG_IGN)
-
+    argv = [sys.executable, node_runner.__file__, "start", str(root), key]
+    if ignoring:
+        # An ignored signal stays ignored across exec, as nohup relies on. Set in a small Python
+        # that then execs the runner, not in a ``preexec_fn``: this test process has threads (the
+        # SDK's, from other tests), and a child forked from it that runs Python code may abort.
+        ignore = "; ".join(f"signal.signal({int(signum)}, signal.SIG_IGN)" for signum in ignoring)
+        argv = [
+            sys.executable,
+            "-c",
+            f"import os, signal, sys; {ignore}; os.execv(sys.argv[1], sys.argv[1:])",
+            *argv,
+        ]
     out = subprocess.run(
-        [sys.executable, node_runner.__file__, "start", str(root), key],
+        argv,
         input=json.dumps({"script": script, "cwd": str(root)}),
-        capture_output=True, text=True, check=True, preexec_fn=ignore,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return out.stdout.strip()
 
 
