@@ -7,10 +7,12 @@ every instance cost about 20 ms of CPU each), so it checked none of skyhop's wor
 restricts no passed-through module: a workflow's ``time.time()`` ran).
 What it still cost was each instance's restricted environment, built for every new or
 evicted-and-replayed workflow and entered on every activation: 1,000 cancelled jobs that had all
-left the sticky cache (a cancel at 10,000 jobs, where each one is replayed) took 41.0 and 45.7 s
-to cancel with it and 20.9 s without, the worker's one core (its GIL) the bound. Determinism is
-checked where it can be: that test reads every workflow module for clocks, randomness and I/O,
-and the replay tests run the recorded histories in the SDK's full sandbox.
+left the sticky cache (as in a cancel at 10,000 jobs, where each one is replayed) took 41.0 and
+45.7 s to cancel with it and 20.9 s without, the worker's one core (its GIL) the bound. At 10,000
+jobs, where the server and the rest of the machine bound the cancel, 2,000 took 63.4 and 72.2 s
+without it, within the 65.6 to 79.0 s of four runs with it. Determinism is checked where it can
+be: ``tests/unit/test_workflow_determinism.py`` reads every workflow module for clocks,
+randomness and I/O, and the replay tests run the recorded histories in the SDK's full sandbox.
 
 Why the rest exists: the SDK core treats a query sent straight to a worker (a "legacy" query, which the
 server sends while the workflow has no workflow task in flight, and which can wait in the task
