@@ -46,6 +46,23 @@ def wait_for(predicate: Callable[[], object], timeout: float = 30.0, what: str =
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
+def with_signals(
+    argv: list[str], *, default: tuple[int, ...] = (), ignore: tuple[int, ...] = ()
+) -> list[str]:
+    """``argv`` started with ``default`` signals at their default action and ``ignore`` ignored.
+
+    A disposition set this way survives the exec, as ``nohup`` relies on. It is set in a small
+    Python that then execs ``argv``, not in a ``preexec_fn``: a test process has threads (the
+    SDK's), and a child forked from it that runs Python code before its exec may abort. ``default``
+    undoes an ignored SIGINT this suite may have inherited (a CI runner backgrounds its steps), in
+    which case Python installs no KeyboardInterrupt handler and Ctrl-C would not reach the command.
+    """
+    sets = [f"signal.signal({int(s)}, signal.SIG_DFL)" for s in default]
+    sets += [f"signal.signal({int(s)}, signal.SIG_IGN)" for s in ignore]
+    script = "; ".join(["import os, signal, sys", *sets, "os.execvp(sys.argv[1], sys.argv[1:])"])
+    return [sys.executable, "-c", script, *argv]
+
+
 def group_members(pgid: int) -> list[int]:
     """Live (non-zombie) processes in process group ``pgid``."""
     members = []

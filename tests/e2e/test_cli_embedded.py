@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO, skyhop
-from tests.helpers import SKYHOP_CLI, wait_for
+from tests.helpers import SKYHOP_CLI, wait_for, with_signals
 
 pytestmark = pytest.mark.e2e
 
@@ -79,16 +79,6 @@ def test_launch_exec_status_logs_down(user_env: dict[str, str]) -> None:
     assert gone.returncode == 1 and "not found" in gone.stderr
 
 
-def _ctrl_c_interrupts() -> None:
-    """In the child before exec: SIGINT's default action, whatever this suite was started with.
-
-    A process started under ``trap '' INT`` (or by a CI runner that backgrounds its steps) inherits
-    SIGINT ignored, and Python then installs no KeyboardInterrupt handler: Ctrl-C would not reach
-    the CLI.
-    """
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 def test_detach_and_ctrl_c_leave_the_job_running(user_env: dict[str, str], tmp_path: Path) -> None:
     marker = tmp_path / "done"
     detached = _ok(skyhop("launch", "-y", "-d", "-c", "bg", f"sleep 2; touch {marker}", env=user_env))
@@ -96,9 +86,10 @@ def test_detach_and_ctrl_c_leave_the_job_running(user_env: dict[str, str], tmp_p
     wait_for(marker.exists, 30, "the detached job to finish")
 
     proc = subprocess.Popen(
-        [SKYHOP_CLI, "exec", "bg", "echo started; sleep 5; echo finished"],
+        with_signals(
+            [SKYHOP_CLI, "exec", "bg", "echo started; sleep 5; echo finished"], default=(signal.SIGINT,)
+        ),
         env=user_env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        preexec_fn=_ctrl_c_interrupts,
     )  # fmt: skip
     assert proc.stdout is not None
     assert proc.stdout.readline() == "started\n"

@@ -17,16 +17,11 @@ from skyhop.cli.failures import asked_again
 from skyhop.contract import ClusterStatus, LaunchProgress, LockHolder
 from skyhop.providers.sim import SimCloud
 from tests.conftest import run, skyhop
-from tests.helpers import SKYHOP_CLI, DevServer, WorkerProcess, wait_for
+from tests.helpers import SKYHOP_CLI, DevServer, WorkerProcess, wait_for, with_signals
 from tests.integration.support import client_for, current_record, record, unique_cluster
 from tests.providers.sim_support import write_plan
 
 pytestmark = pytest.mark.integration
-
-
-def _sigint_default() -> None:
-    """In the child: SIGINT's default action, even if this suite was started with it ignored."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _searching_launch(
@@ -166,9 +161,8 @@ def test_ctrl_c_on_down_is_one_line_and_exit_130(
     cluster, launch = _searching_launch("downc", 3, sim_catalog, tmp_path, cli_env)
     try:
         down = subprocess.Popen(
-            [SKYHOP_CLI, "down", "-y", cluster],
+            with_signals([SKYHOP_CLI, "down", "-y", cluster], default=(signal.SIGINT,)),
             env=cli_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            preexec_fn=_sigint_default,
         )  # fmt: skip
         assert down.stderr is not None
         first = down.stderr.readline()  # down is waiting for the launch to clean up
@@ -186,9 +180,8 @@ def test_ctrl_c_on_down_is_one_line_and_exit_130(
 
 def test_ctrl_c_at_downs_confirmation_is_one_line_and_exit_130(cli_env: dict[str, str]) -> None:
     down = subprocess.Popen(
-        [SKYHOP_CLI, "down", "some-cluster"],
+        with_signals([SKYHOP_CLI, "down", "some-cluster"], default=(signal.SIGINT,)),
         env=cli_env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        preexec_fn=_sigint_default,
     )  # fmt: skip
     assert down.stderr is not None
     prompt = ""

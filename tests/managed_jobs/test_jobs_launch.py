@@ -27,8 +27,7 @@ from skyhop.contract.managed_jobs import (
     managed_job_workflow_id,
 )
 from tests.conftest import REPO, run, skyhop
-from tests.e2e.test_cli_embedded import _ctrl_c_interrupts
-from tests.helpers import SKYHOP_CLI, DevServer, WorkerProcess, wait_for
+from tests.helpers import SKYHOP_CLI, DevServer, WorkerProcess, wait_for, with_signals
 from tests.integration.support import client_for
 from tests.managed_jobs.fakes import start_listed, user_env
 from tests.managed_jobs.support import attempt, job_state
@@ -161,9 +160,11 @@ def test_ctrl_c_detaches_and_the_job_runs_on_until_cancelled(
 ) -> None:
     env, _ = user_env(cli_env)
     proc = subprocess.Popen(
-        [SKYHOP_CLI, "jobs", "launch", "-y", "--infra", "local", "echo started; sleep 600"],
+        with_signals(
+            [SKYHOP_CLI, "jobs", "launch", "-y", "--infra", "local", "echo started; sleep 600"],
+            default=(signal.SIGINT,),
+        ),
         env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        preexec_fn=_ctrl_c_interrupts,
     )  # fmt: skip
     assert proc.stdout is not None
     assert proc.stdout.readline() == "started\n"

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from skyhop.providers.runtime import node_runner
-from tests.helpers import fake_container_runtime, group_members, wait_for
+from tests.helpers import fake_container_runtime, group_members, wait_for, with_signals
 
 
 def _state(root: Path, key: str) -> dict:  # type: ignore[type-arg]
@@ -26,18 +26,7 @@ def _run_cli(root: Path, key: str, script: str, ignoring: tuple[signal.Signals, 
     """Start through the runner's command line, as the local and SSH runtimes do, from a process
     that ignores ``ignoring`` (as one started under ``nohup`` ignores SIGHUP)."""
 
-    argv = [sys.executable, node_runner.__file__, "start", str(root), key]
-    if ignoring:
-        # An ignored signal stays ignored across exec, as nohup relies on. Set in a small Python
-        # that then execs the runner, not in a ``preexec_fn``: this test process has threads (the
-        # SDK's, from other tests), and a child forked from it that runs Python code may abort.
-        ignore = "; ".join(f"signal.signal({int(signum)}, signal.SIG_IGN)" for signum in ignoring)
-        argv = [
-            sys.executable,
-            "-c",
-            f"import os, signal, sys; {ignore}; os.execv(sys.argv[1], sys.argv[1:])",
-            *argv,
-        ]
+    argv = with_signals([sys.executable, node_runner.__file__, "start", str(root), key], ignore=ignoring)
     out = subprocess.run(
         argv,
         input=json.dumps({"script": script, "cwd": str(root)}),
