@@ -204,6 +204,28 @@ def test_schedule_preemption_preempts_a_chosen_instance(catalog: Path) -> None:
     assert run(provider.node_statuses(handle)) == [NodeStatus.PREEMPTED, NodeStatus.UP]
 
 
+def test_preempt_kills_a_chosen_instances_jobs_before_it_returns_with_no_timer(catalog: Path) -> None:
+    """The benchmarks' way to preempt: at once, in the caller's process."""
+    cloud = write_plan(catalog, [])
+    provider = SimProvider(cloud)
+    handle = run(provider.launch(_request(provider, 0, num_nodes=2).model_copy(update={"use_spot": True})))
+    ids = [node.instance_id for node in handle.nodes]
+    runtime = provider.runtime(handle.head)
+    run(runtime.start_job(JobSpec(key="job-1", script="sleep 60")))
+    wait_for(lambda: (s := run(runtime.job_state("job-1"))) is not None and s.status == "RUNNING", 10, "job")
+    state = node_runner.read_state(handle.head.runtime_dir, "job-1")
+    assert state is not None
+    before = time.time()
+    cloud.preempt([ids[0]])
+    at = cloud.preempted_at(ids)
+    assert list(at) == [ids[0]] and before <= at[ids[0]] <= time.time()
+    assert _timer_groups(cloud) == [] and not Path(handle.head.runtime_dir).exists()
+    wait_for(lambda: not group_members(state["pid"]), 30, "the preempted node's job to die")
+    cloud.preempt([ids[0]])  # gone already: nothing happens again
+    assert cloud.preempted_at(ids) == at
+    assert run(provider.node_statuses(handle)) == [NodeStatus.PREEMPTED, NodeStatus.UP]
+
+
 def test_preempted_at_tells_when_each_preempted_instance_was_killed(catalog: Path) -> None:
     """The public lookup benchmarks use: preempted instances only, never those a call terminated."""
     cloud = write_plan(catalog, [])
