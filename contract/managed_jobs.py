@@ -290,6 +290,9 @@ class ManagedJobResume(BaseModel):
     """The search of the current task that was waiting for capacity, when it continued then."""
     running: RunningAttempt | None = None
     """The current task's run, when it continued while that run runs: the next run only waits for its end."""
+    baseline: str | None = None
+    """The baseline patch the run that continued had (``workflows.changes``): the next run has it
+    too, without recording its own marker (each is a history event and a visibility write)."""
 
 
 class ManagedJobSummary(BaseModel):

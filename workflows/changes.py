@@ -17,10 +17,20 @@ __all__ = ["Changes"]
 
 
 class Changes:
-    def __init__(self, baseline: str) -> None:
-        """Must run in the run's first workflow task (its ``workflow.init``), before any other patch."""
-        self.baseline = workflow.patched(baseline)
+    def __init__(self, baseline: str, *, carried: str | None = None) -> None:
+        """Must run in the run's first workflow task (its ``workflow.init``), before any other patch.
+
+        ``carried``: the baseline the run that continued as new into this one had (from this run's
+        input, so every replay of it decides the same). A run that carries this baseline has it
+        without asking, so its history has no marker, and no visibility write, of its own: a
+        managed job continues as new at every launch and relaunch."""
+        self._id = baseline
+        self.baseline = carried == baseline or workflow.patched(baseline)
         """Whether the run has the baseline: every listed change, and what came with the baseline."""
+
+    def carry(self) -> str | None:
+        """What the next run (continue-as-new) carries: this baseline, if the run has it."""
+        return self._id if self.baseline else None
 
     def has(self, patch_id: str) -> bool:
         """Whether the run has the change ``patch_id`` (one made before the baseline)."""

@@ -109,7 +109,9 @@ class ManagedJobWorkflow:
         """Reports of a run from before ``_ONE_REPORT_AT_A_TIME``: one activity per row."""
         self._unsent: JobIndexRow | None = None
         self._sender: asyncio.Task[None] | None = None
-        self._changes = Changes(_BASELINE)
+        self._changes = Changes(
+            _BASELINE, carried=request.resume.baseline if request.resume is not None else None
+        )
         running = request.resume.running if request.resume is not None else None
         self._run_ends = RunEnds(self._changes, awaited=running.key if running is not None else None)
         self._pool_inbox = PoolInbox()
@@ -274,7 +276,7 @@ class ManagedJobWorkflow:
     def _continue_if_long(self, provision: ProvisionState | None) -> None:
         """At a point where no cluster is held: continue as new once the history is long."""
         if history_is_long(self.request.history_limit):
-            resume = ManagedJobResume(state=self._state, provision=provision)
+            resume = ManagedJobResume(state=self._state, provision=provision, baseline=self._changes.carry())
             workflow.continue_as_new(self.request.model_copy(update={"resume": resume}))
 
     async def _continue_while_running(self, running: RunningAttempt, came: Callable[[], bool]) -> None:
@@ -286,7 +288,7 @@ class ManagedJobWorkflow:
             return
         await workflow.wait_condition(lambda: came() or self._reported())
         if not came():
-            resume = ManagedJobResume(state=self._state, running=running)
+            resume = ManagedJobResume(state=self._state, running=running, baseline=self._changes.carry())
             workflow.continue_as_new(self.request.model_copy(update={"resume": resume}))
 
     def _reported(self) -> bool:

@@ -8,7 +8,8 @@ production. Such a change needs ``workflow.patched``; new scenarios are recorded
 ``python -m tests.serve.record_histories``. The managed jobs' are runs of
 ``tests/managed_jobs/test_lifecycle.py``'s cancel scenarios, their payloads decrypted; those named
 ``*_before_baseline`` come from before ``workflows.changes``, and replay through its fallback (each
-older patch asked where it always was).
+older patch asked where it always was); ``*_carried_*`` is a continued run that carries its baseline
+in its input and records no marker (``ManagedJobResume.baseline``).
 """
 
 from __future__ import annotations
@@ -68,6 +69,7 @@ def test_histories_are_recorded() -> None:
         "managed_job_preempted_cancelled_recovering_before_baseline",
         "managed_job_running_first_run",
         "managed_job_running_continued_cancelled",
+        "managed_job_running_continued_carried_cancelled",
         "managed_job_preempted_cancelled_recovering",
     }
 

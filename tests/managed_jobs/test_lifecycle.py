@@ -255,9 +255,11 @@ def test_a_running_job_writes_nothing_to_its_history(
 
         await until_reports_settled(handle)
         before = (await handle.describe()).raw_description.workflow_execution_info.history_length
-        # Started; a workflow task scheduled, started and completed; its baseline patch's marker
-        # and search attribute (``workflows.changes``).
-        assert before == 6
+        # Started; a workflow task scheduled, started and completed. No baseline patch's marker
+        # and search attribute: the run carries the baseline (``workflows.changes``).
+        assert before == 4
+        async for event in handle.fetch_history_events():
+            assert not event.HasField("marker_recorded_event_attributes"), event
         open_gate(tmp_path, "b")
         until_log(state.job_id, 0, 1, "b\n")  # the watcher polled on, and shipped the new output
         after = (await handle.describe()).raw_description.workflow_execution_info.history_length
