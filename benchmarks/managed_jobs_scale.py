@@ -24,9 +24,10 @@ Then, in order:
   RECOVERING status its workflow records, read from its history), p50/p99;
 - ``skyhop jobs cancel`` of ``--cancel`` jobs (the whole command), until every one of their
   clusters is gone from the cloud;
-- over those two phases, the cores the worker, the server, pid 1 and the rest of the machine used:
-  skyhop shares the machine with the sim's node processes (started and killed by the thousand),
-  their timers, this script, and an init that reaps them, which on some machines is not cheap.
+- over those two phases and the idling, the cores the worker, the server, pid 1 and the rest of
+  the machine used (idling: what N running jobs cost while nothing happens to them). skyhop
+  shares the machine with the sim's node processes (started and killed by the thousand), this
+  script, and an init that reaps them, which on some machines is not cheap.
 
 Everything left is cancelled and its clusters removed before the embedded skyhop stops. Each
 job's node runs two real processes, outside the worker's and server's figures but not outside the
@@ -446,8 +447,9 @@ async def _bench(args: argparse.Namespace, env: dict[str, str], request: Managed
     figures["available_running_kib"] = _available_kib()
 
     before = await _history_lengths(client, job_ids)
-    idle_started = time.monotonic()
+    cpu, idle_started = _cpu(worker, server), time.monotonic()
     await asyncio.sleep(args.idle_s)
+    figures["idle_cpu"] = _cores(cpu, _cpu(worker, server))
     figures["queue_s"] = _queue_seconds(env)
     after = await _history_lengths(client, job_ids)
     figures["idle_s"] = time.monotonic() - idle_started
@@ -561,6 +563,7 @@ def _report(n: int, cached: int | None, f: dict[str, Any]) -> None:
     if IDLE_EVENT_TYPES:
         print("idle events by type: " + ", ".join(f"{k} {v}" for k, v in sorted(IDLE_EVENT_TYPES.items())))
     cores = os.cpu_count()
+    print(f"cores of {cores} used while every job idled: {f['idle_cpu']}")
     print(f"cores of {cores} used from the first preemption to the last decision: {f['preemption_cpu']}")
     print(f"cores of {cores} used while cancelling: {f['cancel_cpu']}")
     print("preemption to each mark (p50 / p99 s):")
