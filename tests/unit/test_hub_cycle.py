@@ -9,13 +9,22 @@ import time
 import zlib
 from pathlib import Path
 from typing import Any, cast
+from unittest.mock import ANY
 
 import pytest
 from temporalio.client import Client
+from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import ActivityEnvironment
 
 from skyhop.activities import runner_exits
-from skyhop.activities.models import AttemptLog, FollowedRun, FollowRunInput, ForgetRunInput, WatchedJob
+from skyhop.activities.models import (
+    AttemptLog,
+    FollowedRun,
+    FollowRunInput,
+    FollowSet,
+    ForgetRunInput,
+    WatchedJob,
+)
 from skyhop.activities.runner_exits import RunnerExits
 from skyhop.activities.watch_hub import (
     _ASK_HELD_EVERY,
@@ -24,13 +33,15 @@ from skyhop.activities.watch_hub import (
     Followed,
     _ask,
     _Inbox,
+    _owed,
+    _refresh,
     follow_run,
     forget_run,
     poll_followed,
     watch_followed,
 )
 from skyhop.contract import JOB_KEY_PREFIX
-from skyhop.contract.watch_hub import WatchHubSignal, watch_hub_workflow_id
+from skyhop.contract.watch_hub import RUN_ENDED_SIGNAL, WatchHubQuery, WatchHubSignal, watch_hub_workflow_id
 from skyhop.providers.base import ClusterHandle, NodeHandle, Offering
 from skyhop.providers.runtime import node_runner
 from skyhop.providers.runtime.jobs import JobOutcome, NodeJobStatus
@@ -143,6 +154,8 @@ class _Signals:
 
     def __init__(self) -> None:
         self.sent: list[tuple[str, object]] = []
+        self.fail = False
+        """Signals fail as an unreachable server's do."""
 
     async def start_workflow(self, *args: object, id: str, start_signal: str, **kwargs: object) -> None:
         self.sent.append((id, start_signal))
@@ -155,6 +168,8 @@ class _Signals:
             self.client, self.id = client, workflow_id
 
         async def signal(self, name: str, arg: object) -> None:
+            if self.client.fail:
+                raise RPCError("unavailable", RPCStatusCode.UNAVAILABLE, b"")
             self.client.sent.append((self.id, (name, arg)))
 
 
@@ -163,14 +178,15 @@ def test_a_follow_and_a_forget_sent_from_this_process_reach_its_hubs_activity_wi
 ) -> None:
     """The hub's activity, resting between cycles in this process, is woken and handed the run
     once the hub has it, and lets go of it (and of its runner) before the hub is told: it does not
-    wait for its next question to the hub (``_ASK_HUB_EVERY`` cycles), nor ask one."""
+    wait for its next question to the hub (``_ASK_HUB_EVERY`` cycles), nor ask one. The forget
+    sends no signal of its own: the activity owes it to the hub, and sends it before that question."""
     job, run = _node(tmp_path), _followed(tmp_path).run
     runner = _runner(job)
     hub_id = watch_hub_workflow_id(3, run.handle.offering.host)
     client = _Signals()
 
     async def scenario() -> None:
-        inbox = _HERE[hub_id] = _Inbox()
+        inbox = _HERE[hub_id] = _Inbox(set())
         followed: dict[str, Followed] = {}
         env = ActivityEnvironment(client=cast(Client, client))
         try:
@@ -182,9 +198,12 @@ def test_a_follow_and_a_forget_sent_from_this_process_reach_its_hubs_activity_wi
             assert await poll_followed(list(followed.values()), inbox.exits) == {}
             assert inbox.exits.armed(run.key)
             await env.run(forget_run, ForgetRunInput(shard=3, key=run.key, host=run.handle.offering.host))
-            assert client.sent[1:] == [(hub_id, (WatchHubSignal.FORGET.value, [run.key]))]
+            assert client.sent[1:] == [] and inbox.owed == {run.key}
             inbox.take(followed)
             assert followed == {} and not inbox.exits.armed(run.key)
+            await _owed(cast(Client, client), hub_id, inbox.owed)
+            assert client.sent[1:] == [(hub_id, (WatchHubSignal.FORGET.value, [run.key]))]
+            assert inbox.owed == set()
         finally:
             inbox.exits.close()
             del _HERE[hub_id]
@@ -204,16 +223,60 @@ def test_the_end_of_a_run_forgotten_while_it_was_asked_is_not_sent(tmp_path: Pat
     client = _Signals()
 
     async def scenario() -> None:
-        inbox = _Inbox()
+        inbox = _Inbox(set())
         runs = {followed.run.key: followed}
         try:
             inbox.forget(followed.run.key)  # told after the cycle listed the runs it asks
-            await _ask(
-                cast(Client, client), cast(Any, client.get_workflow_handle("hub")), inbox, runs, [followed]
-            )
+            await _ask(cast(Client, client), inbox, runs, [followed])
         finally:
             inbox.exits.close()
-        assert runs == {} and client.sent == []
+        assert runs == {} and client.sent == [] and inbox.owed == set()
+
+    asyncio.run(ActivityEnvironment().run(scenario))
+
+
+def test_ends_and_cancels_are_told_to_the_hub_in_one_signal_before_its_next_question(tmp_path: Path) -> None:
+    """A run's end goes to its owner at once; the hub is told to forget it later, with the runs a
+    cancel let go of here, in one signal (a cancel of thousands sent a signal for nearly each).
+    Until then the hub's answers do not bring them back, and a signal that fails keeps them owed."""
+    job, ended, other = (
+        _node(tmp_path / "ended"),
+        _followed(tmp_path / "ended"),
+        _followed(tmp_path / "other", "b"),
+    )
+    _write_state(job, {"status": "FAILED", "exit_code": 3, "pid": os.getpid(), "runner_pid": os.getpid()})
+    client = _Signals()
+
+    class Hub:
+        id = "hub"
+
+        async def query(self, name: str, *args: object, **kwargs: object) -> object:
+            if name == WatchHubQuery.VERSION.value:
+                return 2
+            return FollowSet(version=2, runs=[ended.run, other.run], keys=[ended.run.key, other.run.key])
+
+    async def scenario() -> None:
+        inbox = _Inbox(set())
+        runs = {ended.run.key: ended}
+        try:
+            inbox.forget(other.run.key, owed=True)
+            await _ask(cast(Client, client), inbox, runs, [ended])
+            assert client.sent == [(ended.run.owner, (RUN_ENDED_SIGNAL, ANY))]
+            assert runs == {} and inbox.owed == {ended.run.key, other.run.key}
+            await _refresh(cast(Any, Hub()), 1, runs, inbox.exits, inbox.owed)
+            assert runs == {}, "a run let go of here is not followed again before the hub is told"
+
+            client.fail = True
+            await _owed(cast(Client, client), "hub", inbox.owed)
+            assert inbox.owed == {ended.run.key, other.run.key}
+            client.fail = False
+            await _owed(cast(Client, client), "hub", inbox.owed)
+            assert client.sent[1:] == [
+                ("hub", (WatchHubSignal.FORGET.value, sorted([ended.run.key, other.run.key])))
+            ]
+            assert inbox.owed == set()
+        finally:
+            inbox.exits.close()
 
     asyncio.run(ActivityEnvironment().run(scenario))
 
