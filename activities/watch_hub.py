@@ -131,7 +131,7 @@ async def forget_run(request: ForgetRunInput) -> None:
     hub_id = watch_hub_workflow_id(request.shard, request.host)
     here = _HERE.get(hub_id)
     if here is not None:
-        here.forget(request.key, owed=True)
+        here.forget(request.key)
         return
     await _forgets.send(activity.client(), hub_id, request.key)
 
@@ -217,20 +217,19 @@ class _Inbox:
         self._follows: list[FollowedRun] = []
         self._forgets: list[str] = []
         self.owed = owed
-        """Runs let go of here that the hub still follows: ended ones, and forgotten ones told
-        ``owed``. The activity tells the hub before it next asks it (``_owed``). A run whose
-        forget is lost with this process is asked again by the hub's next activity: gone with
-        its cluster, its end goes to an owner that no longer waits for it, and the hub forgets it."""
+        """Runs let go of here that the hub still follows: ended ones, and forgotten ones. The
+        activity tells the hub before it next asks it (``_owed``). A run whose forget is lost with
+        this process is asked again by the hub's next activity: gone with its cluster, its end goes
+        to an owner that no longer waits for it, and the hub forgets it."""
 
     def follow(self, run: FollowedRun) -> None:
         self._follows.append(run)
         self.exits.wake()
 
-    def forget(self, key: str, *, owed: bool = False) -> None:
-        """Let go of the run at once; ``owed``: the hub has not been told yet."""
+    def forget(self, key: str) -> None:
+        """Let go of the run at once; the hub is told later (``owed``)."""
         self._forgets.append(key)
-        if owed:
-            self.owed.add(key)
+        self.owed.add(key)
         self.exits.wake()
 
     def take(self, followed: dict[str, Followed]) -> None:
