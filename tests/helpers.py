@@ -3,6 +3,7 @@ skyhop workers, and embedded skyhops with a HOME and ports of their own."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -13,7 +14,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
 from skyhop.cli.embedded import dev_server_argv, free_port, spawn_private, worker_argv
@@ -44,6 +45,17 @@ def wait_for(predicate: Callable[[], object], timeout: float = 30.0, what: str =
             return
         time.sleep(0.05)
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+async def until_true(check: Callable[[], Awaitable[bool]], what: str, timeout: float = 60) -> None:
+    """Await ``check`` until it is true; fail the test with ``what`` after ``timeout`` (``wait_for``'s
+    twin for an event loop's checks)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not await check():
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        await asyncio.sleep(0.2)
 
 
 def with_signals(

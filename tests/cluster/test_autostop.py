@@ -25,6 +25,7 @@ from skyhop.spec import Task
 from skyhop.workflows.cluster import ClusterWorkflow
 from tests.cluster.fakes import FakeCloud, register_search_attributes, running_cluster, serving, up_record
 from tests.conftest import run
+from tests.helpers import until_true
 
 TEST_SERVER = str(Path(sys.executable).parent / "temporal-test-server")
 
@@ -43,16 +44,6 @@ async def time_skipping() -> AsyncIterator[WorkflowEnvironment]:
 async def state(handle: Handle) -> ClusterStatus:
     record = await handle.query(ClusterWorkflow.status)
     return record.status
-
-
-async def until_clock_passes(env: WorkflowEnvironment, moment: float, timeout: float = 60) -> None:
-    """Wait until the test server's clock reaches ``moment``: a skip begins when the server gets
-    to it, which on a busy machine can take seconds."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while (await env.get_current_time()).timestamp() < moment:
-        assert loop.time() < deadline, f"the test server's clock did not reach {moment} in {timeout}s"
-        await asyncio.sleep(0.1)
 
 
 async def submit(handle: Handle, request_id: str) -> JobRecord:
@@ -145,7 +136,12 @@ def test_autostop_fires_when_no_worker_was_up_at_the_deadline() -> None:
             # (the time-skipping server then holds its clock until a worker takes that task).
             skipping = asyncio.create_task(env.sleep(timedelta(minutes=30)))
             assert deadline is not None
-            await until_clock_passes(env, deadline)
+
+            async def past_deadline() -> bool:
+                # A skip begins when the server gets to it, which on a busy machine takes seconds.
+                return (await env.get_current_time()).timestamp() >= deadline
+
+            await until_true(past_deadline, "the test server's clock to pass the autostop deadline")
             assert "stop_cluster" not in cloud.calls
             async with serving(env.client, cloud):
                 await skipping

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -26,7 +25,7 @@ from skyhop.contract.watch_hub import (
 )
 from skyhop.spec import Resources, Task
 from tests.conftest import run
-from tests.helpers import DevServer, WorkerProcess, wait_for
+from tests.helpers import DevServer, WorkerProcess, until_true, wait_for
 from tests.integration.support import client_for
 from tests.managed_jobs.support import (
     alive,
@@ -55,15 +54,6 @@ def _task(folder: Path, after: str = "") -> Task:
 
 def _running(state: ManagedJobState) -> bool:
     return state.status == ManagedJobStatus.RUNNING
-
-
-async def _until_true(check: Callable[[], Awaitable[bool]], what: str, timeout: float = 60) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not await check():
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        await asyncio.sleep(0.2)
 
 
 async def _run_ended_signals(client: Client, workflow_id: str) -> int:
@@ -159,7 +149,7 @@ def test_twenty_running_jobs_are_followed_by_at_most_one_activity_per_shard(
                     return False
             return True
 
-        await _until_true(forgotten, "the hubs to forget the ended runs")
+        await until_true(forgotten, "the hubs to forget the ended runs")
 
     run(scenario())
 
@@ -184,7 +174,7 @@ def test_an_end_reaches_its_owner_once_across_a_hub_activity_retried_after_kill9
             async def retried(h: str = hub, b: int = before) -> bool:
                 return await _watcher_attempt(client, h) > b
 
-            await _until_true(retried, f"round {round_}: the hub's activity retried", timeout=90)
+            await until_true(retried, f"round {round_}: the hub's activity retried", timeout=90)
             open_gate(folder)
             try:
                 final = await asyncio.wait_for(handle.result(), 120)
@@ -289,12 +279,12 @@ def test_the_hub_continues_as_new_and_keeps_following(
         async def continued() -> bool:
             return (await hub.describe()).run_id != first_run
 
-        await _until_true(continued, "the hub to continue as new")
+        await until_true(continued, "the hub to continue as new")
 
         async def dummies_gone() -> bool:
             return [r.key for r in (await _followed(client, hub.id)).runs] == [real.key]
 
-        await _until_true(dummies_gone, "the dummy runs to end and be forgotten")
+        await until_true(dummies_gone, "the dummy runs to end and be forgotten")
         open_gate(tmp_path)
         final = await asyncio.wait_for(owner.result(), 120)
         assert final.status == ManagedJobStatus.SUCCEEDED, final
@@ -304,7 +294,7 @@ def test_the_hub_continues_as_new_and_keeps_following(
         async def forgotten() -> bool:
             return not (await _followed(client, hub.id)).runs
 
-        await _until_true(forgotten, "the new run to forget the run it saw end")
+        await until_true(forgotten, "the new run to forget the run it saw end")
         await hub.cancel()
 
     run(scenario())
