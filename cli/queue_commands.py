@@ -17,7 +17,6 @@ import typer
 from skyhop.cli.failures import is_not_found, is_stuck, while_busy
 from skyhop.cli.output import EXIT_USAGE, age, duration, fail, info, print_json, table
 from skyhop.cli.running import run_command
-from skyhop.contract.failures import innermost_message
 
 if TYPE_CHECKING:
     from temporalio.client import Client
@@ -339,6 +338,7 @@ async def _call(handle: Any, name: str, arg: Any, result_type: type[Any] | None 
     from temporalio.service import RPCError
 
     from skyhop.contract import ClusterRecord
+    from skyhop.contract.failures import innermost_message
 
     result_type = result_type or ClusterRecord
     try:

@@ -22,6 +22,7 @@ from skyhop.cli.embedded import dev_server_argv, free_port, spawn_private, worke
 __all__ = [
     "SKYHOP_CLI",
     "DevServer",
+    "cli_imports",
     "WorkerProcess",
     "embedded_env",
     "embedded_skyhop",
@@ -45,6 +46,17 @@ def wait_for(predicate: Callable[[], object], timeout: float = 30.0, what: str =
             return
         time.sleep(0.05)
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def cli_imports(*args: str) -> set[str]:
+    """Every module ``skyhop ARGS`` imports (``python -X importtime``), run from the repository's
+    root (examples' paths are relative to it); the command must succeed."""
+    result = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "skyhop.cli", *args],
+        cwd=Path(__file__).resolve().parent.parent, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    return {line.split("|")[-1].strip() for line in result.stderr.splitlines() if "|" in line}
 
 
 async def until_true(check: Callable[[], Awaitable[bool]], what: str, timeout: float = 60) -> None:

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from skyhop.cli.app import app
 from tests.conftest import skyhop
-from tests.helpers import embedded_env
+from tests.helpers import cli_imports, embedded_env
 
 
 def _command_paths(command: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
@@ -56,3 +56,12 @@ def test_help_renders_in_a_subprocess(argv: list[str], tmp_path_factory: pytest.
     assert "Traceback" not in result.stderr and result.stdout.startswith("Usage: skyhop")
     if argv[0] == "launch":
         assert "cloud[/region[/zone]]" in result.stdout
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["jobs", "queue", "--help"], ["launch", "--help"]])
+def test_help_imports_neither_temporal_nor_the_contract(argv: list[str]) -> None:
+    """A command imports what it needs when it runs: ``--help`` loads neither the Temporal SDK nor
+    skyhop's contract and task spec, which pull in the providers' models (a fifth of a second)."""
+    heavy = ("temporalio", "skyhop.contract", "skyhop.spec", "skyhop.activities", "skyhop.workflows")
+    loaded = sorted(m for m in cli_imports(*argv) if m.startswith(heavy))
+    assert not loaded, f"skyhop {' '.join(argv)} imported {loaded[:5]}"

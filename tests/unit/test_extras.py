@@ -15,6 +15,7 @@ import pytest
 
 from skyhop.providers.extras import EXTRAS
 from tests.conftest import REPO, skyhop
+from tests.helpers import cli_imports
 from tests.sdk_blocker import BLOCKED, blocked_env
 
 PACKAGES = ["spec", "optimizer", "providers", "contract", "activities", "workflows", "cli"]
@@ -78,13 +79,7 @@ def test_the_cli_path_never_imports_a_cloud_sdk_with_them_installed() -> None:
         ["optimize", "examples/gpu.yaml"],
     )
     for args in commands:
-        result = subprocess.run(
-            [sys.executable, "-X", "importtime", "-m", "cli", *args],
-            cwd=REPO, capture_output=True, text=True, timeout=120,
-        )  # fmt: skip
-        assert result.returncode == 0, result.stderr[-2000:]
-        imported = {line.split("|")[-1].strip() for line in result.stderr.splitlines() if "|" in line}
-        heavy = sorted(m for m in imported if m.startswith(BLOCKED))
+        heavy = sorted(m for m in cli_imports(*args) if m.startswith(BLOCKED))
         assert not heavy, f"skyhop {' '.join(args)} imported {heavy[:5]}"
 
 
