@@ -126,7 +126,7 @@ class Patience:
     """Calls sent again while the client gives up waiting for their answers, saying ``waiting``
     once for all of them: no worker answers a query (one crashed), or the server or the worker is
     working through a burst (thousands of jobs ending at once). Only for calls that are safe to
-    repeat: a query, a describe, a cancel."""
+    repeat: a query, a describe, a cancel, a job index's ``cancelling`` mark."""
 
     def __init__(self, waiting: str, *, pause_s: float = 1.0) -> None:
         self.waiting = waiting

@@ -5,8 +5,8 @@ allocator's ``last``) for its rows, filtered by user and done-ness in the shard,
 are ten queries; visibility answers about half a millisecond per row, which at 10,000 jobs takes
 seconds. Beside it one visibility query finds the few jobs whose workflow ended without saying
 how (terminated by an operator), whose row still reads as if the job ran. Cancel is Temporal's
-own workflow cancel, sent to many jobs at once (bounded); each job then removes its clusters and
-ends CANCELLED.
+own workflow cancel, sent to many jobs at once (bounded), then one ``cancelling`` signal to each
+shard marks the cancelled jobs there; each job then removes its clusters and ends CANCELLED.
 """
 
 from __future__ import annotations
@@ -282,6 +282,7 @@ async def run_jobs_cancel(job_ids: list[int], *, name: str | None, all_jobs: boo
     by_outcome: dict[_Cancelled, list[int]] = {}
     for job_id, outcome in zip(job_ids, outcomes, strict=True):
         by_outcome.setdefault(outcome, []).append(job_id)
+    await _mark_cancelling(client, by_outcome.get(_Cancelled.YES, []), patience)
     if by_outcome.get(_Cancelled.YES):
         info(
             f"Cancelling managed job(s) {id_ranges(by_outcome[_Cancelled.YES])}: "
@@ -292,6 +293,30 @@ async def run_jobs_cancel(job_ids: list[int], *, name: str | None, all_jobs: boo
     if by_outcome.get(_Cancelled.UNKNOWN):
         fail(f"no managed job(s) {id_ranges(by_outcome[_Cancelled.UNKNOWN])}; see: skyhop jobs queue")
     return 0
+
+
+async def _mark_cancelling(client: Client, job_ids: list[int], patience: Patience) -> None:
+    """Tell each shard which of its jobs were cancelled, so listings show them CANCELLING now, not
+    once each job's workflow got to its cancel. A shard not started yet holds no row to mark: its
+    jobs report CANCELLING themselves."""
+    from temporalio.service import RPCError
+
+    from skyhop.cli.failures import is_not_found, while_busy
+    from skyhop.contract.managed_jobs import JobIndexSignal, job_index_shard, job_index_workflow_id
+
+    by_shard: dict[int, list[int]] = {}
+    for job_id in job_ids:
+        by_shard.setdefault(job_index_shard(job_id), []).append(job_id)
+
+    async def mark(shard: int, ids: list[int]) -> None:
+        handle = client.get_workflow_handle(job_index_workflow_id(shard))
+        try:
+            await patience.send(lambda: while_busy(lambda: handle.signal(JobIndexSignal.CANCELLING, ids)))
+        except RPCError as exc:
+            if not is_not_found(exc):
+                raise
+
+    await asyncio.gather(*(mark(shard, ids) for shard, ids in by_shard.items()))
 
 
 class _Cancelled(StrEnum):

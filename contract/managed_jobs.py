@@ -23,8 +23,9 @@ out through its ``allocate`` update, once per ``request_id``.
 
 ``jobs queue`` reads the job index: ``JobIndexWorkflow`` shards (id ``job-index:<job id // 1000>``),
 each holding a ``JobIndexRow`` per job of its id range, which every job reports (signal ``row``) on
-each status change; the ``rows`` query takes a ``JobRowsFilter``. The shards to ask are
-0..``last // 1000`` of the allocator's ``last`` query.
+each status change, and ``jobs cancel`` marks the jobs it cancelled (signal ``cancelling``); the
+``rows`` query takes a ``JobRowsFilter``. The shards to ask are 0..``last // 1000`` of the
+allocator's ``last`` query.
 """
 
 from __future__ import annotations
@@ -340,6 +341,8 @@ class JobIndexInput(BaseModel):
 
     shard: int = Field(ge=0)
     rows: list[JobIndexRow] = []
+    cancelling: list[int] = []
+    """The jobs marked CANCELLING (``JobIndexSignal.CANCELLING``) that had not reported their end."""
     history_limit: int | None = None
     """Continue as new once the history has this many events (None: the shard's default)."""
 
@@ -349,6 +352,11 @@ class JobIndexSignal(StrEnum):
     """A ``JobIndexRow``: kept unless the shard has a row of that job with a higher ``seq``."""
     ROWS = "rows"
     """A ``list[JobIndexRow]``, each taken as ``row`` takes it (a worker's reports, batched)."""
+    CANCELLING = "cancelling"
+    """A ``list[int]``: jobs whose cancel Temporal took. Each reads CANCELLING until it reports its
+    end, whichever of its reports land after: ``jobs cancel`` sends it once its cancels went, so a
+    listing shows them at once, not when each job gets to its cancel (a minute, for the last of
+    thousands cancelled at once). A job ended already is not marked."""
 
 
 class JobIndexQuery(StrEnum):

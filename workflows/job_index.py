@@ -4,7 +4,8 @@ Visibility answers about half a millisecond per row on the embedded server, so l
 jobs from it takes seconds; a shard answers its thousand rows in one query. Every job reports
 each status change to its shard (``activities.job_index``: signal-with-start, so the first report
 creates the shard; a worker's reports that wait together are one ``rows`` signal), nothing while
-it runs idle; the merging rules are ``workflows.job_rows``.
+it runs idle; ``jobs cancel`` marks the jobs it cancelled (``cancelling``); the merging rules are
+``workflows.job_rows``.
 It never ends: once its history is long it continues as new carrying its rows, after every
 handler has finished, so no report is lost across the runs.
 """
@@ -36,14 +37,15 @@ this many to answer a query, which keeps ``jobs queue`` fast."""
 class JobIndexWorkflow:
     @workflow.init
     def __init__(self, input: JobIndexInput) -> None:
-        self.index = JobRows(input.rows)
+        self.index = JobRows(input.rows, input.cancelling)
 
     @workflow.run
     async def run(self, input: JobIndexInput) -> None:
         limit = input.history_limit or SHARD_HISTORY_LIMIT
         await workflow.wait_condition(lambda: history_is_long(limit))
         await workflow.wait_condition(workflow.all_handlers_finished)
-        workflow.continue_as_new(input.model_copy(update={"rows": self.index.carried()}))
+        carried = {"rows": self.index.carried(), "cancelling": self.index.carried_cancelling()}
+        workflow.continue_as_new(input.model_copy(update=carried))
 
     @workflow.signal(name=JobIndexSignal.ROW.value)
     def row(self, row: JobIndexRow) -> None:
@@ -53,6 +55,10 @@ class JobIndexWorkflow:
     def batch(self, rows: list[JobIndexRow]) -> None:
         for row in rows:
             self.index.merge(row)
+
+    @workflow.signal(name=JobIndexSignal.CANCELLING.value)
+    def cancelling(self, job_ids: list[int]) -> None:
+        self.index.mark_cancelling(job_ids)
 
     @workflow.query(name=JobIndexQuery.ROWS.value)
     def rows(self, wanted: JobRowsFilter) -> list[JobIndexRow]:

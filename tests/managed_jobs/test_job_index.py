@@ -22,6 +22,7 @@ from skyhop.contract.managed_jobs import (
     JobIndexInput,
     JobIndexQuery,
     JobIndexRow,
+    JobIndexSignal,
     JobRowsFilter,
     ManagedJobRequest,
     ManagedJobState,
@@ -109,6 +110,7 @@ def test_a_shard_continues_as_new_keeping_its_rows(
             task_queue=WORKFLOW_QUEUE,
         )
         ids = [shard * 1000 + n for n in range(30)]
+        await first.signal(JobIndexSignal.CANCELLING, [ids[0], ids[1]])  # before any report of theirs
         reports = [index_row(job_id, status, seq) for job_id in ids for status, seq in _LATE_PENDING]
         reports.append(index_row(ids[0], ManagedJobStatus.SUCCEEDED, 3))
         for start in range(0, len(reports), 3):
@@ -118,8 +120,9 @@ def test_a_shard_continues_as_new_keeping_its_rows(
             assert time.monotonic() < deadline, "the shard never continued as new"
             await asyncio.sleep(0.1)
         rows = {row.summary.job_id: row.summary.status for row in await _rows(client, shard)}
-        assert rows == {job_id: ManagedJobStatus.RUNNING for job_id in ids[1:]} | {
-            ids[0]: ManagedJobStatus.SUCCEEDED
+        assert rows == {job_id: ManagedJobStatus.RUNNING for job_id in ids[2:]} | {
+            ids[0]: ManagedJobStatus.SUCCEEDED,  # its end cleared its mark
+            ids[1]: ManagedJobStatus.CANCELLING,
         }
         active = await _rows(client, shard, JobRowsFilter(active_only=True))
         assert len(active) == 29

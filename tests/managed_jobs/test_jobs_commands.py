@@ -136,6 +136,15 @@ def test_cancel_by_id_name_and_all_says_what_was_cancelled_and_what_had_ended(
         ]
         assert run(cancel_requested(handles[0])) and run(cancel_requested(handles[1]))
         assert not run(cancel_requested(handles[3]))
+        # The stand-ins never get to their cancel: the index shows it from the command's mark.
+        listed = json.loads(skyhop("jobs", "queue", "--json", env=env).stdout)["items"]
+        assert {item["job_id"]: item["status"] for item in listed} == {
+            ids[0]: "CANCELLING",
+            ids[1]: "CANCELLING",
+            ids[2]: "FAILED",
+            ids[3]: "RUNNING",
+            ids[4]: "RUNNING",
+        }
 
         by_name = skyhop("jobs", "cancel", "-n", "b", "-y", env=env)
         assert by_name.returncode == 0, by_name.stderr
