@@ -19,9 +19,10 @@ __all__ = ["connect"]
 _STARTING_GRACE_S = 60.0
 
 # The I/O errors the SDK's core reports (``kind: ConnectionReset``, ``Connection reset by peer``,
-# at connect or at its first call) when nothing accepted the connection or the listener dropped
+# at connect or at its first call; ``Cancelled`` with ``connection closed`` when the drop comes
+# after the HTTP/2 handshake began) when nothing accepted the connection or the listener dropped
 # it: the sockets of a dev server that is starting, or restarting on its SQLite file.
-_NOT_LISTENING_YET = ("connectionrefused", "connectionreset", "brokenpipe")
+_NOT_LISTENING_YET = ("connectionrefused", "connectionreset", "brokenpipe", '"connectionclosed"')
 
 
 async def connect(config: TemporalConfig, address: str, *, server_starting: bool = False) -> Client:
