@@ -48,23 +48,25 @@ def test_filters_select_by_user_name_and_done_ness() -> None:
     assert ids(JobRowsFilter(user="bo", name="eval")) == []
 
 
+def _shown(rows: JobRows) -> dict[int, ManagedJobStatus]:
+    """Each job's status as a listing shows it."""
+    return {row.summary.job_id: row.summary.status for row in rows.select(JobRowsFilter())}
+
+
 def test_a_job_marked_cancelling_reads_so_until_its_end_lands_whatever_lands_before() -> None:
     rows = JobRows([index_row(1, ManagedJobStatus.RUNNING, 2), index_row(2, ManagedJobStatus.SUCCEEDED, 5)])
     rows.mark_cancelling([1, 2, 3])  # 2 had ended; 3 has not reported yet
 
-    def shown() -> dict[int, ManagedJobStatus]:
-        return {row.summary.job_id: row.summary.status for row in rows.select(JobRowsFilter())}
-
-    assert shown() == {1: ManagedJobStatus.CANCELLING, 2: ManagedJobStatus.SUCCEEDED}
+    assert _shown(rows) == {1: ManagedJobStatus.CANCELLING, 2: ManagedJobStatus.SUCCEEDED}
     assert rows.merge(index_row(1, ManagedJobStatus.RECOVERING, 3)), "a report on its way at the cancel"
     assert rows.merge(index_row(3, ManagedJobStatus.PENDING, 1))
-    assert shown()[1] == shown()[3] == ManagedJobStatus.CANCELLING
+    assert _shown(rows)[1] == _shown(rows)[3] == ManagedJobStatus.CANCELLING
     assert [row.summary.job_id for row in rows.select(JobRowsFilter(active_only=True))] == [1, 3]
 
     carried = JobRows(rows.carried(), rows.carried_cancelling())  # across a continue-as-new
     assert carried.carried_cancelling() == [1, 3]
     assert carried.merge(index_row(1, ManagedJobStatus.CANCELLED, 4))
-    assert {row.summary.job_id: row.summary.status for row in carried.select(JobRowsFilter())} == {
+    assert _shown(carried) == {
         1: ManagedJobStatus.CANCELLED,
         2: ManagedJobStatus.SUCCEEDED,
         3: ManagedJobStatus.CANCELLING,
