@@ -38,6 +38,7 @@ __all__ = [
     "read_state",
     "server_running",
     "spawn_private",
+    "start_dev_server",
     "stop",
     "worker_argv",
     "worker_running",
@@ -212,15 +213,29 @@ def free_port(*taken: int) -> int:
             return port
 
 
-def _wait_port(port: int, proc: subprocess.Popen[bytes], log: Path) -> None:
+_STARTED = b"Temporal Server:"
+"""The first line of the banner the dev server prints once every service of it started."""
+
+
+def start_dev_server(argv: list[str], log: Path) -> subprocess.Popen[bytes]:
+    """Spawn the dev server (``spawn_private``) and return once it serves: its banner is in ``log``.
+
+    Its port listening is not enough: a port chosen free can be taken before the server binds it
+    (by another program's server, or as a connection's own port), and then the port listens while
+    this server, failing to bind, exits. ServerError if it exits or does not start in time.
+    """
+    since = log.stat().st_size if log.exists() else 0
+    proc = spawn_private(argv, log)
     deadline = time.monotonic() + _READY_TIMEOUT_S
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise ServerError(f"the Temporal dev server exited at start: {_tail(log)}")
-        if not _port_free(port):
-            return
+        with open(log, "rb") as output:
+            output.seek(since)
+            if _STARTED in output.read():
+                return proc
         time.sleep(0.05)
-    raise ServerError(f"the Temporal dev server did not listen on port {port} within {_READY_TIMEOUT_S:.0f}s")
+    raise ServerError(f"the Temporal dev server did not start within {_READY_TIMEOUT_S:.0f}s: {_tail(log)}")
 
 
 def _tail(path: Path, lines: int = 5) -> str:
@@ -328,9 +343,7 @@ def _start_server(config: TemporalConfig, folder: Path) -> EmbeddedServer:
         db_file=db_file,
         namespace=config.namespace,
     )
-    log = folder / "temporal.log"
-    proc = spawn_private(argv, log)
-    _wait_port(config.port, proc, log)
+    proc = start_dev_server(argv, folder / "temporal.log")
     return EmbeddedServer(
         address=f"127.0.0.1:{config.port}",
         namespace=config.namespace,

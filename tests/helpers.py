@@ -9,7 +9,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -17,7 +16,13 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
-from skyhop.cli.embedded import dev_server_argv, free_port, spawn_private, worker_argv
+from skyhop.cli.embedded import (
+    ServerError,
+    dev_server_argv,
+    free_port,
+    start_dev_server,
+    worker_argv,
+)
 
 __all__ = [
     "SKYHOP_CLI",
@@ -114,11 +119,6 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
-def _listening(port: int, ip: str = "127.0.0.1") -> bool:
-    with socket.socket() as sock:
-        return sock.connect_ex((ip, port)) == 0
-
-
 def _stop(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:
     if proc.poll() is None:
         proc.send_signal(sig)
@@ -127,6 +127,9 @@ def _stop(proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+_PORT_ATTEMPTS = 3
 
 
 class DevServer:
@@ -138,29 +141,41 @@ class DevServer:
     def __init__(self, folder: Path, *, ip: str = "127.0.0.1", netns: str | None = None) -> None:
         self.folder = folder
         self.ip, self.netns = ip, netns
-        self.port = free_port()
-        self.ui_port = free_port()
-        self.http_port = free_port()
-        self.metrics_port = free_port()
+        self._choose_ports()
         self.db_file = folder / "temporal.db"
         self.proc: subprocess.Popen[bytes] | None = None
+
+    def _choose_ports(self) -> None:
+        self.port = free_port()
+        self.ui_port = free_port(self.port)
+        self.http_port = free_port(self.port, self.ui_port)
+        self.metrics_port = free_port(self.port, self.ui_port, self.http_port)
 
     @property
     def address(self) -> str:
         return f"{self.ip}:{self.port}"
 
     def start(self) -> None:
-        argv = dev_server_argv(
-            port=self.port,
-            ui_port=self.ui_port,
-            http_port=self.http_port,
-            metrics_port=self.metrics_port,
-            db_file=self.db_file,
-            ip="0.0.0.0" if self.netns else self.ip,
-        )
-        inside = ["ip", "netns", "exec", self.netns] if self.netns else []
-        self.proc = spawn_private([*inside, *argv], self.folder / "temporal.log")
-        wait_for(lambda: _listening(self.port, self.ip), 60, "the Temporal dev server to listen")
+        """Start it; on new ports if one was taken before it bound it (four test sessions start
+        servers at once, and each server picks ports of its own for its services: a CI run lost one
+        session's server to that, and every test of that session with it)."""
+        for attempt in range(_PORT_ATTEMPTS):
+            argv = dev_server_argv(
+                port=self.port,
+                ui_port=self.ui_port,
+                http_port=self.http_port,
+                metrics_port=self.metrics_port,
+                db_file=self.db_file,
+                ip="0.0.0.0" if self.netns else self.ip,
+            )
+            inside = ["ip", "netns", "exec", self.netns] if self.netns else []
+            try:
+                self.proc = start_dev_server([*inside, *argv], self.folder / "temporal.log")
+                return
+            except ServerError as exc:
+                if "address already in use" not in str(exc) or attempt == _PORT_ATTEMPTS - 1:
+                    raise
+                self._choose_ports()
 
     def stop(self) -> None:
         if self.proc is not None:
