@@ -222,20 +222,29 @@ def start_dev_server(argv: list[str], log: Path) -> subprocess.Popen[bytes]:
 
     Its port listening is not enough: a port chosen free can be taken before the server binds it
     (by another program's server, or as a connection's own port), and then the port listens while
-    this server, failing to bind, exits. ServerError if it exits or does not start in time.
+    this server, failing to bind, exits. ServerError if it exits (naming the first error it printed,
+    not the stack of the panic that may follow) or does not start in time.
     """
     since = log.stat().st_size if log.exists() else 0
     proc = spawn_private(argv, log)
     deadline = time.monotonic() + _READY_TIMEOUT_S
     while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise ServerError(f"the Temporal dev server exited at start: {_tail(log)}")
-        with open(log, "rb") as output:
-            output.seek(since)
-            if _STARTED in output.read():
-                return proc
+        exited = proc.poll() is not None
+        output = _output_since(log, since)  # read after the poll: all of it, if it exited
+        if exited:
+            said = output.decode(errors="replace").splitlines()
+            error = next((line.strip() for line in said if "error" in line.lower()), None)
+            raise ServerError(f"the Temporal dev server exited at start: {error or _tail(log)}")
+        if _STARTED in output:
+            return proc
         time.sleep(0.05)
     raise ServerError(f"the Temporal dev server did not start within {_READY_TIMEOUT_S:.0f}s: {_tail(log)}")
+
+
+def _output_since(log: Path, offset: int) -> bytes:
+    with open(log, "rb") as output:
+        output.seek(offset)
+        return output.read()
 
 
 def _tail(path: Path, lines: int = 5) -> str:

@@ -46,3 +46,15 @@ def test_the_test_sessions_server_starts_again_on_new_ports_when_its_port_was_ta
                 pass
         finally:
             server.stop()
+
+
+def test_a_server_that_panics_after_its_bind_error_is_named_by_the_bind_error(tmp_path: Path) -> None:
+    """The bind can fail after the server's own check that its port is free: it then logs the error
+    and panics, and the stack, not the error, ends its output."""
+    said = (
+        'echo \'level=ERROR msg="Failed to start gRPC listener" error="listen tcp 127.0.0.1:1: bind: '
+        "address already in use\"'; echo 'panic: runtime error: invalid memory address'; "
+        'for frame in $(seq 40); do echo "goroutine frame $frame"; done; exit 2'
+    )
+    with pytest.raises(ServerError, match='exited at start: level=ERROR .*address already in use"$'):
+        start_dev_server(["sh", "-c", said], tmp_path / "temporal.log")
