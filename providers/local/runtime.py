@@ -97,22 +97,23 @@ class LocalNodeRuntime(NodeRuntime):
         cwd = str(self._resolve(spec.cwd)) if spec.cwd else None
         env = {"HOME": str(self.root), **spec.env}  # the task's own HOME, if it sets one, wins
         job = spec.model_copy(update={"cwd": cwd, "env": env}).model_dump()
-        folder = await asyncio.to_thread(node_runner.claim, str(self.root), spec.key, job)
-        if folder is None:
-            return  # a start before this one (a retried activity's) claimed it: it runs once
-        # The runner's waiter, with no Python interpreter in between (``node_runner._DETACH``);
-        # spawned, never forked from this threaded process.
+        staged = await asyncio.to_thread(node_runner.stage, str(self.root), spec.key, job)
+        # The claim and the runner's waiter, with no Python interpreter in between
+        # (``node_runner._DETACH``); spawned, never forked from this threaded process.
         netns = self.node.access.netns if isinstance(self.node.access, LocalAccess) else None
         inside = ["ip", "netns", "exec", netns] if netns else []  # the job's machine: its network
+        runner = str(self.root / "node_runner.py")
         proc = await asyncio.create_subprocess_exec(
             *inside,
-            *node_runner.waiter_argv(str(self.root / "node_runner.py"), folder, job),
+            *node_runner.waiter_argv(runner, str(self.root), spec.key, staged, job),
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
             start_new_session=True,
         )
         _, err = await proc.communicate()
+        if proc.returncode == node_runner.EXISTS:
+            return  # a start before this one (a retried activity's) claimed it: it runs once
         if proc.returncode != 0:
             raise OSError(f"starting job {spec.key} failed: {err.decode(errors='replace').strip()}")
 
