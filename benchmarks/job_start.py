@@ -3,8 +3,8 @@ the wall time per start, the runner's command line next to the worker's own spaw
 
 - command line: ``python node_runner.py start`` (what the SSH runtime runs on a node, and what the
   local runtime ran before): a Python interpreter per start, besides the job's own ``run-job``;
-- spawn: ``LocalNodeRuntime.start_job`` (the folder claimed in the worker, the job's waiter
-  spawned through a shell, ``node_runner._DETACH``).
+- spawn: ``LocalNodeRuntime.start_job`` (the spec staged by the worker, the job claimed and its
+  waiter started by a shell, ``node_runner._DETACH``).
 
 Each way starts ``--jobs`` jobs that ``sleep``, ``--in-flight`` at a time, on one node folder;
 a start returns once its job recorded itself. The CPU is the whole machine's (``/proc/stat``:
