@@ -270,8 +270,8 @@ so the waiter is no child of whoever started it: the starter's death (a worker's
 channel) does not reach it, and no one has to reap it. The starter's pipe becomes the waiter's file
 descriptor 3, open until the job recorded itself (``run-job`` closes it), then its end tells the
 starter that a cancel finds what to stop. Started by skyhop's worker for a node in its own process
-(``local``, ``sim``), this costs a shell where a Python interpreter per job start took 20 to 30 ms
-of CPU."""
+(``local``, ``sim``), this costs a shell where a Python interpreter per job start took about 42 ms
+of the machine's CPU (``benchmarks/job_start.py``)."""
 _WAITER = """
 "$1" -I -S "$2" run-job "$3" 3 </dev/null >>"$3/run.log" 2>&1 &
 job=$!
