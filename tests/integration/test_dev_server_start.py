@@ -12,15 +12,8 @@ from skyhop.cli.embedded import ServerError, dev_server_argv, free_port, start_d
 from tests.helpers import DevServer
 
 
-def _listener() -> socket.socket:
-    holder = socket.socket()
-    holder.bind(("127.0.0.1", 0))
-    holder.listen()
-    return holder
-
-
 def test_a_dev_server_whose_port_another_program_holds_is_an_error_not_a_start(tmp_path: Path) -> None:
-    with _listener() as holder:
+    with socket.create_server(("127.0.0.1", 0)) as holder:
         taken = holder.getsockname()[1]
         ui_port = free_port(taken)
         http_port = free_port(taken, ui_port)
