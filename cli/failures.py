@@ -98,28 +98,31 @@ async def while_busy(send: Callable[[], Awaitable[T]]) -> T:
         delay = min(delay * 2, 5.0)
 
 
-_QUERY_ATTEMPTS = 5
+_REFUSED_FOR_S = 30.0
+"""How long a worker may refuse a query for arriving outside a workflow task: while a task that a
+dead worker started has not timed out (10 s, the workflow task timeout), every query that brings it
+is refused (``workflows.runner``); then a live worker takes the task and the next ask is answered."""
 
 
 async def asked_again(query: Callable[[], Awaitable[T]]) -> T:
-    """``query()``, asked again when the worker refused it for arriving outside a workflow task.
+    """``query()``, asked again while the worker refuses it for arriving outside a workflow task.
 
     The worker then drops the workflow's state and rebuilds it by replay (see ``workflows.runner``),
-    so the next ask is answered. A query the server refuses for load (its buffer of queries waiting
+    so a later ask is answered. A query the server refuses for load (its buffer of queries waiting
     for a workflow task is full while no worker runs) is sent again as ``while_busy`` does.
     """
     from temporalio.client import WorkflowQueryFailedError
 
     from skyhop.contract import QUERY_OUTSIDE_TASK
 
-    for _ in range(_QUERY_ATTEMPTS - 1):
+    deadline = time.monotonic() + _REFUSED_FOR_S
+    while True:
         try:
             return await while_busy(query)
         except WorkflowQueryFailedError as exc:
-            if QUERY_OUTSIDE_TASK not in str(exc):
+            if QUERY_OUTSIDE_TASK not in str(exc) or time.monotonic() > deadline:
                 raise
         await asyncio.sleep(0.5)
-    return await while_busy(query)
 
 
 class Patience:

@@ -25,10 +25,26 @@ it emits the accept first, and fails with "Update machine does not handle this e
 ActivityTaskScheduled" — the cluster workflow is stuck for good. It happened after a worker crash
 (the restarted worker's first task was such a query, while ``skyhop exec`` followed its job).
 
-Such an activation is recognisable: events were applied (the history length grew) but no workflow
-task started (the history size, which only a ``WorkflowTaskStarted`` event sets, is the previous
-activation's). The runner fails it: core then answers the query with that failure and evicts the
-workflow, and the next real workflow task rebuilds it by replay, in the grouping a replay uses.
+Such an activation is recognisable in one of two ways, and the runner fails it in both: core then
+answers the query with that failure and evicts the workflow, and the next real workflow task
+rebuilds it by replay, in the grouping a replay uses.
+
+- On a workflow the worker holds: events were applied (the history length grew) but no workflow
+  task started (the history size, which only a ``WorkflowTaskStarted`` event sets, is the previous
+  activation's).
+- On a workflow the worker has just rebuilt (it restarted, or had evicted it): the size tells
+  nothing there. A query sent while the workflow was idle waits in the task queue while no worker
+  polls; when the new worker takes it, its history can end with a workflow task that the crashed
+  (frozen) worker had started. Core replays up to the last completed task and applies the rest,
+  with that task's size, as if it were this worker's task. What gives it away is what follows:
+  the legacy query itself, right after the rebuilt workflow's first live activation. The runner
+  fails that query. A real task's query can follow the same way; failing it costs one more replay,
+  once per rebuild. It happened in the frozen-worker chaos test
+  (``tests/cluster/test_worker_crash.py``); ``tests/integration/test_task_bound_runner.py`` makes
+  it happen on purpose.
+
+A legacy query is one whose id is core's ``legacy_query``; a query that came with a workflow task
+has an id of its own.
 """
 
 from __future__ import annotations
@@ -49,6 +65,9 @@ from temporalio.worker import (
 from skyhop.contract import QUERY_OUTSIDE_TASK
 
 __all__ = ["TaskBoundRunner"]
+
+LEGACY_QUERY_ID = "legacy_query"
+"""The id core gives a query sent straight to a worker, outside a workflow task."""
 
 
 class TaskBoundRunner(WorkflowRunner):
@@ -72,14 +91,25 @@ class _TaskBoundInstance(WorkflowInstance):
         self._inner = inner
         self._seen: tuple[int, int] | None = None
         """(history length, history size) of the last activation that applied a workflow task."""
+        self._rebuilding: bool | None = None
+        """True while every activation has been a replay: the worker is rebuilding a workflow it did
+        not hold (None before the first activation)."""
+        self._unproven = False
+        """The last activation was a rebuilt instance's first live one, and nothing since showed
+        that a workflow task, not a query, brought it."""
 
     def activate(self, act: WorkflowActivation) -> WorkflowActivationCompletion:
-        if _outside_task(act, self._seen):
+        if _outside_task(act, self._seen) or (self._unproven and _is_legacy_query(act)):
             completion = WorkflowActivationCompletion(run_id=act.run_id)
             completion.failed.failure.message = QUERY_OUTSIDE_TASK
             return completion
+        self._unproven = False
         if not all(job.HasField("query_workflow") for job in act.jobs):
             self._seen = (act.history_length, act.history_size_bytes)
+            if self._rebuilding is None:
+                self._rebuilding = act.is_replaying
+            elif self._rebuilding and not act.is_replaying:
+                self._rebuilding, self._unproven = False, True
         return self._inner.activate(act)
 
     def get_serialization_context(self, command_info: object) -> SerializationContext | None:
@@ -93,6 +123,12 @@ class _TaskBoundInstance(WorkflowInstance):
 
     def get_thread_id(self) -> int | None:
         return self._inner.get_thread_id()
+
+
+def _is_legacy_query(act: WorkflowActivation) -> bool:
+    return any(
+        job.query_workflow.query_id == LEGACY_QUERY_ID for job in act.jobs if job.HasField("query_workflow")
+    )
 
 
 def _outside_task(act: WorkflowActivation, seen: tuple[int, int] | None) -> bool:
