@@ -10,10 +10,8 @@ or through a symlink.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import shutil
-import sys
 from pathlib import Path
 
 from skyhop.providers.base import Capabilities, LocalAccess, NodeHandle, NodeRuntime
@@ -98,24 +96,24 @@ class LocalNodeRuntime(NodeRuntime):
             raise NodeGoneError(f"node {self.node.rank} is gone (its folder {self.root} was removed)")
         cwd = str(self._resolve(spec.cwd)) if spec.cwd else None
         env = {"HOME": str(self.root), **spec.env}  # the task's own HOME, if it sets one, wins
-        payload = json.dumps(spec.model_copy(update={"cwd": cwd, "env": env}).model_dump()).encode()
-        # The runner forks a daemon; it runs in its own process, never in this threaded one.
+        job = spec.model_copy(update={"cwd": cwd, "env": env}).model_dump()
+        staged = await asyncio.to_thread(node_runner.stage, str(self.root), spec.key, job)
+        # The claim and the runner's waiter, with no Python interpreter in between
+        # (``node_runner._DETACH``); spawned, never forked from this threaded process.
         netns = self.node.access.netns if isinstance(self.node.access, LocalAccess) else None
         inside = ["ip", "netns", "exec", netns] if netns else []  # the job's machine: its network
+        runner = str(self.root / "node_runner.py")
         proc = await asyncio.create_subprocess_exec(
             *inside,
-            sys.executable,
-            "-I",
-            "-S",
-            str(self.root / "node_runner.py"),
-            "start",
-            str(self.root),
-            spec.key,
-            stdin=asyncio.subprocess.PIPE,
+            *node_runner.waiter_argv(runner, str(self.root), spec.key, staged, job),
+            stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,
         )
-        out, err = await proc.communicate(payload)
+        _, err = await proc.communicate()
+        if proc.returncode == node_runner.EXISTS:
+            return  # a start before this one (a retried activity's) claimed it: it runs once
         if proc.returncode != 0:
             raise OSError(f"starting job {spec.key} failed: {err.decode(errors='replace').strip()}")
 

@@ -6,7 +6,7 @@ whoever started them, so a job outlives the worker (and the SSH connection) that
 While it runs, what waits for it is a shell (``_WAITER``), not a Python interpreter: a node may
 run thousands of jobs.
 
-Starting is idempotent: the daemon claims the job folder with ``mkdir`` before it runs anything,
+Starting is idempotent: a start claims the job folder with ``mkdir`` before it runs anything,
 so a retried start finds the folder and runs nothing twice.
 
 Usage (on a node)::
@@ -26,6 +26,7 @@ import contextlib
 import hashlib
 import json
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -43,7 +44,7 @@ CONTAINER_RUN = "run"
 NO_RUNTIME_EXIT = 127
 """A container job's exit code on a node with neither docker nor podman (the shell's "not found")."""
 _CLAIM_GRACE_S = 30.0
-"""A claimed folder without a state after this long means the daemon died before it started."""
+"""A claimed folder without a state after this long means its waiter died before the job started."""
 
 
 def job_dir(runtime_dir: str, key: str) -> str:
@@ -207,47 +208,70 @@ def read_log(runtime_dir: str, key: str, offset: int, limit: int) -> bytes:
         return b""
 
 
+def stage(runtime_dir: str, key: str, spec: dict[str, Any]) -> str:
+    """The job's spec, written (owner-only) where the start's shell (``_DETACH``) claims the job with
+    it: the claim, the spec's move into the job's folder and the waiter's start are that shell's,
+    which goes on when whoever started it dies (a worker killed mid-start loses no job, and its
+    retried start runs none twice). A starter that dies before the shell starts leaves the staged
+    file until the node goes."""
+    os.makedirs(os.path.join(runtime_dir, "jobs"), exist_ok=True)
+    staged = os.path.join(runtime_dir, ".staged")
+    os.makedirs(staged, exist_ok=True)
+    path = os.path.join(staged, f"{key}.{os.getpid()}.{secrets.token_hex(4)}.json")
+    _write_json(path, spec)
+    return path
+
+
+def waiter_argv(runner: str, runtime_dir: str, key: str, staged: str, spec: dict[str, Any]) -> list[str]:
+    """The command that claims the job (its folder, with the ``staged`` spec) and runs it under a
+    detached waiter, with ``runner`` (this file, as the node holds it) for the job's start and end.
+
+    Run it in a session of its own, with its standard output a pipe read to its end: the end comes
+    once the job recorded itself (or failed to), and its standard error holds only its own errors.
+    It exits ``EXISTS`` if a start before this one claimed the job.
+    """
+    ends = "finish" if spec.get("container") else "exit"
+    folder = job_dir(runtime_dir, key)
+    return [_SHELL, "-c", _DETACH, _SHELL, _WAITER, sys.executable, runner, folder, ends, staged]
+
+
 def start(runtime_dir: str, key: str, spec: dict[str, Any]) -> str:
     """Claim the job folder and run the job under a detached waiter; "exists" if already claimed."""
-    folder = job_dir(runtime_dir, key)
-    os.makedirs(os.path.dirname(folder), exist_ok=True)
-    try:
-        os.mkdir(folder)
-    except FileExistsError:
+    staged = stage(runtime_dir, key, spec)
+    detach = subprocess.run(
+        waiter_argv(os.path.abspath(__file__), runtime_dir, key, staged, spec),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        start_new_session=True,
+    )
+    if detach.returncode == EXISTS:
         return "exists"
-    _write_json(os.path.join(folder, "spec.json"), spec)
-    runner = os.path.abspath(__file__)
-    recorded, ready = os.pipe()
-    child = os.fork()
-    if child != 0:
-        # "started" once the job recorded itself: a cancel that follows finds what to stop.
-        os.close(ready)
-        while os.read(recorded, 1):
-            pass
-        os.close(recorded)
-        os.waitpid(child, 0)
-        return "started"
-    # Daemon: leave the caller's session so its death (or a closed SSH channel) does not reach us.
-    os.setsid()
-    if os.fork() != 0:
-        os._exit(0)
-    devnull = os.open(os.devnull, os.O_RDWR)
-    for fd in (0, 1, 2):
-        os.dup2(devnull, fd)
-    os.dup2(ready, _READY_FD)
-    os.set_inheritable(_READY_FD, True)
-    try:
-        # A shell traps only what it was not started ignoring: the waiter must be able to forward it.
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        ends = "finish" if spec.get("container") else "exit"
-        os.execv(_SHELL, ["sh", "-c", _WAITER, "skyhop-job", sys.executable, runner, folder, ends])
-    finally:
-        os._exit(1)
+    if detach.returncode != 0:
+        raise OSError(f"starting the job's waiter failed: {detach.stderr.decode(errors='replace').strip()}")
+    return "started"
 
 
 _SHELL = "/bin/sh"
-_READY_FD = 3
-"""The write end of ``start``'s pipe: open until the job recorded itself (or failed to)."""
+EXISTS = 3
+"""``_DETACH``'s exit code when the job's folder was claimed before: the job runs once."""
+_DETACH = """
+if ! mkdir "$4" 2>/dev/null; then
+    rm -f "$6"
+    [ -d "$4" ] && exit 3
+    echo "cannot create the job's folder $4" >&2
+    exit 1
+fi
+mv "$6" "$4/spec.json" || exit 1
+exec 3>&1 >/dev/null
+"$0" -c "$1" skyhop-job "$2" "$3" "$4" "$5" 2>/dev/null &
+"""
+"""Claim the job (``mkdir``), move its staged spec in, start the waiter in the background and exit,
+so the waiter is no child of whoever started it: the starter's death (a worker's, a closed SSH
+channel) does not reach it, and no one has to reap it. The starter's pipe becomes the waiter's file
+descriptor 3, open until the job recorded itself (``run-job`` closes it), then its end tells the
+starter that a cancel finds what to stop. Started by skyhop's worker for a node in its own process
+(``local``, ``sim``), this costs a shell where a Python interpreter per job start took about 42 ms
+of the machine's CPU (``benchmarks/job_start.py``)."""
 _WAITER = """
 "$1" -I -S "$2" run-job "$3" 3 </dev/null >>"$3/run.log" 2>&1 &
 job=$!
@@ -505,6 +529,8 @@ def main(argv: list[str]) -> int:
         return 0
     command, runtime_dir, key = argv[1], argv[2], argv[3]
     if command == "start":
+        # A shell traps only what it was not started ignoring: the waiter must be able to forward it.
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
         print(start(runtime_dir, key, json.load(sys.stdin)), flush=True)
     elif command == "state":
         print(json.dumps(read_state(runtime_dir, key)))

@@ -54,6 +54,16 @@ def test_starting_the_same_key_twice_runs_it_once(tmp_path: Path) -> None:
     assert marks.read_text() == "once\n"
 
 
+def test_a_starter_that_died_after_staging_the_spec_left_the_job_to_its_retry(tmp_path: Path) -> None:
+    """The claim is the start's shell's, not the starter's: a worker killed between writing the spec
+    and spawning the shell claimed nothing, so its retried start runs the job (once)."""
+    marks = tmp_path / "marks"
+    node_runner.stage(str(tmp_path), "k", {"script": f"echo once >> {marks}", "cwd": str(tmp_path)})
+    assert _run_cli(tmp_path, "k", f"echo once >> {marks}") == "started"
+    wait_for(lambda: _state(tmp_path, "k")["status"] == "SUCCEEDED", 10, "the job")
+    assert marks.read_text() == "once\n"
+
+
 def test_start_answers_once_the_job_is_recorded_so_a_cancel_right_after_stops_it(tmp_path: Path) -> None:
     for i in range(5):
         assert _run_cli(tmp_path, f"quick-{i}", "sleep 300") == "started"
