@@ -11,6 +11,7 @@ import uuid
 
 import pytest
 
+from skyhop.cli.failures import asked_again
 from skyhop.cli.job_ids import allocate_job_id
 from skyhop.contract import WORKFLOW_QUEUE, WorkflowType
 from skyhop.contract.managed_jobs import ManagedJobIdsInput, ManagedJobIdsQuery
@@ -56,7 +57,7 @@ def test_twenty_concurrent_submits_get_ids_one_to_twenty_across_continues_as_new
         again = await allocate_job_id(client, requests[7], workflow_id=allocator)  # a retried submit
         assert again == ids[7]
         latest = client.get_workflow_handle(allocator)
-        last: int = await latest.query(ManagedJobIdsQuery.LAST, result_type=int)
+        last: int = await asked_again(lambda: latest.query(ManagedJobIdsQuery.LAST, result_type=int))
         runs = [w async for w in client.list_workflows(f"WorkflowId = '{allocator}'")]
         assert (await latest.describe()).run_id != first.result_run_id
         return sorted(ids), again, last, len(runs)

@@ -15,6 +15,7 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.service import RPCError
 
 from skyhop.activities.job_index import report_row
+from skyhop.cli.failures import asked_again
 from skyhop.cli.job_ids import allocate_job_id
 from skyhop.cli.jobs_submit import submit_jobs
 from skyhop.contract import WORKFLOW_QUEUE, WorkflowType
@@ -43,8 +44,8 @@ pytestmark = pytest.mark.integration
 
 async def _rows(client: Client, shard: int, wanted: JobRowsFilter | None = None) -> list[JobIndexRow]:
     handle = client.get_workflow_handle(job_index_workflow_id(shard))
-    rows: list[JobIndexRow] = await handle.query(
-        JobIndexQuery.ROWS, wanted or JobRowsFilter(), result_type=list[JobIndexRow]
+    rows: list[JobIndexRow] = await asked_again(
+        lambda: handle.query(JobIndexQuery.ROWS, wanted or JobRowsFilter(), result_type=list[JobIndexRow])
     )
     return rows
 

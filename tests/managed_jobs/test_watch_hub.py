@@ -12,6 +12,7 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.service import RPCError
 
 from skyhop.activities.models import AttemptLog, FollowedRun, FollowSet, WatchedJob, WatchHubInput
+from skyhop.cli.failures import asked_again
 from skyhop.contract import WORKFLOW_QUEUE, WorkflowType
 from skyhop.contract.managed_jobs import ManagedJobState, ManagedJobStatus, managed_job_workflow_id
 from skyhop.contract.watch_hub import (
@@ -69,8 +70,9 @@ async def _run_ended_signals(client: Client, workflow_id: str) -> int:
 
 
 async def _followed(client: Client, hub_id: str, *since: int) -> FollowSet:
-    follow: FollowSet = await client.get_workflow_handle(hub_id).query(
-        WatchHubQuery.FOLLOWED.value, *since, result_type=FollowSet
+    handle = client.get_workflow_handle(hub_id)
+    follow: FollowSet = await asked_again(
+        lambda: handle.query(WatchHubQuery.FOLLOWED.value, *since, result_type=FollowSet)
     )
     return follow
 

@@ -18,6 +18,7 @@ from temporalio.client import Client, WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 
 from skyhop.cli.config import TemporalConfig
+from skyhop.cli.failures import asked_again
 from skyhop.cli.payload_key import load_payload_key
 from skyhop.contract import WORKFLOW_QUEUE, WorkflowType
 from skyhop.contract.codec import ENCRYPTED_ENCODING
@@ -219,8 +220,9 @@ def test_the_pools_survive_continue_as_new(
             )
 
         async def carried() -> Inventory:
-            state: Inventory = await client.get_workflow_handle(workflow_id).query(
-                SSHPoolsQuery.INVENTORY, result_type=Inventory
+            handle = client.get_workflow_handle(workflow_id)
+            state: Inventory = await asked_again(
+                lambda: handle.query(SSHPoolsQuery.INVENTORY, result_type=Inventory)
             )
             return state
 
