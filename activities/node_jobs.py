@@ -204,6 +204,8 @@ class JobTracker:
         """False while the job may not have reached every node yet (no record there is no loss)."""
         self.states: list[NodeJobState | None] = [None] * num_nodes
         self._answered = [time.monotonic()] * num_nodes
+        self._silent: set[int] = set()
+        """Ranks whose last question got no answer, and which are not lost yet."""
 
     def asking(self) -> list[int]:
         """The job's ranks whose node has not decided yet."""
@@ -223,10 +225,12 @@ class JobTracker:
         if isinstance(answer, NodeUnreachableError | TimeoutError):
             if is_lost(answer, self._answered[rank]):
                 return _lost(self.handle, rank, answer)
+            self._silent.add(rank)
             return None
         if isinstance(answer, BaseException):
             raise answer
         self._answered[rank] = time.monotonic()
+        self._silent.discard(rank)
         if answer is None:
             if not self.started and self.states[rank] is None and not folder_gone:
                 return None
@@ -241,8 +245,18 @@ class JobTracker:
         return None
 
     def outcome(self) -> JobOutcome | None:
-        """The job's outcome once every node's answer so far decides it."""
-        return combine_node_states(self.states)
+        """The job's outcome once every node's answer so far decides it.
+
+        A job cancelled on one node while another is silent is not decided until that one answers
+        or is lost. The workflow's own cancels do not wait for this outcome, so a cancel seen here
+        is another node's failure being stopped: the job's other nodes are stopped once it is
+        decided (``stop_rest``). A watcher whose attempt timed out after that stop (its result
+        lost) is retried, and its retry must find the lost node, not report the stop's CANCELLED.
+        """
+        outcome = combine_node_states(self.states)
+        if outcome is not None and outcome.status == NodeJobStatus.CANCELLED and self._silent:
+            return None
+        return outcome
 
     async def stop_rest(self, outcome: JobOutcome) -> None:
         """A job that did not succeed is stopped on its other nodes (a lost one is not asked)."""

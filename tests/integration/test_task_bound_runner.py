@@ -18,6 +18,7 @@ import sys
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from temporalio import activity
@@ -38,23 +39,25 @@ ATTEMPTS = 3
 def test_a_restarted_worker_refuses_a_query_that_brings_the_frozen_workers_task(
     temporal_server: DevServer, tmp_path: Path
 ) -> None:
-    met = 0
+    met = False
     for attempt in range(ATTEMPTS):
         outcome = asyncio.run(_scenario(temporal_server.address, tmp_path / f"attempt-{attempt}"))
         assert outcome.replay_failure is None, outcome.replay_failure
         assert outcome.result == STEPS
-        met += outcome.task_timed_out and QUERY_OUTSIDE_TASK in outcome.answers
+        met = outcome.task_timed_out and QUERY_OUTSIDE_TASK in outcome.answers
         if met:
             break
     assert met, f"in {ATTEMPTS} attempts, no query reached the new worker with the frozen worker's task"
 
 
+@dataclass(frozen=True)
 class _Outcome:
-    def __init__(
-        self, result: int, answers: str, task_timed_out: bool, replay_failure: Exception | None
-    ) -> None:
-        self.result, self.answers = result, answers
-        self.task_timed_out, self.replay_failure = task_timed_out, replay_failure
+    result: int
+    answers: str
+    """Every query's answer or error, joined."""
+    task_timed_out: bool
+    """A workflow task timed out: the frozen worker had taken it."""
+    replay_failure: Exception | None
 
 
 async def _scenario(address: str, folder: Path) -> _Outcome:
