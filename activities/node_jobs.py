@@ -249,9 +249,10 @@ class JobTracker:
 
         A job cancelled on one node while another is silent is not decided until that one answers
         or is lost. The workflow's own cancels do not wait for this outcome, so a cancel seen here
-        is another node's failure being stopped: the job's other nodes are stopped once it is
-        decided (``stop_rest``). A watcher whose attempt timed out after that stop (its result
-        lost) is retried, and its retry must find the lost node, not report the stop's CANCELLED.
+        came from outside the workflow: a node's removal, or the stop of the job's other nodes
+        once another node failed (``stop_rest``). A watcher whose attempt timed out after such a
+        stop (its result lost) is retried, and the retry must find the lost node, not report the
+        stop's CANCELLED. The wait is at most ``NODE_LOST_AFTER_S``.
         """
         outcome = combine_node_states(self.states)
         if outcome is not None and outcome.status == NodeJobStatus.CANCELLED and self._silent:
