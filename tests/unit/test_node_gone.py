@@ -8,10 +8,15 @@ from skyhop.providers.runtime.errors import NodeGoneError, NodeUnreachableError
 from skyhop.providers.runtime.jobs import NodeJobState, NodeJobStatus
 
 
-def _handle() -> ClusterHandle:
+def _handle(num_nodes: int = 1) -> ClusterHandle:
     offering = Offering(provider="kubernetes", instance_type="n", cpus=4, memory_gib=16, price=0)
-    node = NodeHandle(rank=0, instance_id="p-0", ip="10.244.0.5", runtime_dir="/r", access=LocalAccess())
-    return ClusterHandle(cluster_name="c", offering=offering, nodes=[node])
+    nodes = [
+        NodeHandle(
+            rank=r, instance_id=f"p-{r}", ip=f"10.244.0.{5 + r}", runtime_dir="/r", access=LocalAccess()
+        )
+        for r in range(num_nodes)
+    ]
+    return ClusterHandle(cluster_name="c", offering=offering, nodes=nodes)
 
 
 def test_a_gone_node_fails_its_job_at_once_and_a_silent_one_only_later() -> None:
@@ -28,16 +33,11 @@ def test_a_gone_node_fails_its_job_at_once_and_a_silent_one_only_later() -> None
 def test_a_cancel_seen_while_another_node_is_silent_waits_for_that_node() -> None:
     # A watcher retried after its first attempt stopped the head for node 1's loss (and timed out
     # before its result was recorded) finds the head CANCELLED and node 1 silent: the job failed.
-    offering = Offering(provider="ssh", instance_type="n", cpus=4, memory_gib=16, price=0)
-    nodes = [
-        NodeHandle(rank=r, instance_id=f"h-{r}", ip=f"10.0.0.{r + 1}", runtime_dir="/r", access=LocalAccess())
-        for r in range(2)
-    ]
-    tracker = JobTracker(ClusterHandle(cluster_name="c", offering=offering, nodes=nodes), "job-1", 2)
+    tracker = JobTracker(_handle(2), "job-1", 2)
     assert tracker.hear(1, TimeoutError()) is None
     assert tracker.hear(0, NodeJobState(status=NodeJobStatus.CANCELLED)) is None
     assert tracker.outcome() is None
-    lost = tracker.hear(1, NodeGoneError("host h-1 is gone"))
+    lost = tracker.hear(1, NodeGoneError("pod p-1 ended"))
     assert lost is not None and lost.status == NodeJobStatus.FAILED and lost.lost_rank == 1
 
 
