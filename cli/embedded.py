@@ -14,6 +14,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -217,26 +218,46 @@ _STARTED = b"Temporal Server:"
 """The first line of the banner the dev server prints once every service of it started."""
 
 
+_START_ATTEMPTS = 3
+_BIND_ERROR = re.compile(r":(\d+): bind: address already in use")
+
+
 def start_dev_server(argv: list[str], log: Path) -> subprocess.Popen[bytes]:
     """Spawn the dev server (``spawn_private``) and return once it serves: its banner is in ``log``.
 
     Its port listening is not enough: a port chosen free can be taken before the server binds it
     (by another program's server, or as a connection's own port), and then the port listens while
     this server, failing to bind, exits. ServerError if it exits (naming the first error it printed,
-    not the stack of the panic that may follow) or does not start in time.
+    not the stack of the panic that may follow) or does not start in time. The ports of its own
+    services (history, matching), which it picks itself at each start, can be taken the same way:
+    a start that failed to bind one of them, none of ``argv``'s, is tried again (a CI run lost a
+    ``skyhop status``'s embedded server to that).
     """
-    since = log.stat().st_size if log.exists() else 0
-    proc = spawn_private(argv, log)
+    attempt = 1
+    while True:
+        since = log.stat().st_size if log.exists() else 0
+        proc = spawn_private(argv, log)
+        error = _start_error(proc, log, since)
+        if error is None:
+            return proc
+        taken = _BIND_ERROR.search(error)
+        if taken is None or taken.group(1) in argv or attempt == _START_ATTEMPTS:
+            raise ServerError(f"the Temporal dev server exited at start: {error}")
+        attempt += 1
+
+
+def _start_error(proc: subprocess.Popen[bytes], log: Path, since: int) -> str | None:
+    """None once the server printed its banner after ``since`` in ``log``; why it exited, if it did
+    (its first error line, else the log's last lines). ServerError if neither comes in time."""
     deadline = time.monotonic() + _READY_TIMEOUT_S
     while time.monotonic() < deadline:
         exited = proc.poll() is not None
         output = _output_since(log, since)  # read after the poll: all of it, if it exited
         if exited:
             said = output.decode(errors="replace").splitlines()
-            error = next((line.strip() for line in said if "error" in line.lower()), None)
-            raise ServerError(f"the Temporal dev server exited at start: {error or _tail(log)}")
+            return next((line.strip() for line in said if "error" in line.lower()), None) or _tail(log)
         if _STARTED in output:
-            return proc
+            return None
         time.sleep(0.05)
     raise ServerError(f"the Temporal dev server did not start within {_READY_TIMEOUT_S:.0f}s: {_tail(log)}")
 

@@ -51,3 +51,32 @@ def test_a_server_that_panics_after_its_bind_error_is_named_by_the_bind_error(tm
     )
     with pytest.raises(ServerError, match='exited at start: level=ERROR .*address already in use"$'):
         start_dev_server(["sh", "-c", said], tmp_path / "temporal.log")
+
+
+def _failing_once(tries: Path, port: int) -> str:
+    """A server that fails its first start on ``port`` (bind: address already in use), then starts."""
+    bind_error = f'level=ERROR error="listen tcp 127.0.0.1:{port}: bind: address already in use"'
+    return (
+        f"echo start >> {tries}; if [ $(wc -l < {tries}) -lt 2 ]; then echo '{bind_error}'; exit 2; fi; "
+        "echo 'Temporal Server: started'; exec sleep 60"
+    )
+
+
+def test_a_server_whose_own_service_port_was_taken_is_started_again(tmp_path: Path) -> None:
+    """The server picks its services' ports itself, anew at each start: one taken is a race to retry."""
+    tries = tmp_path / "tries"
+    proc = start_dev_server(["sh", "-c", _failing_once(tries, 40035)], tmp_path / "temporal.log")
+    try:
+        assert tries.read_text().splitlines() == ["start", "start"]
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_server_whose_given_port_was_taken_is_not_started_again(tmp_path: Path) -> None:
+    """A port of its command line taken: starting again on the same one is no remedy."""
+    tries = tmp_path / "tries"
+    argv = ["sh", "-c", _failing_once(tries, 40035), "sh", "--port", "40035"]
+    with pytest.raises(ServerError, match="127.0.0.1:40035: bind: address already in use"):
+        start_dev_server(argv, tmp_path / "temporal.log")
+    assert tries.read_text().splitlines() == ["start"]
