@@ -11,7 +11,7 @@ import asyncio
 from pydantic import BaseModel
 from temporalio import activity
 
-from skyhop.contract import JobRecord
+from skyhop.contract.clusters import JobRecord
 from skyhop.providers.base import (
     CannotStopError,
     ClusterHandle,

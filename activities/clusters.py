@@ -17,15 +17,12 @@ from skyhop.activities.models import (
 from skyhop.contract import (
     CLUSTER_WORKFLOW,
     WORKFLOW_QUEUE,
-    CancelRequest,
-    ClusterInput,
-    ClusterRecord,
     ClusterUpdate,
     ErrorType,
-    JobRecord,
     LockSignal,
     cluster_workflow_id,
 )
+from skyhop.contract.clusters import CancelRequest, ClusterInput, ClusterRecord, JobRecord
 from skyhop.contract.failures import innermost_message, is_unprocessed_update
 from skyhop.contract.search import cluster_search_attributes
 

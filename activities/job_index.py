@@ -16,7 +16,7 @@ from temporalio import activity
 
 from skyhop.activities.signal_batches import SignalBatches
 from skyhop.contract import WORKFLOW_QUEUE, WorkflowType
-from skyhop.contract.managed_jobs import (
+from skyhop.contract.job_index import (
     JobIndexInput,
     JobIndexRow,
     JobIndexSignal,

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from skyhop.contract import ClaimRequest, JobRecord, JobSubmission
+from skyhop.contract.clusters import ClaimRequest, JobRecord, JobSubmission
 from skyhop.optimizer.blocklist import Blocklist
 from skyhop.providers.base import ClusterHandle
 from skyhop.providers.runtime.jobs import JobOutcome

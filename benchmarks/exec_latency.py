@@ -34,7 +34,8 @@ def _timed(argv: list[str], env: dict[str, str]) -> float:
 async def _update_round_trips(address: str, cluster: str, runs: int) -> list[float]:
     from skyhop.cli.client import connect
     from skyhop.cli.config import TemporalConfig
-    from skyhop.contract import ClusterUpdate, JobRecord, JobSubmission, cluster_workflow_id
+    from skyhop.contract import ClusterUpdate, cluster_workflow_id
+    from skyhop.contract.clusters import JobRecord, JobSubmission
     from skyhop.spec import Task
 
     client = await connect(TemporalConfig(), address)

@@ -64,10 +64,9 @@ async def _launch(client: Any, infra: str) -> tuple[float, float, int]:
         WORKFLOW_QUEUE,
         ClusterUpdate,
         LaunchQuery,
-        LaunchRequest,
-        LaunchResult,
         cluster_workflow_id,
     )
+    from skyhop.contract.clusters import LaunchRequest, LaunchResult
     from skyhop.providers.sim import SimCloud
     from skyhop.spec import Resources, Task
 

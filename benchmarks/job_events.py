@@ -35,17 +35,8 @@ async def _bench(address: str, cluster: str, jobs: int, idle_s: float) -> dict[s
     from skyhop.cli.client import connect
     from skyhop.cli.config import TemporalConfig
     from skyhop.cli.failures import asked_again
-    from skyhop.contract import (
-        CancelRequest,
-        CancelResult,
-        ClusterQuery,
-        ClusterRecord,
-        ClusterUpdate,
-        JobRecord,
-        JobStatus,
-        JobSubmission,
-        cluster_workflow_id,
-    )
+    from skyhop.contract import ClusterQuery, ClusterUpdate, JobStatus, cluster_workflow_id
+    from skyhop.contract.clusters import CancelRequest, CancelResult, ClusterRecord, JobRecord, JobSubmission
     from skyhop.spec import Resources, Task
 
     client = await connect(TemporalConfig(), address)

@@ -57,14 +57,8 @@ async def _bench(
 
     from skyhop.cli.client import connect
     from skyhop.cli.config import TemporalConfig
-    from skyhop.contract import (
-        ClusterQuery,
-        ClusterRecord,
-        ClusterUpdate,
-        JobRecord,
-        JobSubmission,
-        cluster_workflow_id,
-    )
+    from skyhop.contract import ClusterQuery, ClusterUpdate, cluster_workflow_id
+    from skyhop.contract.clusters import ClusterRecord, JobRecord, JobSubmission
     from skyhop.spec import Resources, Task
     from tests.helpers import SKYHOP_CLI
 

@@ -37,7 +37,7 @@ async def _list_jobs(address: str, jobs: int, cancel: int) -> float:
 
     from skyhop.cli.client import connect
     from skyhop.cli.config import TemporalConfig
-    from skyhop.contract.managed_jobs import ManagedJobStatus
+    from skyhop.contract.job_index import ManagedJobStatus
     from tests.managed_jobs.fakes import allocated_ids, start_listed
     from tests.managed_jobs.support import attempt, job_state
 
@@ -75,7 +75,7 @@ async def _side_by_side(address: str, runs: int) -> None:
     from skyhop.cli.client import connect
     from skyhop.cli.config import TemporalConfig
     from skyhop.cli.jobs_listing import indexed_jobs, listing_query, visible_jobs
-    from skyhop.contract.managed_jobs import JobRowsFilter
+    from skyhop.contract.job_index import JobRowsFilter
 
     client = await connect(TemporalConfig(), address)
     ways = {

@@ -202,7 +202,7 @@ async def _count(client: Client, query: str) -> int:
 async def _until_count(client: Client, query: str, n: int, stall_s: float = 120.0) -> float:
     """Seconds until ``query`` counts ``n`` workflows; AssertionError, with the jobs' statuses, once
     the count has not grown for ``stall_s`` (launches held up: say, no worker slot left)."""
-    from skyhop.contract.managed_jobs import ManagedJobStatus
+    from skyhop.contract.job_index import ManagedJobStatus
 
     started = last_change = time.monotonic()
     seen = -1
@@ -235,7 +235,8 @@ async def _history_lengths(client: Client, job_ids: list[int]) -> dict[str, _Run
     from temporalio.service import RPCError
 
     from skyhop.contract import cluster_workflow_id
-    from skyhop.contract.managed_jobs import managed_cluster_name, managed_job_workflow_id
+    from skyhop.contract.job_index import managed_job_workflow_id
+    from skyhop.contract.managed_jobs import managed_cluster_name
     from skyhop.contract.watch_hub import WATCH_HUB_SHARDS, watch_hub_workflow_id
 
     ids = [managed_job_workflow_id(j) for j in job_ids]
@@ -263,7 +264,7 @@ async def _until_settled(client: Client, job_ids: list[int], timeout: float = 90
     """When no job holds an activity or a workflow task any more (every status report reached the
     job index, and the job continued as new): what a running job costs while idle is measured
     from there, not mixed with the launch's backlog."""
-    from skyhop.contract.managed_jobs import managed_job_workflow_id
+    from skyhop.contract.job_index import managed_job_workflow_id
 
     jobs = {managed_job_workflow_id(j) for j in job_ids}
     deadline = time.monotonic() + timeout
@@ -345,7 +346,7 @@ async def _recovering_at(client: Client, since: dict[int, float]) -> dict[int, d
 
 async def _marks_since(client: Client, job_id: int, since: float) -> dict[str, float]:
     from skyhop.contract import SearchAttribute
-    from skyhop.contract.managed_jobs import ManagedJobStatus, managed_job_workflow_id
+    from skyhop.contract.job_index import ManagedJobStatus, managed_job_workflow_id
     from skyhop.contract.watch_hub import RUN_ENDED_SIGNAL
     from tests.managed_jobs.support import every_run_events
 

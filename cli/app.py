@@ -108,7 +108,7 @@ def _task(entrypoint: list[str], overrides: TaskOverrides) -> Any:
 
 
 def _default_cluster_name() -> str:
-    from skyhop.cli.launching import current_user
+    from skyhop.cli.session import current_user
 
     user = re.sub(r"[^a-z0-9-]", "", current_user().lower())[:20] or "user"
     return f"skyhop-{uuid.uuid4().hex[:4]}-{user}".rstrip("-")

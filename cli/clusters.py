@@ -12,13 +12,13 @@ from skyhop.cli.failures import asked_again, is_not_found, stuck_reason
 from skyhop.cli.output import age, info, print_json, table
 from skyhop.contract import (
     ClusterQuery,
-    ClusterRecord,
     ClusterStatus,
     ClusterUpdate,
     SearchAttribute,
     WorkflowKind,
     cluster_workflow_id,
 )
+from skyhop.contract.clusters import ClusterRecord
 from skyhop.contract.failures import innermost_message
 
 if TYPE_CHECKING:

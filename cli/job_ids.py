@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from skyhop.cli.failures import while_busy
-from skyhop.contract.managed_jobs import MANAGED_JOB_IDS_ID
+from skyhop.contract.job_index import MANAGED_JOB_IDS_ID
 
 if TYPE_CHECKING:
     from temporalio.client import Client
 
-    from skyhop.contract.managed_jobs import AllocatedIds
+    from skyhop.contract.job_index import AllocatedIds
 
 __all__ = ["allocate_job_id", "allocate_job_ids"]
 
@@ -35,12 +35,7 @@ async def allocate_job_ids(
     from temporalio.common import WorkflowIDConflictPolicy
 
     from skyhop.contract import WORKFLOW_QUEUE, WorkflowType
-    from skyhop.contract.managed_jobs import (
-        AllocatedIds,
-        AllocateIds,
-        ManagedJobIdsInput,
-        ManagedJobIdsUpdate,
-    )
+    from skyhop.contract.job_index import AllocatedIds, AllocateIds, ManagedJobIdsInput, ManagedJobIdsUpdate
 
     async def send() -> AllocatedIds:
         start: WithStartWorkflowOperation[Any, None] = WithStartWorkflowOperation(

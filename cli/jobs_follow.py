@@ -33,7 +33,7 @@ async def job_state(client: Client, job_id: int) -> ManagedJobState:
 
     from skyhop.cli.failures import asked_again, is_not_found
     from skyhop.cli.logs import JobNotFoundError
-    from skyhop.contract.managed_jobs import ManagedJobQuery, managed_job_workflow_id
+    from skyhop.contract.job_index import ManagedJobQuery, managed_job_workflow_id
 
     handle = client.get_workflow_handle(managed_job_workflow_id(job_id))
     try:

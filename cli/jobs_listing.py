@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from skyhop.cli.failures import Patience
 from skyhop.cli.output import age, duration, fail, info, print_json, table
 from skyhop.contract import SearchAttribute, WorkflowKind
-from skyhop.contract.managed_jobs import JobRowsFilter, ManagedJobStatus, ManagedJobSummary
+from skyhop.contract.job_index import JobRowsFilter, ManagedJobStatus, ManagedJobSummary
 
 if TYPE_CHECKING:
     from temporalio.client import Client
@@ -119,7 +119,7 @@ async def visible_jobs(client: Client, query: str) -> list[Listed]:
     from temporalio.api.enums.v1 import WorkflowExecutionStatus
     from temporalio.api.workflowservice.v1 import ListWorkflowExecutionsRequest
 
-    from skyhop.contract.managed_jobs import MEMO_KEY
+    from skyhop.contract.job_index import MEMO_KEY
 
     found: dict[str, Listed] = {}
     token = b""
@@ -176,7 +176,7 @@ async def _query(
 
 
 async def _shard_rows(client: Client, shard: int, wanted: JobRowsFilter, patience: Patience) -> list[Listed]:
-    from skyhop.contract.managed_jobs import JobIndexQuery, JobIndexRow, job_index_workflow_id
+    from skyhop.contract.job_index import JobIndexQuery, JobIndexRow, job_index_workflow_id
 
     rows: list[JobIndexRow] = await _query(
         client, job_index_workflow_id(shard), JobIndexQuery.ROWS, wanted, list[JobIndexRow], [], patience
@@ -185,7 +185,7 @@ async def _shard_rows(client: Client, shard: int, wanted: JobRowsFilter, patienc
 
 
 async def _last_job_id(client: Client, patience: Patience) -> int:
-    from skyhop.contract.managed_jobs import MANAGED_JOB_IDS_ID, ManagedJobIdsQuery
+    from skyhop.contract.job_index import MANAGED_JOB_IDS_ID, ManagedJobIdsQuery
 
     last: int = await _query(client, MANAGED_JOB_IDS_ID, ManagedJobIdsQuery.LAST, None, int, 0, patience)
     return last
@@ -197,7 +197,7 @@ async def indexed_jobs(
     """The jobs ``wanted`` selects, newest first: every shard's rows (only those of the shards that
     hold job ids ``of``, if given), corrected by visibility for the jobs whose workflow ended
     without saying how (``shown_status``); a shard that answers late is asked again (``patience``)."""
-    from skyhop.contract.managed_jobs import job_index_shard
+    from skyhop.contract.job_index import job_index_shard
 
     patience = patience or _patience()
     if of is None:
@@ -216,8 +216,7 @@ async def indexed_jobs(
 
 
 async def run_jobs_queue(*, all_users: bool, skip_finished: bool, as_json: bool) -> int:
-    from skyhop.cli.launching import current_user
-    from skyhop.cli.session import open_client
+    from skyhop.cli.session import current_user, open_client
 
     client = await open_client()
     user = current_user()
@@ -256,8 +255,7 @@ def id_ranges(ids: list[int]) -> str:
 
 async def run_jobs_cancel(job_ids: list[int], *, name: str | None, all_jobs: bool) -> int:
     """Cancel each job's workflow; say which were cancelled, which had ended, which do not exist."""
-    from skyhop.cli.launching import current_user
-    from skyhop.cli.session import open_client
+    from skyhop.cli.session import current_user, open_client
 
     client = await open_client()
     patience = _patience()
@@ -302,7 +300,7 @@ async def _mark_cancelling(client: Client, job_ids: list[int], patience: Patienc
     from temporalio.service import RPCError
 
     from skyhop.cli.failures import is_not_found, while_busy
-    from skyhop.contract.managed_jobs import JobIndexSignal, job_index_shard, job_index_workflow_id
+    from skyhop.contract.job_index import JobIndexSignal, job_index_shard, job_index_workflow_id
 
     by_shard: dict[int, list[int]] = {}
     for job_id in job_ids:
@@ -337,7 +335,7 @@ async def _cancel(client: Client, job_id: int, patience: Patience, *, listed_run
     from temporalio.service import RPCError
 
     from skyhop.cli.failures import is_not_found, while_busy
-    from skyhop.contract.managed_jobs import managed_job_workflow_id
+    from skyhop.contract.job_index import managed_job_workflow_id
 
     handle = client.get_workflow_handle(managed_job_workflow_id(job_id))
     try:

@@ -17,7 +17,8 @@ from skyhop.cli.output import EXIT_DETACHED, fail, info
 if TYPE_CHECKING:
     from temporalio.client import Client
 
-    from skyhop.contract.managed_jobs import ManagedJobRequest, ManagedJobSummary
+    from skyhop.contract.job_index import ManagedJobSummary
+    from skyhop.contract.managed_jobs import ManagedJobRequest
     from skyhop.spec import Dag, TaskOverrides
 
 __all__ = ["STARTS_IN_FLIGHT", "load_job", "ranked", "run_jobs_launch", "submit_job", "submit_jobs"]
@@ -40,8 +41,8 @@ def load_job(
     now, each task pinned to the provider and region chosen for them all. With ``pool``, the job is
     one task run on a worker of that pool.
     """
-    from skyhop.cli.launching import current_user
     from skyhop.cli.planning import place_dag, placeable, placed_together
+    from skyhop.cli.session import current_user
     from skyhop.contract.managed_jobs import ManagedJobRequest
     from skyhop.spec import Execution, Placement, SpecError, load_dag
     from skyhop.spec.limits import MAX_NAME_CHARS, check_request_size
@@ -128,7 +129,7 @@ async def submit_jobs(
     program that submits many jobs (the scale benchmark): the allocator takes at most 10 updates
     in flight, so an id per job would cap the launch rate."""
     from skyhop.cli.job_ids import allocate_job_ids
-    from skyhop.contract.managed_jobs import MAX_IDS_PER_ALLOCATION
+    from skyhop.contract.job_index import MAX_IDS_PER_ALLOCATION
 
     ids: list[int] = []
     for start in range(0, len(requests), MAX_IDS_PER_ALLOCATION):
@@ -149,12 +150,8 @@ async def _submit(client: Client, job_id: int, request: ManagedJobRequest) -> No
     from temporalio.exceptions import WorkflowAlreadyStartedError
 
     from skyhop.cli.failures import while_busy
-    from skyhop.contract.managed_jobs import (
-        MANAGED_JOB_IDS_ID,
-        ManagedJobStatus,
-        ManagedJobSummary,
-        job_resources,
-    )
+    from skyhop.contract.job_index import MANAGED_JOB_IDS_ID, ManagedJobStatus, ManagedJobSummary
+    from skyhop.contract.managed_jobs import job_resources
 
     request = request.model_copy(update={"job_id": job_id, "submitted_at": time.time()})
     summary = ManagedJobSummary(
@@ -178,7 +175,7 @@ async def _start(client: Client, request: ManagedJobRequest, summary: ManagedJob
     from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 
     from skyhop.contract import WORKFLOW_QUEUE, WorkflowType
-    from skyhop.contract.managed_jobs import MEMO_KEY, managed_job_workflow_id
+    from skyhop.contract.job_index import MEMO_KEY, managed_job_workflow_id
     from skyhop.contract.search import managed_job_search_attributes
 
     await client.start_workflow(
@@ -197,7 +194,7 @@ async def _start(client: Client, request: ManagedJobRequest, summary: ManagedJob
 async def _follow(client: Client, job_id: int) -> int:
     """Print its status changes and stream its output; exit 0 once SUCCEEDED, 1 on any other end."""
     from skyhop.cli.jobs_follow import StatusPrinter, follow_job
-    from skyhop.contract.managed_jobs import ManagedJobStatus
+    from skyhop.contract.job_index import ManagedJobStatus
 
     try:
         state = await follow_job(client, job_id, on_state=StatusPrinter().show)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import getpass
 import sys
 import time
 import uuid
@@ -11,15 +10,9 @@ from typing import TYPE_CHECKING, Literal
 
 from skyhop.cli.failures import is_not_found, is_stuck, while_busy
 from skyhop.cli.output import EXIT_DETACHED, Ticker, fail, info
-from skyhop.contract import (
-    ClusterQuery,
-    ClusterUpdate,
-    JobRecord,
-    JobStatus,
-    LaunchQuery,
-    LaunchResult,
-    LaunchStage,
-)
+from skyhop.cli.session import current_user
+from skyhop.contract import ClusterQuery, ClusterUpdate, JobStatus, LaunchQuery, LaunchStage
+from skyhop.contract.clusters import JobRecord, LaunchResult
 from skyhop.contract.failures import innermost_message
 from skyhop.spec import Task
 
@@ -27,7 +20,7 @@ if TYPE_CHECKING:
     from temporalio.client import Client
 
     from skyhop.cli.logs import LogTail
-    from skyhop.contract import FailoverAttempt, LaunchProgress
+    from skyhop.contract.clusters import FailoverAttempt, LaunchProgress
 
 __all__ = ["exit_code_of", "run_exec", "run_launch", "say_launch_holding"]
 
@@ -40,14 +33,6 @@ _STAGE_TITLES = {
     LaunchStage.SETUP: "Running setup",
     LaunchStage.EXEC: "Submitting job",
 }
-
-
-def current_user() -> str:
-    """The local user name, recorded on clusters and jobs."""
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):
-        return "unknown"
 
 
 def exit_code_of(job: JobRecord) -> int:
@@ -73,13 +58,8 @@ async def run_launch(
 
     from skyhop.cli.packing import pack_task
     from skyhop.cli.session import open_client, web_ui_url
-    from skyhop.contract import (
-        LAUNCH_WORKFLOW,
-        WORKFLOW_QUEUE,
-        LaunchProgress,
-        LaunchRequest,
-        LaunchResult,
-    )
+    from skyhop.contract import LAUNCH_WORKFLOW, WORKFLOW_QUEUE
+    from skyhop.contract.clusters import LaunchProgress, LaunchRequest, LaunchResult
     from skyhop.contract.search import launch_search_attributes
     from skyhop.spec.limits import check_request_size
 
@@ -167,7 +147,8 @@ async def _follow_stages(
     from temporalio.service import RPCError
 
     from skyhop.cli.logs import LogTail
-    from skyhop.contract import LaunchProgress, setup_key
+    from skyhop.contract import setup_key
+    from skyhop.contract.clusters import LaunchProgress
     from skyhop.storage.logs import setup_stream
 
     assert isinstance(handle, WorkflowHandle)
@@ -264,7 +245,8 @@ async def say_launch_holding(client: Client, cluster_id: str) -> None:
     from temporalio.client import WorkflowQueryFailedError
     from temporalio.service import RPCError
 
-    from skyhop.contract import ClusterRecord, HolderKind, LaunchProgress
+    from skyhop.contract import HolderKind
+    from skyhop.contract.clusters import ClusterRecord, LaunchProgress
 
     try:
         record = await client.get_workflow_handle(cluster_id).query(
@@ -290,7 +272,8 @@ async def run_exec(task: Task, cluster_name: str, *, detach: bool) -> int:
 
     from skyhop.cli.packing import pack_task
     from skyhop.cli.session import open_client
-    from skyhop.contract import JobSubmission, cluster_workflow_id
+    from skyhop.contract import cluster_workflow_id
+    from skyhop.contract.clusters import JobSubmission
     from skyhop.spec.limits import check_request_size
 
     submission = JobSubmission(

@@ -17,8 +17,6 @@ from skyhop.cli.failures import Patience, asked_again, is_not_found
 from skyhop.cli.output import info
 from skyhop.contract import (
     ClusterQuery,
-    ClusterRecord,
-    JobRecord,
     JobStatus,
     LaunchQuery,
     LaunchStage,
@@ -26,6 +24,7 @@ from skyhop.contract import (
     WorkflowKind,
     cluster_workflow_id,
 )
+from skyhop.contract.clusters import ClusterRecord, JobRecord
 from skyhop.providers.registry import get_provider
 from skyhop.providers.runtime.jobs import JobOutcome, combine_node_states
 from skyhop.storage.logs import LogReader, job_stream, log_store, setup_stream
@@ -351,7 +350,8 @@ async def _follow_setup(client: Client, cluster_name: str, launch_id: str, *, fo
     Setup's log is in the store, with one rank per node the launch provisioned; the job id is in the
     launch's progress once it has submitted the job.
     """
-    from skyhop.contract import LaunchProgress, setup_key
+    from skyhop.contract import setup_key
+    from skyhop.contract.clusters import LaunchProgress
 
     handle = client.get_workflow_handle(launch_id)
     tail: LogTail | None = None

@@ -41,9 +41,8 @@ async def run_pool_apply(name: str, task: Task, workers: int) -> int:
     """Start the pool unless it runs, then give it ``task`` and ``workers``."""
     from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 
-    from skyhop.cli.launching import current_user
     from skyhop.cli.packing import pack_task
-    from skyhop.cli.session import open_client
+    from skyhop.cli.session import current_user, open_client
     from skyhop.contract import WORKFLOW_QUEUE, WorkflowType
     from skyhop.contract.pools import PoolApply, PoolRequest, PoolState, PoolUpdate, pool_workflow_id
     from skyhop.contract.search import pool_search_attributes

@@ -21,7 +21,13 @@ from skyhop.cli.running import run_command
 if TYPE_CHECKING:
     from temporalio.client import Client
 
-    from skyhop.contract import AutostopRequest, CancelRequest, ClusterRecord, JobRecord, StartRequest
+    from skyhop.contract.clusters import (
+        AutostopRequest,
+        CancelRequest,
+        ClusterRecord,
+        JobRecord,
+        StartRequest,
+    )
 
 __all__ = ["register_queue_commands"]
 
@@ -65,7 +71,7 @@ def cancel(
         fail("give job ids or --all, not both", EXIT_USAGE)
     if not yes and all_jobs:
         typer.confirm(f"Cancel every job on cluster {cluster}?", default=True, abort=True, err=True)
-    from skyhop.contract import CancelRequest
+    from skyhop.contract.clusters import CancelRequest
 
     run_command(run_cancel(cluster, CancelRequest(job_ids=job_ids or [], all=all_jobs)))
 
@@ -98,7 +104,7 @@ def start(
     if not yes:
         what = "every stopped cluster" if all_clusters else ", ".join(names)
         typer.confirm(f"Start {what}?", default=True, abort=True, err=True)
-    from skyhop.contract import StartRequest
+    from skyhop.contract.clusters import StartRequest
 
     request = StartRequest(idle_minutes=idle_minutes, down=down)
     run_command(run_lifecycle(names, all_clusters, lambda handle: _start(handle, request), "started"))
@@ -115,7 +121,7 @@ def autostop(
     names = _names(clusters, all_clusters)
     if cancel_autostop and (idle_minutes is not None or down):
         fail("--cancel takes no --idle-minutes or --down", EXIT_USAGE)
-    from skyhop.contract import AutostopRequest
+    from skyhop.contract.clusters import AutostopRequest
 
     request = AutostopRequest(
         idle_minutes=None if cancel_autostop else (5 if idle_minutes is None else idle_minutes), down=down
@@ -146,8 +152,7 @@ def _names(clusters: list[str] | None, all_clusters: bool) -> list[str]:
 async def run_queue(names: list[str], *, all_users: bool, skip_finished: bool, as_json: bool) -> int:
     """Print each cluster's jobs, newest first; a broken cluster is one line and makes the exit code 1."""
     from skyhop.cli.clusters import BrokenCluster, inspect_cluster, survey_clusters
-    from skyhop.cli.launching import current_user
-    from skyhop.cli.session import open_client
+    from skyhop.cli.session import current_user, open_client
 
     client = await open_client()
     if names:
@@ -219,7 +224,8 @@ def _resources(job: JobRecord) -> str:
 async def run_cancel(cluster: str, request: CancelRequest) -> int:
     """Cancel the jobs and say what happened to each."""
     from skyhop.cli.session import open_client
-    from skyhop.contract import CancelResult, ClusterUpdate
+    from skyhop.contract import ClusterUpdate
+    from skyhop.contract.clusters import CancelResult
 
     client = await open_client()
     result: CancelResult = await _update(client, cluster, ClusterUpdate.CANCEL, request, CancelResult)
@@ -300,7 +306,8 @@ async def run_down(names: list[str], all_clusters: bool) -> int:
     from skyhop.cli.clusters import remove_broken
     from skyhop.cli.launching import say_launch_holding
     from skyhop.cli.session import open_client
-    from skyhop.contract import ClusterRecord, ClusterStatus, ClusterUpdate
+    from skyhop.contract import ClusterStatus, ClusterUpdate
+    from skyhop.contract.clusters import ClusterRecord
 
     client = await open_client()
 
@@ -337,7 +344,7 @@ async def _call(handle: Any, name: str, arg: Any, result_type: type[Any] | None 
     from temporalio.client import WorkflowUpdateFailedError
     from temporalio.service import RPCError
 
-    from skyhop.contract import ClusterRecord
+    from skyhop.contract.clusters import ClusterRecord
     from skyhop.contract.failures import innermost_message
 
     result_type = result_type or ClusterRecord

@@ -56,9 +56,8 @@ async def run_serve_up(name: str, task: Task) -> int:
     from temporalio.common import WorkflowIDReusePolicy
     from temporalio.exceptions import WorkflowAlreadyStartedError
 
-    from skyhop.cli.launching import current_user
     from skyhop.cli.output import fail
-    from skyhop.cli.session import open_client
+    from skyhop.cli.session import current_user, open_client
     from skyhop.contract import WORKFLOW_QUEUE, WorkflowType
     from skyhop.contract.search import service_search_attributes
     from skyhop.contract.serve import ServiceRequest, service_workflow_id

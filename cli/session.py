@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import getpass
 from typing import TYPE_CHECKING
 
 from skyhop.cli.config import load_config
@@ -9,7 +10,15 @@ from skyhop.cli.config import load_config
 if TYPE_CHECKING:
     from temporalio.client import Client
 
-__all__ = ["open_client", "web_ui_url"]
+__all__ = ["current_user", "open_client", "web_ui_url"]
+
+
+def current_user() -> str:
+    """The local user name, recorded on clusters and jobs."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "unknown"
 
 
 async def open_client() -> Client:

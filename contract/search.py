@@ -5,7 +5,7 @@ from __future__ import annotations
 from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
 
 from skyhop.contract import ClusterStatus, LaunchStage, SearchAttribute, WorkflowKind
-from skyhop.contract.managed_jobs import ManagedJobStatus
+from skyhop.contract.job_index import ManagedJobStatus
 from skyhop.contract.serve import ServiceStatus
 
 __all__ = [

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
-from skyhop.contract import ClusterStorage
+from skyhop.contract.clusters import ClusterStorage
 from skyhop.spec.storage import BucketRef, Storage, StorageMode, bucket_url_of
 
 __all__ = ["MountPlan", "cluster_storage", "local_file_mounts", "storage_plan"]

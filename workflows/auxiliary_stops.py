@@ -13,7 +13,8 @@ from typing import Generic, TypeVar
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from skyhop.contract.managed_jobs import EndReason, JobEnd, ManagedJobStatus
+    from skyhop.contract.job_index import ManagedJobStatus
+    from skyhop.contract.managed_jobs import EndReason, JobEnd
 
 __all__ = ["AuxiliaryStops", "auxiliary_end"]
 

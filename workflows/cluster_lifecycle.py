@@ -11,7 +11,8 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel
 
-from skyhop.contract import ClusterRecord, ClusterStatus, ClusterUpdate, Operation, Release
+from skyhop.contract import ClusterStatus, ClusterUpdate, Operation
+from skyhop.contract.clusters import ClusterRecord, Release
 from skyhop.optimizer import mismatch
 from skyhop.providers.base import ClusterHandle, KubernetesAccess, NodeStatus
 from skyhop.spec import Task

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from skyhop.contract import ClusterRecord, HolderKind, LockHolder, Operation
+from skyhop.contract import HolderKind, Operation
+from skyhop.contract.clusters import ClusterRecord, LockHolder
 
 __all__ = ["Claimed", "ClusterLock", "Released"]
 

@@ -12,7 +12,8 @@ import itertools
 from collections.abc import Iterator
 from datetime import datetime
 
-from skyhop.contract import ClusterRecord, JobRecord, JobStatus, JobSubmission
+from skyhop.contract import JobStatus
+from skyhop.contract.clusters import ClusterRecord, JobRecord, JobSubmission
 from skyhop.providers.base import ClusterHandle
 from skyhop.workflows.scheduler import Demand, NodeAllocation, capacity_of, demand_of, schedule
 

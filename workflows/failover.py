@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from skyhop.contract import FailoverAttempt
+from skyhop.contract.clusters import FailoverAttempt
 from skyhop.optimizer.blocklist import Blocked
 from skyhop.providers.base import Offering
 from skyhop.providers.errors import SCALE_UP_ASKED, FailureScope

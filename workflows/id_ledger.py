@@ -6,7 +6,7 @@ unit-tested directly. What it remembers is bounded: the last id and the latest r
 
 from __future__ import annotations
 
-from skyhop.contract.managed_jobs import AllocatedIds, AllocateIds, ManagedJobIdsInput
+from skyhop.contract.job_index import AllocatedIds, AllocateIds, ManagedJobIdsInput
 
 __all__ = ["KEEP_RECENT", "IdLedger"]
 

@@ -9,7 +9,7 @@ reports land meanwhile: the mark is not a report, and has no ``seq`` to order it
 
 from __future__ import annotations
 
-from skyhop.contract.managed_jobs import JobIndexRow, JobRowsFilter, ManagedJobStatus
+from skyhop.contract.job_index import JobIndexRow, JobRowsFilter, ManagedJobStatus
 
 __all__ = ["JobRows", "selected"]
 

@@ -30,7 +30,8 @@ from temporalio.exceptions import ActivityError, FailureError
 with workflow.unsafe.imports_passed_through():
     from skyhop.activities import job_watch
     from skyhop.activities.models import WatchedJob, WatchJobsInput, WatchJobsResult
-    from skyhop.contract import JOB_ENDED_SIGNAL, LONG_QUEUE, JobEnded, JobRecord, JobStatus
+    from skyhop.contract import JOB_ENDED_SIGNAL, LONG_QUEUE, JobStatus
+    from skyhop.contract.clusters import JobEnded, JobRecord
     from skyhop.providers.base import ClusterHandle
     from skyhop.providers.runtime.jobs import JobOutcome
     from skyhop.storage.logs import job_stream

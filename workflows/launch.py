@@ -34,22 +34,24 @@ with workflow.unsafe.imports_passed_through():
         LOCK_LEASE_WORKFLOW,
         SHORT_QUEUE,
         WORKFLOW_QUEUE,
-        ClaimGrant,
-        ClaimRequest,
         ClusterStatus,
         ErrorType,
+        LaunchStage,
+        LockSignal,
+        cluster_workflow_id,
+        setup_key,
+    )
+    from skyhop.contract.clusters import (
+        ClaimGrant,
+        ClaimRequest,
         JobSubmission,
         LaunchProgress,
         LaunchRequest,
         LaunchResult,
         LaunchResume,
-        LaunchStage,
         LockLease,
-        LockSignal,
         ProvisionState,
         Release,
-        cluster_workflow_id,
-        setup_key,
     )
     from skyhop.contract.search import STAGE
     from skyhop.optimizer import mismatch

@@ -28,14 +28,8 @@ from temporalio.exceptions import FailureError
 with workflow.unsafe.imports_passed_through():
     from skyhop.activities.clusters import ClusterActivities
     from skyhop.activities.models import LaunchRunningInput
-    from skyhop.contract import (
-        LOCK_LEASE_WORKFLOW,
-        SHORT_QUEUE,
-        LockLease,
-        LockSignal,
-        Release,
-        cluster_workflow_id,
-    )
+    from skyhop.contract import LOCK_LEASE_WORKFLOW, SHORT_QUEUE, LockSignal, cluster_workflow_id
+    from skyhop.contract.clusters import LockLease, Release
     from skyhop.workflows.options import SHORT_RETRY
 
 __all__ = ["LockLeaseWorkflow", "lease_id"]

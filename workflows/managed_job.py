@@ -30,25 +30,21 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from skyhop.activities.job_index import index_job_row
-    from skyhop.contract import (
-        JOB_ENDED_SIGNAL,
-        SHORT_QUEUE,
-        JobEnded,
-        ProvisionState,
-        WorkflowKind,
-        WorkflowType,
-    )
-    from skyhop.contract.managed_jobs import (
+    from skyhop.contract import JOB_ENDED_SIGNAL, SHORT_QUEUE, WorkflowKind, WorkflowType
+    from skyhop.contract.clusters import JobEnded, ProvisionState
+    from skyhop.contract.job_index import (
         MEMO_KEY,
-        EndReason,
-        JobEnd,
         JobIndexRow,
         ManagedJobQuery,
+        ManagedJobStatus,
+        ManagedJobSummary,
+    )
+    from skyhop.contract.managed_jobs import (
+        EndReason,
+        JobEnd,
         ManagedJobRequest,
         ManagedJobResume,
         ManagedJobState,
-        ManagedJobStatus,
-        ManagedJobSummary,
         ManagedTaskState,
         RunningAttempt,
         job_resources,

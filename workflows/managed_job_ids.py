@@ -13,7 +13,7 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from skyhop.contract import WorkflowType
-    from skyhop.contract.managed_jobs import (
+    from skyhop.contract.job_index import (
         AllocatedIds,
         AllocateIds,
         ManagedJobIdsInput,

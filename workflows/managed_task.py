@@ -27,20 +27,14 @@ from temporalio.exceptions import ActivityError, ApplicationError
 with workflow.unsafe.imports_passed_through():
     from skyhop.activities import jobs
     from skyhop.activities.models import AttemptLog, FollowedRun, RunJobInput, WatchedJob
-    from skyhop.contract import (
-        ErrorType,
-        JobRecord,
-        JobStatus,
-        LaunchStage,
-        ProvisionState,
-        setup_key,
-    )
+    from skyhop.contract import ErrorType, JobStatus, LaunchStage, setup_key
+    from skyhop.contract.clusters import JobRecord, ProvisionState
     from skyhop.contract.failures import innermost_message
+    from skyhop.contract.job_index import ManagedJobStatus
     from skyhop.contract.managed_jobs import (
         EndReason,
         JobEnd,
         ManagedJobRequest,
-        ManagedJobStatus,
         ManagedTaskState,
         RunningAttempt,
         TaskAttempt,

@@ -32,7 +32,8 @@ from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflow
 
 with workflow.unsafe.imports_passed_through():
     from skyhop.activities.clusters import ClusterActivities
-    from skyhop.contract import LAUNCH_WORKFLOW, LONG_QUEUE, LaunchRequest, LaunchResult, WorkflowType
+    from skyhop.contract import LAUNCH_WORKFLOW, LONG_QUEUE, WorkflowType
+    from skyhop.contract.clusters import LaunchRequest, LaunchResult
     from skyhop.contract.failures import innermost_message
     from skyhop.contract.pools import (
         PoolApply,

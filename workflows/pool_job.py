@@ -24,14 +24,10 @@ from temporalio.exceptions import ActivityError, ApplicationError, FailureError
 with workflow.unsafe.imports_passed_through():
     from skyhop.activities.clusters import ClusterActivities
     from skyhop.activities.models import CancelClusterJobInput, SubmitJobInput
-    from skyhop.contract import SHORT_QUEUE, ErrorType, JobEnded, JobRecord, JobStatus, JobSubmission
-    from skyhop.contract.managed_jobs import (
-        EndReason,
-        JobEnd,
-        ManagedJobRequest,
-        ManagedJobStatus,
-        ManagedTaskState,
-    )
+    from skyhop.contract import SHORT_QUEUE, ErrorType, JobStatus
+    from skyhop.contract.clusters import JobEnded, JobRecord, JobSubmission
+    from skyhop.contract.job_index import ManagedJobStatus
+    from skyhop.contract.managed_jobs import EndReason, JobEnd, ManagedJobRequest, ManagedTaskState
     from skyhop.contract.pools import PoolClaim, PoolRelease, PoolSignal, WorkerAssigned, pool_workflow_id
     from skyhop.storage.logs import job_stream
     from skyhop.workflows.options import SHORT_RETRY

@@ -39,7 +39,8 @@ with workflow.unsafe.imports_passed_through():
     from skyhop.activities import planning, provisioning
     from skyhop.activities.models import OptimizeInput
     from skyhop.activities.provisioning import AttemptOutcome
-    from skyhop.contract import LONG_QUEUE, ErrorType, FailoverAttempt, LaunchStage, ProvisionState
+    from skyhop.contract import LONG_QUEUE, ErrorType, LaunchStage
+    from skyhop.contract.clusters import FailoverAttempt, ProvisionState
     from skyhop.optimizer import Candidate, Minimize
     from skyhop.optimizer.blocklist import Blocked, Blocklist
     from skyhop.providers.base import ClusterHandle, ProvisionRequest

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 
 from pydantic import BaseModel, ConfigDict
 
-from skyhop.contract import DEFAULT_CPU_DEMAND, Demand, NodeAllocation
+from skyhop.contract.clusters import DEFAULT_CPU_DEMAND, Demand, NodeAllocation
 from skyhop.providers.base import ClusterHandle
 from skyhop.spec import Task
 

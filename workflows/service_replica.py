@@ -29,7 +29,8 @@ with workflow.unsafe.imports_passed_through():
     from skyhop.activities import jobs, serve
     from skyhop.activities.models import RunJobInput
     from skyhop.activities.serve import ProbeAnswer, ReplicaPortInput, ReplicaProbe
-    from skyhop.contract import SHORT_QUEUE, JobRecord, JobStatus, setup_key
+    from skyhop.contract import SHORT_QUEUE, JobStatus, setup_key
+    from skyhop.contract.clusters import JobRecord
     from skyhop.contract.failures import innermost_message
     from skyhop.contract.serve import SERVE_PORT_ENV, ReplicaRecord, ReplicaStatus
     from skyhop.providers.base import NodeStatus

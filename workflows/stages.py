@@ -30,7 +30,8 @@ with workflow.unsafe.imports_passed_through():
         SetupInput,
         SyncWorkdirInput,
     )
-    from skyhop.contract import LONG_QUEUE, SHORT_QUEUE, ClusterStorage, LaunchStage
+    from skyhop.contract import LONG_QUEUE, SHORT_QUEUE, LaunchStage
+    from skyhop.contract.clusters import ClusterStorage
     from skyhop.providers.base import ClusterHandle, NodeStatus
     from skyhop.spec import Task
     from skyhop.spec.packed import PackedFiles

@@ -12,13 +12,8 @@ from collections.abc import Callable
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from skyhop.contract.managed_jobs import (
-        EndReason,
-        JobEnd,
-        ManagedJobStatus,
-        ManagedTaskState,
-        TaskAttempt,
-    )
+    from skyhop.contract.job_index import ManagedJobStatus
+    from skyhop.contract.managed_jobs import EndReason, JobEnd, ManagedTaskState, TaskAttempt
 
 __all__ = ["TaskBook"]
 

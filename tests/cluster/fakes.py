@@ -34,11 +34,10 @@ from skyhop.contract import (
     SEARCH_ATTRIBUTES,
     SHORT_QUEUE,
     WORKFLOW_QUEUE,
-    ClusterInput,
-    ClusterRecord,
     ClusterStatus,
     cluster_workflow_id,
 )
+from skyhop.contract.clusters import ClusterInput, ClusterRecord
 from skyhop.providers.base import ClusterHandle, NodeHandle, NodeStatus, Offering
 from skyhop.providers.runtime.jobs import JobOutcome
 from skyhop.spec import Task

@@ -20,19 +20,16 @@ from typing import Any
 
 from temporalio.client import Client, WorkflowHandle
 
-from skyhop.contract import (
-    LAUNCH_WORKFLOW,
-    WORKFLOW_QUEUE,
+from skyhop.contract import LAUNCH_WORKFLOW, WORKFLOW_QUEUE, JobStatus, cluster_workflow_id
+from skyhop.contract.clusters import (
     AutostopRequest,
     CancelRequest,
     ClusterRecord,
     JobRecord,
-    JobStatus,
     JobSubmission,
     LaunchRequest,
     LaunchResult,
     StartRequest,
-    cluster_workflow_id,
 )
 from skyhop.spec import Resources, Task
 from skyhop.workflows.cluster import ClusterWorkflow

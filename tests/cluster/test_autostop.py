@@ -13,14 +13,8 @@ from temporalio.client import WorkflowHandle
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from skyhop.contract import (
-    AutostopRequest,
-    ClusterRecord,
-    ClusterStatus,
-    JobRecord,
-    JobSubmission,
-    StartRequest,
-)
+from skyhop.contract import ClusterStatus
+from skyhop.contract.clusters import AutostopRequest, ClusterRecord, JobRecord, JobSubmission, StartRequest
 from skyhop.spec import Task
 from skyhop.workflows.cluster import ClusterWorkflow
 from tests.cluster.fakes import FakeCloud, register_search_attributes, running_cluster, serving, up_record

@@ -18,14 +18,8 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 from temporalio.worker import Worker
 
 from skyhop.cli.failures import stuck_reason
-from skyhop.contract import (
-    CLUSTER_WORKFLOW,
-    ClaimRequest,
-    ClusterInput,
-    ClusterRecord,
-    ClusterStatus,
-    cluster_workflow_id,
-)
+from skyhop.contract import CLUSTER_WORKFLOW, ClusterStatus, cluster_workflow_id
+from skyhop.contract.clusters import ClaimRequest, ClusterInput, ClusterRecord
 from skyhop.contract.search import cluster_search_attributes
 from skyhop.providers.base import ProvisionRequest
 from skyhop.providers.sim import SimCloud

@@ -6,18 +6,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from skyhop.contract import (
-    ClaimGrant,
-    ClusterRecord,
-    ClusterStatus,
-    ClusterUpdate,
-    HolderKind,
-    JobStatus,
-    JobSubmission,
-    LockHolder,
-    Operation,
-    Release,
-)
+from skyhop.contract import ClusterStatus, ClusterUpdate, HolderKind, JobStatus, Operation
+from skyhop.contract.clusters import ClaimGrant, ClusterRecord, JobSubmission, LockHolder, Release
 from skyhop.providers.base import KubernetesAccess, NodeStatus
 from skyhop.spec import Resources, Task
 from skyhop.workflows import cluster_queue, scheduler

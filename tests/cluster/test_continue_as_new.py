@@ -14,16 +14,8 @@ import pytest
 from temporalio.client import Client
 
 from skyhop.cli.failures import while_busy
-from skyhop.contract import (
-    WORKFLOW_QUEUE,
-    ClusterInput,
-    ClusterRecord,
-    ClusterUpdate,
-    JobRecord,
-    JobStatus,
-    JobSubmission,
-    cluster_workflow_id,
-)
+from skyhop.contract import WORKFLOW_QUEUE, ClusterUpdate, JobStatus, cluster_workflow_id
+from skyhop.contract.clusters import ClusterInput, ClusterRecord, JobRecord, JobSubmission
 from skyhop.contract.search import cluster_search_attributes
 from skyhop.spec import Task
 from skyhop.workflows.cluster import ClusterWorkflow

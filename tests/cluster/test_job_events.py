@@ -23,17 +23,8 @@ from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from skyhop.activities.job_watch import ClusterWatch
 from skyhop.activities.models import SubmitJobInput, WatchedJob, WatchJobsInput, WatchJobsResult
-from skyhop.contract import (
-    JOB_ENDED_SIGNAL,
-    SHORT_QUEUE,
-    CancelRequest,
-    CancelResult,
-    JobEnded,
-    JobRecord,
-    JobStatus,
-    JobSubmission,
-    cluster_workflow_id,
-)
+from skyhop.contract import JOB_ENDED_SIGNAL, SHORT_QUEUE, JobStatus, cluster_workflow_id
+from skyhop.contract.clusters import CancelRequest, CancelResult, JobEnded, JobRecord, JobSubmission
 from skyhop.providers.base import NodeStatus, ProvisionRequest
 from skyhop.providers.registry import get_provider
 from skyhop.providers.runtime.jobs import JobOutcome, NodeJobStatus

@@ -16,7 +16,7 @@ import pytest
 from skyhop.cli.client import connect
 from skyhop.cli.config import TemporalConfig
 from skyhop.contract import cluster_workflow_id
-from skyhop.contract.managed_jobs import managed_job_workflow_id
+from skyhop.contract.job_index import managed_job_workflow_id
 from skyhop.contract.watch_hub import watch_hub_shard, watch_hub_workflow_id
 from tests.conftest import run, skyhop
 from tests.helpers import DevServer, WorkerProcess, wait_for

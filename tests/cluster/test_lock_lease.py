@@ -9,7 +9,8 @@ import uuid
 import pytest
 from temporalio.worker import Worker
 
-from skyhop.contract import ClusterRecord, LockHolder, LockLease, LockSignal
+from skyhop.contract import LockSignal
+from skyhop.contract.clusters import ClusterRecord, LockHolder, LockLease
 from skyhop.workflows.lock_lease import LockLeaseWorkflow
 from tests.cluster.fakes import FakeCloud, query_status, running_cluster, up_record
 from tests.cluster.test_autostop import time_skipping

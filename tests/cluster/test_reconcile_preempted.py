@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from skyhop.contract import ClusterStatus, JobStatus, JobSubmission
+from skyhop.contract import ClusterStatus, JobStatus
+from skyhop.contract.clusters import JobSubmission
 from skyhop.providers.base import NodeStatus
 from skyhop.spec import Task
 from skyhop.workflows.cluster import ClusterWorkflow

@@ -7,7 +7,8 @@ from typing import Any
 
 from temporalio.client import Client, WorkflowHandle
 
-from skyhop.contract import LAUNCH_WORKFLOW, WORKFLOW_QUEUE, LaunchRequest, LaunchResult
+from skyhop.contract import LAUNCH_WORKFLOW, WORKFLOW_QUEUE
+from skyhop.contract.clusters import LaunchRequest, LaunchResult
 from skyhop.spec import Task
 
 __all__ = ["start_launch"]

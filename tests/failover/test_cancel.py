@@ -16,7 +16,8 @@ import pytest
 from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError, WorkflowHandle
 
 from skyhop.cli.failures import asked_again
-from skyhop.contract import ClusterStatus, JobStatus, LaunchProgress, setup_key
+from skyhop.contract import ClusterStatus, JobStatus, setup_key
+from skyhop.contract.clusters import LaunchProgress
 from skyhop.providers.sim import SimCloud
 from skyhop.spec import Resources, Task
 from tests.conftest import run

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from skyhop.cli.failures import asked_again
-from skyhop.contract import LaunchProgress
+from skyhop.contract.clusters import LaunchProgress
 from skyhop.spec import Task
 from tests.conftest import run
 from tests.failover.support import start_launch

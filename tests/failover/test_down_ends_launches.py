@@ -14,7 +14,8 @@ import pytest
 import yaml
 
 from skyhop.cli.failures import asked_again
-from skyhop.contract import ClusterStatus, LaunchProgress, LockHolder
+from skyhop.contract import ClusterStatus
+from skyhop.contract.clusters import LaunchProgress, LockHolder
 from skyhop.providers.sim import SimCloud
 from tests.conftest import run, skyhop
 from tests.helpers import SKYHOP_CLI, DevServer, WorkerProcess, wait_for, with_signals

@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 from temporalio.client import Client, WorkflowExecutionStatus, WorkflowHandle
 
-from skyhop.contract import LAUNCH_WORKFLOW, WORKFLOW_QUEUE, ClusterStatus, LaunchRequest, LaunchResult
+from skyhop.contract import LAUNCH_WORKFLOW, WORKFLOW_QUEUE, ClusterStatus
+from skyhop.contract.clusters import LaunchRequest, LaunchResult
 from skyhop.spec import Resources, Task
 from tests.conftest import run, skyhop
 from tests.helpers import DevServer, WorkerProcess, wait_for

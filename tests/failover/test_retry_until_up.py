@@ -10,15 +10,8 @@ from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from skyhop.contract import (
-    LAUNCH_WORKFLOW,
-    SEARCH_ATTRIBUTES,
-    WORKFLOW_QUEUE,
-    LaunchProgress,
-    LaunchRequest,
-    LaunchResult,
-    cluster_workflow_id,
-)
+from skyhop.contract import LAUNCH_WORKFLOW, SEARCH_ATTRIBUTES, WORKFLOW_QUEUE, cluster_workflow_id
+from skyhop.contract.clusters import LaunchProgress, LaunchRequest, LaunchResult
 from skyhop.providers.sim import SimCloud
 from skyhop.spec import Resources, Task
 from skyhop.worker import build_workers

@@ -10,7 +10,7 @@ import yaml
 from temporalio.client import WorkflowFailureError
 
 from skyhop.cli.failures import asked_again
-from skyhop.contract import LaunchProgress
+from skyhop.contract.clusters import LaunchProgress
 from skyhop.providers.sim import SimCloud
 from skyhop.spec import Resources, Task
 from tests.conftest import run, skyhop

@@ -21,15 +21,8 @@ from skyhop.cli.client import connect
 from skyhop.cli.config import TemporalConfig
 from skyhop.cli.failures import asked_again
 from skyhop.cli.payload_key import load_payload_key
-from skyhop.contract import (
-    LAUNCH_WORKFLOW,
-    WORKFLOW_QUEUE,
-    ClusterRecord,
-    ClusterStatus,
-    LaunchRequest,
-    LaunchResult,
-    cluster_workflow_id,
-)
+from skyhop.contract import LAUNCH_WORKFLOW, WORKFLOW_QUEUE, ClusterStatus, cluster_workflow_id
+from skyhop.contract.clusters import ClusterRecord, LaunchRequest, LaunchResult
 from skyhop.spec import Task
 from tests.helpers import SKYHOP_CLI, wait_for
 

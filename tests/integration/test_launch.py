@@ -220,7 +220,8 @@ def test_dev_server_restart_mid_launch_resumes(tmp_path: Path) -> None:
     try:
 
         async def start() -> None:
-            from skyhop.contract import LAUNCH_WORKFLOW, WORKFLOW_QUEUE, LaunchRequest
+            from skyhop.contract import LAUNCH_WORKFLOW, WORKFLOW_QUEUE
+            from skyhop.contract.clusters import LaunchRequest
 
             client = await client_for(server.address)
             await client.start_workflow(

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from temporalio.client import WorkflowFailureError
 
-from skyhop.contract import ClusterUpdate, ErrorType, JobRecord, JobStatus, JobSubmission, cluster_workflow_id
+from skyhop.contract import ClusterUpdate, ErrorType, JobStatus, cluster_workflow_id
+from skyhop.contract.clusters import JobRecord, JobSubmission
 from skyhop.spec import GitWorkdir, task_from_dict
 from tests.conftest import run
 from tests.helpers import DevServer, WorkerProcess, wait_for

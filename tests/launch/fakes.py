@@ -20,12 +20,8 @@ from temporalio.exceptions import ApplicationError
 from skyhop.activities.clusters import ClusterActivities
 from skyhop.activities.models import OptimizeInput
 from skyhop.activities.provisioning import AttemptFailure, AttemptOutcome
-from skyhop.contract import (
-    WORKFLOW_QUEUE,
-    ErrorType,
-    LaunchRequest,
-    LaunchResult,
-)
+from skyhop.contract import WORKFLOW_QUEUE, ErrorType
+from skyhop.contract.clusters import LaunchRequest, LaunchResult
 from skyhop.contract.search import launch_search_attributes
 from skyhop.optimizer import Candidate, Plan
 from skyhop.providers.base import ClusterHandle, NodeHandle, Offering, ProvisionRequest

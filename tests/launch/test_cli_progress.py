@@ -7,7 +7,7 @@ import pytest
 
 from skyhop.cli.launching import _FailoverPrinter
 from skyhop.cli.output import Ticker
-from skyhop.contract import FailoverAttempt, LaunchProgress
+from skyhop.contract.clusters import FailoverAttempt, LaunchProgress
 
 
 def _attempt(zone: str, next_zone: str | None) -> FailoverAttempt:

@@ -16,16 +16,8 @@ import pytest
 from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.exceptions import ApplicationError, CancelledError
 
-from skyhop.contract import (
-    WORKFLOW_QUEUE,
-    ClusterInput,
-    ClusterRecord,
-    ClusterStatus,
-    LaunchProgress,
-    LaunchResult,
-    LockHolder,
-    cluster_workflow_id,
-)
+from skyhop.contract import WORKFLOW_QUEUE, ClusterStatus, cluster_workflow_id
+from skyhop.contract.clusters import ClusterInput, ClusterRecord, LaunchProgress, LaunchResult, LockHolder
 from skyhop.contract.search import STAGE
 from skyhop.optimizer.blocklist import Blocked, Blocklist
 from skyhop.providers.base import ClusterHandle, NodeHandle, ProvisionRequest

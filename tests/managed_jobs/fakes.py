@@ -24,14 +24,14 @@ from temporalio.common import WorkflowIDConflictPolicy
 from skyhop.activities.job_index import report_row
 from skyhop.cli.job_ids import allocate_job_ids
 from skyhop.contract import WorkflowType
-from skyhop.contract.managed_jobs import (
+from skyhop.contract.job_index import (
     MEMO_KEY,
     JobIndexRow,
     ManagedJobQuery,
-    ManagedJobState,
     ManagedJobStatus,
     managed_job_workflow_id,
 )
+from skyhop.contract.managed_jobs import ManagedJobState
 from skyhop.contract.search import managed_job_search_attributes
 
 __all__ = ["SET_STATE", "ScriptedJob", "allocated_ids", "fake_job_id", "start_listed", "user_env"]

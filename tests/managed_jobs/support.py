@@ -16,17 +16,14 @@ from temporalio.worker import Replayer
 
 from skyhop.cli.failures import asked_again
 from skyhop.contract import WORKFLOW_QUEUE, WorkflowType
-from skyhop.contract.managed_jobs import (
+from skyhop.contract.job_index import (
     JobIndexRow,
     ManagedJobQuery,
-    ManagedJobRequest,
-    ManagedJobState,
     ManagedJobStatus,
     ManagedJobSummary,
-    ManagedTaskState,
-    TaskAttempt,
     managed_job_workflow_id,
 )
+from skyhop.contract.managed_jobs import ManagedJobRequest, ManagedJobState, ManagedTaskState, TaskAttempt
 from skyhop.providers.sim import SimCloud
 from skyhop.spec import Task
 from skyhop.storage.logs import LogReader, attempt_stream, chunk_key, log_store

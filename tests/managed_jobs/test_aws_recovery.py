@@ -14,7 +14,8 @@ from pathlib import Path
 import boto3
 import pytest
 
-from skyhop.contract.managed_jobs import EndReason, ManagedJobStatus
+from skyhop.contract.job_index import ManagedJobStatus
+from skyhop.contract.managed_jobs import EndReason
 from skyhop.providers.aws.provider import SSH_USER
 from skyhop.providers.keys import public_key
 from skyhop.spec import Resources, Task

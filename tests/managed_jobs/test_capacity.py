@@ -12,7 +12,8 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from skyhop.contract.managed_jobs import EndReason, ManagedJobStatus
+from skyhop.contract.job_index import ManagedJobStatus
+from skyhop.contract.managed_jobs import EndReason
 from skyhop.spec import Resources, Task
 from skyhop.worker import build_workers
 from skyhop.workflows.failover import RETRY_FIRST

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from skyhop.contract.managed_jobs import AllocatedIds, AllocateIds, ManagedJobIdsInput
+from skyhop.contract.job_index import AllocatedIds, AllocateIds, ManagedJobIdsInput
 from skyhop.workflows.id_ledger import IdLedger
 
 

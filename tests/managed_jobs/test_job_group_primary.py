@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from temporalio.client import WorkflowHandle
 
-from skyhop.contract.managed_jobs import EndReason, ManagedJobState, ManagedJobStatus
+from skyhop.contract.job_index import ManagedJobStatus
+from skyhop.contract.managed_jobs import EndReason, ManagedJobState
 from skyhop.contract.search import STATUS
 from skyhop.spec import JobGroup, Resources, Task
 from tests.conftest import run

@@ -14,7 +14,7 @@ import pytest
 from skyhop.cli.failures import asked_again
 from skyhop.cli.job_ids import allocate_job_id
 from skyhop.contract import WORKFLOW_QUEUE, WorkflowType
-from skyhop.contract.managed_jobs import ManagedJobIdsInput, ManagedJobIdsQuery
+from skyhop.contract.job_index import ManagedJobIdsInput, ManagedJobIdsQuery
 from tests.conftest import run
 from tests.helpers import DevServer, WorkerProcess
 from tests.integration.support import client_for

@@ -19,19 +19,18 @@ from skyhop.cli.failures import asked_again
 from skyhop.cli.job_ids import allocate_job_id
 from skyhop.cli.jobs_submit import submit_jobs
 from skyhop.contract import WORKFLOW_QUEUE, WorkflowType
-from skyhop.contract.managed_jobs import (
+from skyhop.contract.job_index import (
     JobIndexInput,
     JobIndexQuery,
     JobIndexRow,
     JobIndexSignal,
     JobRowsFilter,
-    ManagedJobRequest,
-    ManagedJobState,
     ManagedJobStatus,
     job_index_shard,
     job_index_workflow_id,
     managed_job_workflow_id,
 )
+from skyhop.contract.managed_jobs import ManagedJobRequest, ManagedJobState
 from skyhop.spec import Resources, Task
 from tests.conftest import run, skyhop
 from tests.helpers import DevServer, WorkerProcess

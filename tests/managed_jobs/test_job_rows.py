@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from skyhop.contract.managed_jobs import JobRowsFilter, ManagedJobStatus
+from skyhop.contract.job_index import JobRowsFilter, ManagedJobStatus
 from skyhop.workflows.job_rows import JobRows
 from tests.managed_jobs.support import index_row
 

@@ -14,7 +14,8 @@ from skyhop.cli.app import app
 from skyhop.cli.jobs_follow import AttemptLogs, StatusPrinter
 from skyhop.cli.jobs_listing import id_ranges, listing_query, queue_row, shown_status
 from skyhop.cli.jobs_submit import load_job
-from skyhop.contract.managed_jobs import ManagedJobStatus, ManagedJobSummary, job_resources
+from skyhop.contract.job_index import ManagedJobStatus, ManagedJobSummary
+from skyhop.contract.managed_jobs import job_resources
 from skyhop.spec import TaskOverrides
 from tests.conftest import run
 from tests.managed_jobs.support import attempt, job_state, write_attempt

@@ -20,7 +20,8 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.service import RPCError
 from temporalio.worker import Worker
 
-from skyhop.contract.managed_jobs import ManagedJobState, ManagedJobStatus
+from skyhop.contract.job_index import ManagedJobStatus
+from skyhop.contract.managed_jobs import ManagedJobState
 from tests.conftest import run, skyhop
 from tests.helpers import DevServer, WorkerProcess
 from tests.integration.support import client_for

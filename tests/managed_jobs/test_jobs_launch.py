@@ -20,12 +20,7 @@ from temporalio.client import WorkflowExecutionStatus
 from temporalio.service import RPCError
 
 from skyhop.cli.job_ids import allocate_job_id
-from skyhop.contract.managed_jobs import (
-    MEMO_KEY,
-    ManagedJobStatus,
-    ManagedJobSummary,
-    managed_job_workflow_id,
-)
+from skyhop.contract.job_index import MEMO_KEY, ManagedJobStatus, ManagedJobSummary, managed_job_workflow_id
 from tests.conftest import REPO, run, skyhop
 from tests.helpers import SKYHOP_CLI, DevServer, WorkerProcess, wait_for, with_signals
 from tests.integration.support import client_for

@@ -12,14 +12,8 @@ from temporalio.client import WorkflowHandle
 
 from skyhop.cli.embedded import temporal_binary
 from skyhop.contract import WorkflowKind
-from skyhop.contract.managed_jobs import (
-    MEMO_KEY,
-    EndReason,
-    ManagedJobState,
-    ManagedJobStatus,
-    ManagedJobSummary,
-    managed_job_workflow_id,
-)
+from skyhop.contract.job_index import MEMO_KEY, ManagedJobStatus, ManagedJobSummary, managed_job_workflow_id
+from skyhop.contract.managed_jobs import EndReason, ManagedJobState
 from skyhop.contract.search import KIND, NAME, STATUS, USER
 from skyhop.spec import Resources, Task
 from tests.conftest import run

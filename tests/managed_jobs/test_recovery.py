@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from skyhop.contract.managed_jobs import EndReason, ManagedJobStatus
+from skyhop.contract.job_index import ManagedJobStatus
+from skyhop.contract.managed_jobs import EndReason
 from skyhop.providers.sim import SimCloud
 from skyhop.spec import JobRecovery, Resources, Task
 from tests.conftest import run

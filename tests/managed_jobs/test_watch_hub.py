@@ -14,7 +14,8 @@ from temporalio.service import RPCError
 from skyhop.activities.models import AttemptLog, FollowedRun, FollowSet, WatchedJob, WatchHubInput
 from skyhop.cli.failures import asked_again
 from skyhop.contract import WORKFLOW_QUEUE, WorkflowType
-from skyhop.contract.managed_jobs import ManagedJobState, ManagedJobStatus, managed_job_workflow_id
+from skyhop.contract.job_index import ManagedJobStatus, managed_job_workflow_id
+from skyhop.contract.managed_jobs import ManagedJobState
 from skyhop.contract.watch_hub import (
     RUN_ENDED_SIGNAL,
     WATCH_HUB_SHARDS,

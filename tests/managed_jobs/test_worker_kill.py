@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from skyhop.contract.managed_jobs import ManagedJobState, ManagedJobStatus
+from skyhop.contract.job_index import ManagedJobStatus
+from skyhop.contract.managed_jobs import ManagedJobState
 from skyhop.spec import Resources, Task
 from tests.conftest import run
 from tests.helpers import DevServer, WorkerProcess

@@ -13,7 +13,7 @@ from temporalio.common import WorkflowIDConflictPolicy
 
 from skyhop.cli.failures import asked_again
 from skyhop.contract import WORKFLOW_QUEUE, WorkflowType
-from skyhop.contract.managed_jobs import ManagedJobStatus
+from skyhop.contract.job_index import ManagedJobStatus
 from skyhop.contract.pools import PoolApply, PoolQuery, PoolRequest, PoolState, PoolUpdate, pool_workflow_id
 from skyhop.spec import Resources, Task
 from skyhop.spec.pool import Pool

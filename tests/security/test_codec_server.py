@@ -19,7 +19,7 @@ from skyhop.cli.codec_server import CodecServer, serve_codec
 from skyhop.cli.config import TemporalConfig
 from skyhop.cli.embedded import temporal_binary
 from skyhop.cli.payload_key import load_keyring
-from skyhop.contract import LaunchRequest
+from skyhop.contract.clusters import LaunchRequest
 from skyhop.contract.converter import skyhop_data_converter
 from skyhop.spec import Task
 from tests.conftest import run

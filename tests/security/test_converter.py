@@ -12,7 +12,7 @@ from temporalio.api.common.v1 import Payload
 from temporalio.api.failure.v1 import Failure
 from temporalio.exceptions import ApplicationError, CancelledError
 
-from skyhop.contract import LaunchRequest
+from skyhop.contract.clusters import LaunchRequest
 from skyhop.contract.codec import (
     ENCRYPTED_ENCODING,
     INNER_ENCODING_METADATA,

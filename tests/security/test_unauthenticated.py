@@ -29,7 +29,8 @@ from skyhop.activities.models import SetupInput
 from skyhop.cli.config import TemporalConfig
 from skyhop.cli.embedded import temporal_binary
 from skyhop.cli.payload_key import load_payload_key
-from skyhop.contract import LONG_QUEUE, WORKFLOW_QUEUE, LaunchResult
+from skyhop.contract import LONG_QUEUE, WORKFLOW_QUEUE
+from skyhop.contract.clusters import LaunchResult
 from skyhop.contract.converter import UNAUTHENTICATED_PAYLOAD
 from skyhop.providers.home import skyhop_home
 from skyhop.spec import Resources, Task

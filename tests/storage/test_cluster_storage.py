@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from skyhop.contract import ClusterInput, ClusterRecord, ClusterStorage
+from skyhop.contract.clusters import ClusterInput, ClusterRecord, ClusterStorage
 from skyhop.spec import Task
 from skyhop.spec.storage import BucketRef, Storage, StorageMode, StoreKind
 from skyhop.storage.plan import cluster_storage, storage_plan

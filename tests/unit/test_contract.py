@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from skyhop.contract import ErrorType, LaunchProgress, LaunchStage
+from skyhop.contract import ErrorType, LaunchStage
+from skyhop.contract.clusters import LaunchProgress
 from skyhop.providers import errors
 from skyhop.providers.errors import RETRY_CANNOT_FIX, ProviderError
 from skyhop.workflows.options import LONG_RETRY, SHORT_RETRY

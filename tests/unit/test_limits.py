@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from skyhop.contract import LaunchRequest
+from skyhop.contract.clusters import LaunchRequest
 from skyhop.providers.base import ProvisionRequest
 from skyhop.providers.errors import NotSupportedError
 from skyhop.providers.home import skyhop_home
