@@ -3,6 +3,11 @@
 Any Temporal client, in any language, can drive skyhop with these: start ``LaunchWorkflow`` on
 ``skyhop-workflows`` with a ``LaunchRequest`` as JSON, query ``ClusterWorkflow`` (id
 ``cluster:<name>``) for its ``ClusterRecord``. Fields are only ever added, never renamed.
+
+This module holds the names (workflow types, queues, signals, updates, queries, search
+attributes, statuses, error types) and imports only the standard library; the payload models are
+in its modules (``clusters``, ``managed_jobs``, ``job_index``, ``pools``, ``serve``, ...), so a
+command that needs a few names does not load them all.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The managed-job part of the contract: ``ManagedJobWorkflow``, its input, its states and its query.
+"""The managed-job part of the contract: ``ManagedJobWorkflow``, its input and its states.
 
 A managed job is one workflow, id ``managed-job:<id>`` on ``skyhop-workflows``, started with a
 ``ManagedJobRequest`` as JSON. Its ``state`` query answers a ``ManagedJobState``; the summary a
@@ -18,8 +18,8 @@ A group with ``primary_tasks`` (``ManagedJobRequest.group``) ends when those hav
 others are then stopped after their ``termination_delay``, ending CANCELLED with reason
 PRIMARY_TASKS_ENDED, and the job's status is the primary tasks'.
 
-Job ids, statuses, summaries and the job index (what ``jobs queue`` reads) are in
-``contract.job_index``.
+Job ids, statuses, summaries, the ``state`` query's name and the job index (what ``jobs queue``
+reads) are in ``contract.job_index``.
 """
 
 from __future__ import annotations
