@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
+import uuid
 from pathlib import Path
 from typing import ClassVar
 
@@ -75,10 +76,18 @@ class LocalProvider(Provider):
         return await self.start(ClusterHandle(cluster_name=name, offering=request.offering, nodes=nodes))
 
     async def terminate(self, handle: ClusterHandle) -> None:
+        """Stop the nodes' jobs, then remove the cluster's folder, moved aside first: a killed job's
+        waiting shell writes its exit code into the job's folder as it ends, and one that did so
+        while the folder was being removed left that folder behind (a cluster that was down)."""
         await asyncio.gather(*(LocalNodeRuntime(node).cancel_all() for node in handle.nodes))
         folder = self._cluster_dir(handle.cluster_name)
         await asyncio.to_thread(unmount_under, folder)
-        await asyncio.to_thread(shutil.rmtree, folder, True)
+        gone = folder.with_name(f".{folder.name}.removing-{uuid.uuid4().hex[:8]}")
+        try:
+            folder.rename(gone)
+        except FileNotFoundError:
+            return
+        await asyncio.to_thread(shutil.rmtree, gone, True)
 
     async def remove_untracked(self, cluster_name: str) -> list[str]:
         """The folders this provider made for the cluster's nodes."""
