@@ -17,6 +17,13 @@ The format, version 1 (README "Payload encryption" says the same for clients in 
   encoding)) || inner encoding: the metadata is authenticated, so swapping encodings or key ids
   fails the tag like tampered data does. Other metadata is neither written nor kept.
 
+Version 2 is version 1 with the plaintext zlib-compressed (RFC 1950) before encryption, and
+``0x02`` as the version byte in ``data`` and in the aad. It is written for a payload of
+``COMPRESS_FROM`` bytes or more that compresses smaller: the server, the worker and the client
+each spend time per byte a payload holds, and a job index shard's answer (a thousand rows, 250 KB
+of JSON) compresses to 15 KB. A decoder of version 1 only refuses it by its version, never misreads
+it. What compression reveals is how compressible a payload is (its length), never its bytes.
+
 Key rotation: a keyring holds the current key (it encrypts) and older ones (they only decrypt);
 a payload names its key by id, so old payloads stay readable while new ones use the new key.
 
@@ -36,6 +43,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -45,6 +53,8 @@ from temporalio.api.common.v1 import Payload
 from temporalio.converter import PayloadCodec
 
 __all__ = [
+    "COMPRESSED_VERSION",
+    "COMPRESS_FROM",
     "ENCRYPTED_ENCODING",
     "FORMAT_VERSION",
     "INNER_ENCODING_METADATA",
@@ -63,12 +73,18 @@ __all__ = [
 KEY_BYTES = 32
 NONCE_BYTES = 12
 FORMAT_VERSION = 1
+COMPRESSED_VERSION = 2
+COMPRESS_FROM = 1024
+"""Smaller payloads (most of them: a status, an id, a short record) are not worth compressing."""
+_COMPRESSION_LEVEL = 1
+"""zlib's fastest: a job index shard's 250 KB of JSON rows in about a millisecond, to 6% of their size."""
 ENCRYPTED_ENCODING = "binary/skyhop-encrypted"
 INNER_ENCODING_METADATA = "skyhop-encoding"
 KEY_ID_METADATA = "skyhop-key-id"
 MAC_METADATA = "skyhop-mac"
 """The clear-text signed format's MAC (read, never written)."""
 UNAUTHENTICATED_ENCODING = "binary/skyhop-unauthenticated"
+_READ_VERSIONS = (bytes([FORMAT_VERSION]), bytes([COMPRESSED_VERSION]))
 _AAD_DOMAIN = b"skyhop-payload"
 _MAC_DOMAIN = b"skyhop-payload-v1"
 
@@ -83,7 +99,8 @@ def _framed(*fields: bytes) -> bytes:
 
 
 def associated_data(key_id: bytes, encoding: bytes, version: int = FORMAT_VERSION) -> bytes:
-    """The bytes GCM authenticates besides the data: the version, key id and inner encoding."""
+    """The bytes GCM authenticates besides the data: the version (1, or 2: compressed), key id and
+    inner encoding."""
     return _AAD_DOMAIN + bytes([version]) + _framed(key_id, encoding)
 
 
@@ -134,15 +151,20 @@ class EncryptingCodec(PayloadCodec):
 
     def encrypt(self, payload: Payload) -> Payload:
         encoding = payload.metadata.get("encoding", b"")
+        version, plain = FORMAT_VERSION, payload.data
+        if len(plain) >= COMPRESS_FROM:
+            packed = zlib.compress(plain, _COMPRESSION_LEVEL)
+            if len(packed) < len(plain):
+                version, plain = COMPRESSED_VERSION, packed
         nonce = os.urandom(NONCE_BYTES)
-        sealed = self._aead.encrypt(nonce, payload.data, associated_data(self._current_id, encoding))
+        sealed = self._aead.encrypt(nonce, plain, associated_data(self._current_id, encoding, version))
         return Payload(
             metadata={
                 "encoding": ENCRYPTED_ENCODING.encode(),
                 INNER_ENCODING_METADATA: encoding,
                 KEY_ID_METADATA: self._current_id,
             },
-            data=bytes([FORMAT_VERSION]) + nonce + sealed,
+            data=bytes([version]) + nonce + sealed,
         )
 
     def decrypt(self, payload: Payload) -> Payload:
@@ -158,13 +180,21 @@ class EncryptingCodec(PayloadCodec):
             named = sender.decode(errors="replace")[:16]
             return marker(f"a payload is encrypted with key {named!r}, not one of this keyring's ({held})")
         version, data = payload.data[:1], payload.data[1:]
-        if version != bytes([FORMAT_VERSION]):
+        if version not in _READ_VERSIONS:
             found = version.hex() or "none"
-            return marker(f"a payload is in format version {found}; this skyhop reads {FORMAT_VERSION}")
+            readable = f"{FORMAT_VERSION} and {COMPRESSED_VERSION}"
+            return marker(f"a payload is in format version {found}; this skyhop reads {readable}")
         try:
-            plain = aead.decrypt(data[:NONCE_BYTES], data[NONCE_BYTES:], associated_data(sender, inner))
+            plain = aead.decrypt(
+                data[:NONCE_BYTES], data[NONCE_BYTES:], associated_data(sender, inner, version[0])
+            )
         except (InvalidTag, ValueError):
             return marker("a payload does not authenticate under its key: its data or metadata was altered")
+        if version[0] == COMPRESSED_VERSION:
+            try:
+                plain = zlib.decompress(plain)
+            except zlib.error:
+                return marker("a compressed payload authenticates but does not decompress")
         return Payload(metadata={"encoding": inner}, data=plain)
 
     def _verified_clear_text(self, payload: Payload, encoding: bytes) -> Payload:

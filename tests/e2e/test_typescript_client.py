@@ -8,6 +8,7 @@ user reads why, and nothing runs.
 
 from __future__ import annotations
 
+import base64
 import json
 import shutil
 import subprocess
@@ -15,10 +16,12 @@ import uuid
 from pathlib import Path
 
 import pytest
+from temporalio.api.common.v1 import Payload
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
 from skyhop.contract import cluster_workflow_id
+from skyhop.contract.codec import COMPRESS_FROM, EncryptingCodec, Keyring
 from skyhop.providers.home import skyhop_home
 from tests.conftest import REPO, run, skyhop
 from tests.helpers import DevServer, WorkerProcess
@@ -104,3 +107,43 @@ def test_a_launch_that_fails_reads_as_the_workers_error_through_the_codec(
     message = failed.stderr.strip()
     assert message.startswith("launch failed: NoFeasibleOffering: "), message
     assert "H100" in message and "Encoded failure" not in message
+
+
+def test_the_readme_codec_reads_a_compressed_payload_and_a_plain_one(tmp_path: Path) -> None:
+    """Format version 2 (a large payload, zlib-compressed) and version 1, written by skyhop's codec,
+    read by ``codec.mjs``: what a TypeScript client meets in a big query answer or result."""
+    key = bytes(range(32))
+    codec = EncryptingCodec(Keyring((key,)))
+    texts = ['"' + "row " * COMPRESS_FROM + '"', '"short"']
+    written = [codec.encrypt(Payload(metadata={"encoding": b"json/plain"}, data=t.encode())) for t in texts]
+    assert [payload.data[0] for payload in written] == [2, 1]
+    as_json = [
+        {"metadata": {k: _b64(v) for k, v in payload.metadata.items()}, "data": _b64(payload.data)}
+        for payload in written
+    ]
+    (tmp_path / "payloads.json").write_text(json.dumps(as_json))
+    script = (
+        "import { SkyhopCodec, loadKeyring } from './codec.mjs';"
+        "import { readFileSync } from 'node:fs';"
+        f"const raw = JSON.parse(readFileSync({json.dumps(str(tmp_path / 'payloads.json'))}, 'utf8'));"
+        "const b = (s) => Buffer.from(s, 'base64');"
+        "const payloads = raw.map((p) => ({ metadata: Object.fromEntries(Object.entries(p.metadata)"
+        ".map(([k, v]) => [k, b(v)])), data: b(p.data) }));"
+        "const decoded = await new SkyhopCodec(loadKeyring()).decode(payloads);"
+        "console.log(JSON.stringify(decoded.map((p) => Buffer.from(p.data).toString())));"
+    )
+    env = {"PATH": "/usr/bin:/bin", "SKYHOP_KEY": _b64(key)}
+    read = subprocess.run(
+        [node(), "--input-type=module", "-e", script],
+        cwd=CLIENT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert read.returncode == 0, read.stderr
+    assert json.loads(read.stdout) == texts
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
+import zlib
 
 import pytest
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -14,6 +15,7 @@ from temporalio.exceptions import ApplicationError, CancelledError
 
 from skyhop.contract.clusters import LaunchRequest
 from skyhop.contract.codec import (
+    COMPRESS_FROM,
     ENCRYPTED_ENCODING,
     INNER_ENCODING_METADATA,
     KEY_ID_METADATA,
@@ -106,10 +108,53 @@ def test_tampered_metadata_is_rejected(field: str, value: bytes) -> None:
     assert "altered" in rejected(payload, KEY, OTHER_KEY).message
 
 
-def test_a_changed_version_byte_is_refused_by_name() -> None:
+def test_an_unknown_version_byte_is_refused_by_name() -> None:
     payload = encrypted()
-    payload.data = b"\x02" + payload.data[1:]
-    assert "format version 02" in rejected(payload).message
+    payload.data = b"\x03" + payload.data[1:]
+    assert "format version 03" in rejected(payload).message
+
+
+LARGE = LaunchRequest(cluster_name="dev", task=Task(run="echo step\n" * 2_000, secrets={"HF_TOKEN": SECRET}))
+
+
+def test_a_large_payload_is_compressed_then_encrypted_as_documented() -> None:
+    """Version 2: the JSON zlib-compressed, then as version 1, with 0x02 in the data and the aad."""
+    payload = encrypted(LARGE)
+    clear = LARGE.model_dump_json().encode()
+    version, nonce, sealed = payload.data[:1], payload.data[1:13], payload.data[13:]
+    assert version == b"\x02" and len(payload.data) < len(clear) // 10
+    kid, encoding = key_id(KEY).encode(), b"json/plain"
+    aad = (
+        b"skyhop-payload"
+        + b"\x02"
+        + len(kid).to_bytes(4, "big")
+        + kid
+        + len(encoding).to_bytes(4, "big")
+        + encoding
+    )
+    assert zlib.decompress(AESGCM(KEY).decrypt(nonce, sealed, aad)) == clear
+    assert decode(payload) == LARGE
+    # ...and one made by hand from the description decodes.
+    nonce = os.urandom(12)
+    by_hand = Payload(
+        metadata={"encoding": ENCRYPTED_ENCODING.encode(), "skyhop-encoding": encoding, "skyhop-key-id": kid},
+        data=b"\x02" + nonce + AESGCM(KEY).encrypt(nonce, zlib.compress(clear, 9), aad),
+    )
+    assert decode(by_hand) == LARGE
+
+
+def test_a_compressed_payload_passed_off_as_version_1_fails_its_tag() -> None:
+    payload = encrypted(LARGE)
+    payload.data = b"\x01" + payload.data[1:]
+    assert "altered" in rejected(payload).message
+
+
+@pytest.mark.parametrize("data", [b"x" * (COMPRESS_FROM - 1), os.urandom(4 * COMPRESS_FROM)])
+def test_a_small_or_incompressible_payload_stays_version_1(data: bytes) -> None:
+    codec = EncryptingCodec(Keyring((KEY,)))
+    payload = codec.encrypt(Payload(metadata={"encoding": b"binary/plain"}, data=data))
+    assert payload.data[:1] == b"\x01"
+    assert codec.decrypt(payload).data == data
 
 
 def test_a_plain_payload_is_rejected() -> None:

@@ -2,9 +2,11 @@
 // from skyhop's Python code): if this file needs knowledge README does not give, README is wrong.
 import { createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { inflateSync } from 'node:zlib';
 
 const ENCRYPTED = 'binary/skyhop-encrypted';
 const VERSION = 0x01;
+const COMPRESSED = 0x02; // version 1 with the plaintext zlib-compressed: this client reads it, never writes it
 const NONCE_BYTES = 12;
 const TAG_BYTES = 16;
 const KEY_BYTES = 32;
@@ -18,9 +20,9 @@ function framed(/** @type {Buffer} */ field) {
   return Buffer.concat([length, field]);
 }
 
-/** "skyhop-payload" ‖ 0x01 ‖ u32be(key id) ‖ key id ‖ u32be(inner encoding) ‖ inner encoding */
-function associatedData(/** @type {Buffer} */ keyId, /** @type {Buffer} */ inner) {
-  return Buffer.concat([Buffer.from('skyhop-payload'), Buffer.from([VERSION]), framed(keyId), framed(inner)]);
+/** "skyhop-payload" ‖ version ‖ u32be(key id) ‖ key id ‖ u32be(inner encoding) ‖ inner encoding */
+function associatedData(/** @type {Buffer} */ keyId, /** @type {Buffer} */ inner, version = VERSION) {
+  return Buffer.concat([Buffer.from('skyhop-payload'), Buffer.from([version]), framed(keyId), framed(inner)]);
 }
 
 /** The first 16 lowercase hex digits of SHA-256(key). */
@@ -90,14 +92,17 @@ export class SkyhopCodec {
       const key = this.keys.get(sender.toString());
       if (key === undefined) throw new Error(`a payload is encrypted with key ${sender}, which this keyring lacks`);
       const data = Buffer.from(payload.data ?? new Uint8Array());
-      if (data[0] !== VERSION) throw new Error(`a payload is in format version ${data[0]}; this client reads 1`);
+      const version = data[0];
+      if (version !== VERSION && version !== COMPRESSED) {
+        throw new Error(`a payload is in format version ${version}; this client reads 1 and 2`);
+      }
       const nonce = data.subarray(1, 1 + NONCE_BYTES);
       const sealed = data.subarray(1 + NONCE_BYTES, data.length - TAG_BYTES);
       const decipher = createDecipheriv('aes-256-gcm', key, nonce);
-      decipher.setAAD(associatedData(sender, inner));
+      decipher.setAAD(associatedData(sender, inner, version));
       decipher.setAuthTag(data.subarray(data.length - TAG_BYTES));
       const plain = Buffer.concat([decipher.update(sealed), decipher.final()]); // throws if tampered
-      return { metadata: { encoding: inner }, data: plain };
+      return { metadata: { encoding: inner }, data: version === COMPRESSED ? inflateSync(plain) : plain };
     });
   }
 }
