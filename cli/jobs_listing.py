@@ -12,6 +12,7 @@ shard marks the cancelled jobs there; each job then removes its clusters and end
 from __future__ import annotations
 
 import asyncio
+import gc
 import time
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
@@ -218,6 +219,10 @@ async def indexed_jobs(
 async def run_jobs_queue(*, all_users: bool, skip_finished: bool, as_json: bool) -> int:
     from skyhop.cli.session import current_user, open_client
 
+    # The listing makes tens of thousands of objects (each row's summary and cells), none in a
+    # cycle, and the process ends once they are printed: the cyclic collector's passes over them
+    # freed nothing and took about 50 ms of the command at 10,000 jobs.
+    gc.disable()
     client = await open_client()
     user = current_user()
     jobs = await indexed_jobs(
