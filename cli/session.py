@@ -1,4 +1,4 @@
-"""A connected Temporal client for a CLI command, starting the embedded default when needed."""
+"""The user a CLI command acts for, and its Temporal client (the embedded default started if needed)."""
 
 from __future__ import annotations
 
