@@ -22,6 +22,7 @@ from skyhop.contract.codec import (
     UNAUTHENTICATED_ENCODING,
     EncryptingCodec,
     Keyring,
+    associated_data,
     key_id,
 )
 from skyhop.contract.converter import UNAUTHENTICATED_PAYLOAD, skyhop_data_converter
@@ -141,6 +142,17 @@ def test_a_large_payload_is_compressed_then_encrypted_as_documented() -> None:
         data=b"\x02" + nonce + AESGCM(KEY).encrypt(nonce, zlib.compress(clear, 9), aad),
     )
     assert decode(by_hand) == LARGE
+
+
+def test_a_version_2_payload_that_is_not_zlib_is_refused() -> None:
+    """Only a holder of the key can make one (a client's bug): refused by name, not a traceback."""
+    kid, encoding, nonce = key_id(KEY).encode(), b"json/plain", os.urandom(12)
+    aad = associated_data(kid, encoding, 2)
+    payload = Payload(
+        metadata={"encoding": ENCRYPTED_ENCODING.encode(), "skyhop-encoding": encoding, "skyhop-key-id": kid},
+        data=b"\x02" + nonce + AESGCM(KEY).encrypt(nonce, REQUEST.model_dump_json().encode(), aad),
+    )
+    assert "does not decompress" in rejected(payload).message
 
 
 def test_a_compressed_payload_passed_off_as_version_1_fails_its_tag() -> None:
