@@ -22,7 +22,6 @@ from skyhop.contract.codec import (
     UNAUTHENTICATED_ENCODING,
     EncryptingCodec,
     Keyring,
-    associated_data,
     key_id,
 )
 from skyhop.contract.converter import UNAUTHENTICATED_PAYLOAD, skyhop_data_converter
@@ -67,28 +66,40 @@ def test_a_payload_round_trips_and_holds_nothing_in_clear() -> None:
     assert encrypted().data != payload.data  # a fresh nonce each time
 
 
-def test_the_data_is_the_documented_aes_gcm_of_the_json() -> None:
-    """Raw ``cryptography`` calls, as the README describes the format: what another client writes."""
-    payload = encrypted()
-    version, nonce, sealed = payload.data[:1], payload.data[1:13], payload.data[13:]
+def readme_aad(version: bytes) -> bytes:
+    """The aad of a ``json/plain`` payload under ``KEY``, byte for byte as README spells it."""
     kid, encoding = key_id(KEY).encode(), b"json/plain"
-    aad = (
+    return (
         b"skyhop-payload"
-        + b"\x01"
+        + version
         + len(kid).to_bytes(4, "big")
         + kid
         + len(encoding).to_bytes(4, "big")
         + encoding
     )
-    assert version == b"\x01" and len(sealed) > 16
-    assert AESGCM(KEY).decrypt(nonce, sealed, aad) == REQUEST.model_dump_json().encode()
-    # ...and the other way: a payload made by hand from the description decodes.
+
+
+def made_by_hand(version: bytes, plaintext: bytes) -> Payload:
+    """A payload as another client writes it from README: version, nonce, AES-GCM of ``plaintext``."""
     nonce = os.urandom(12)
-    by_hand = Payload(
-        metadata={"encoding": ENCRYPTED_ENCODING.encode(), "skyhop-encoding": encoding, "skyhop-key-id": kid},
-        data=b"\x01" + nonce + AESGCM(KEY).encrypt(nonce, REQUEST.model_dump_json().encode(), aad),
+    return Payload(
+        metadata={
+            "encoding": ENCRYPTED_ENCODING.encode(),
+            "skyhop-encoding": b"json/plain",
+            "skyhop-key-id": key_id(KEY).encode(),
+        },
+        data=version + nonce + AESGCM(KEY).encrypt(nonce, plaintext, readme_aad(version)),
     )
-    assert decode(by_hand) == REQUEST
+
+
+def test_the_data_is_the_documented_aes_gcm_of_the_json() -> None:
+    """Raw ``cryptography`` calls, as the README describes the format: what another client writes."""
+    payload = encrypted()
+    version, nonce, sealed = payload.data[:1], payload.data[1:13], payload.data[13:]
+    assert version == b"\x01" and len(sealed) > 16
+    assert AESGCM(KEY).decrypt(nonce, sealed, readme_aad(b"\x01")) == REQUEST.model_dump_json().encode()
+    # ...and the other way: a payload made by hand from the description decodes.
+    assert decode(made_by_hand(b"\x01", REQUEST.model_dump_json().encode())) == REQUEST
     assert key_id(KEY) == hashlib.sha256(KEY).hexdigest()[:16]
 
 
@@ -124,34 +135,15 @@ def test_a_large_payload_is_compressed_then_encrypted_as_documented() -> None:
     clear = LARGE.model_dump_json().encode()
     version, nonce, sealed = payload.data[:1], payload.data[1:13], payload.data[13:]
     assert version == b"\x02" and len(payload.data) < len(clear) // 10
-    kid, encoding = key_id(KEY).encode(), b"json/plain"
-    aad = (
-        b"skyhop-payload"
-        + b"\x02"
-        + len(kid).to_bytes(4, "big")
-        + kid
-        + len(encoding).to_bytes(4, "big")
-        + encoding
-    )
-    assert zlib.decompress(AESGCM(KEY).decrypt(nonce, sealed, aad)) == clear
+    assert zlib.decompress(AESGCM(KEY).decrypt(nonce, sealed, readme_aad(b"\x02"))) == clear
     assert decode(payload) == LARGE
-    # ...and one made by hand from the description decodes.
-    nonce = os.urandom(12)
-    by_hand = Payload(
-        metadata={"encoding": ENCRYPTED_ENCODING.encode(), "skyhop-encoding": encoding, "skyhop-key-id": kid},
-        data=b"\x02" + nonce + AESGCM(KEY).encrypt(nonce, zlib.compress(clear, 9), aad),
-    )
-    assert decode(by_hand) == LARGE
+    # ...and one made by hand from the description (at another zlib level) decodes.
+    assert decode(made_by_hand(b"\x02", zlib.compress(clear, 9))) == LARGE
 
 
 def test_a_version_2_payload_that_is_not_zlib_is_refused() -> None:
     """Only a holder of the key can make one (a client's bug): refused by name, not a traceback."""
-    kid, encoding, nonce = key_id(KEY).encode(), b"json/plain", os.urandom(12)
-    aad = associated_data(kid, encoding, 2)
-    payload = Payload(
-        metadata={"encoding": ENCRYPTED_ENCODING.encode(), "skyhop-encoding": encoding, "skyhop-key-id": kid},
-        data=b"\x02" + nonce + AESGCM(KEY).encrypt(nonce, REQUEST.model_dump_json().encode(), aad),
-    )
+    payload = made_by_hand(b"\x02", REQUEST.model_dump_json().encode())
     assert "does not decompress" in rejected(payload).message
 
 
