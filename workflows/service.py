@@ -133,9 +133,9 @@ class ServiceWorkflow:
         """At zero replicas, a held request wakes the autoscaler (``_HELD_PATCH``)."""
         self._watch: asyncio.Task[None] | None = None
         self._states = False
+        """PENDING and PREEMPTED replicas (``_STATES_PATCH``)."""
         self._drain = False
         """A leaving replica's nodes go once the load balancer was told (``_DRAIN_PATCH``)."""
-        """PENDING and PREEMPTED replicas (``_STATES_PATCH``)."""
         self._timers: set[asyncio.Task[None]] = set()
         """Held so that the event loop's weak references are not their only ones."""
 
