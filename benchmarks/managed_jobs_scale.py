@@ -21,9 +21,12 @@ Then, in order:
   (``SimCloud.preempt``: no sim timer, whose Python per preemption, 45 ms of CPU each, took a
   fifth of the machine at 10 a second, where a cloud's preemptions cost the control plane
   nothing): from the moment a node's processes were killed to the job's relaunch decision (the
-  RECOVERING status its workflow records, read from its history), p50/p99;
+  RECOVERING status its workflow records, read from its history), p50/p99, and the p50 of the
+  first and of the last fifth preempted (a backlog that grows through the preemptions shows there);
 - ``skyhop jobs cancel`` of ``--cancel`` jobs (the whole command), until every one of their
   clusters is gone from the cloud;
+- the worker's garbage collections that stopped it for a second or more (its log says each: at
+  10,000 jobs a full one took 1 to 4.5 s), how many, in all and the longest;
 - over those two phases and the idling, the cores the worker, the server, pid 1, the kernel's
   threads (and the busiest of them) and the rest of the machine used (idling: what N running jobs
   cost while nothing happens to them). skyhop shares the machine with the sim's node processes
@@ -47,6 +50,7 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -323,6 +327,9 @@ signal to it, the task waited in the server's queue; from it to ``decided``, the
 
 _READ_EVERY_S = 5.0
 
+_GC_PAUSE = re.compile(r"collecting garbage paused this worker for ([\d.]+) s")
+"""The worker's log line for a long collection (``worker.CollectionPauses``)."""
+
 
 async def _recovering_at(client: Client, since: dict[int, float]) -> dict[int, dict[str, float]]:
     """When each job's workflow recorded its relaunch decision (the first RECOVERING status it
@@ -514,6 +521,7 @@ async def _bench(args: argparse.Namespace, env: dict[str, str], request: Managed
         log.count("Workflow task not found"),
         log.count("Activity not found on completion"),
     )
+    figures["gc_pauses"] = [float(seconds) for seconds in _GC_PAUSE.findall(log)]
     _report(args.jobs, args.cached_workflows, figures)  # before the clean-up, which can be slow
     sys.stdout.flush()
     if len(cancelled) < n:
@@ -540,7 +548,7 @@ def _load(average: tuple[float, float, float]) -> str:
 
 
 def _report(n: int, cached: int | None, f: dict[str, Any]) -> None:
-    from skyhop.worker import CACHED_WORKFLOWS
+    from skyhop.worker import CACHED_WORKFLOWS, GC_PAUSE_LOGGED_S
     from skyhop.workflows.options import HEARTBEAT
 
     mib = 1024.0
@@ -605,6 +613,17 @@ def _report(n: int, cached: int | None, f: dict[str, Any]) -> None:
         reached = [marks[stage] for marks in f["preemption_s"] if stage in marks]
         if reached:
             print(f"  {stage:42} {_percentile(reached, 0.5):>8.2f} / {_percentile(reached, 0.99):.2f}")
+    pauses = f["gc_pauses"]
+    print(
+        f"collections that paused the worker {GC_PAUSE_LOGGED_S:g} s or more: {len(pauses)}"
+        + (f", {sum(pauses):.1f} s in all, the longest {max(pauses):.1f} s" if pauses else "")
+    )
+    fifth = max(1, len(latencies) // 5)
+    first, last = _percentile(latencies[:fifth], 0.5), _percentile(latencies[-fifth:], 0.5)
+    print(
+        f"relaunch decision p50 of the first {fifth} jobs preempted {first:.2f} s, of the last {fifth} "
+        f"{last:.2f} s (the last much the longer: a backlog grew, fewer handled a second than came)"
+    )
 
 
 def main() -> None:
