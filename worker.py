@@ -130,8 +130,8 @@ every job in 1,570 s, against 1,274 and 1,398 s with 10, and ``jobs queue`` took
 GC_PAUSE_LOGGED_S = 1.0
 """A garbage collection that takes this long is logged: the collector stops the whole process, so
 every workflow task, activity and heartbeat of the worker waits for it. A full collection walks
-every object the worker holds; at 10,000 running managed jobs (about 1.1 million objects) one
-took 1 to 4.5 s, every 20 to 45 s while jobs were launched, settled or cancelled by the thousand."""
+every object the worker holds; with 10,000 managed jobs (over a million objects) one took 1 to
+4.5 s, every 10 to 45 s while jobs were launched, reported or cancelled by the thousand."""
 
 
 class CollectionPauses:
