@@ -72,7 +72,7 @@ with workflow.unsafe.imports_passed_through():
     from skyhop.serve.service_spec import asks_for_spot, autoscaler_policy, on_demand, service_of
     from skyhop.workflows.options import SHORT_RETRY
     from skyhop.workflows.service_plan import ReplicaPlan, plan_replicas, update_done
-    from skyhop.workflows.service_replica import ServiceReplica
+    from skyhop.workflows.service_replica import Probing, ServiceReplica
     from skyhop.workflows.stages import history_is_long
 
 __all__ = ["AUTOSCALE_EVERY", "ServiceWorkflow", "relaunch_delay"]
@@ -97,6 +97,9 @@ once, and requests routed to it meanwhile failed where no other replica could ta
 _STATES_PATCH = "service-replica-states"
 """Runs from before a failed replica asked the provider whether it was preempted, and before
 replicas waiting for the relaunch back-off were listed PENDING."""
+_BETWEEN_PROBES_PATCH = "service-continue-between-probes"
+"""Runs from before the service continued as new only while no probe ran (``Probing``), and
+before a replica stopped while probing ended once its probe answered (``ServiceReplica.stop``)."""
 
 
 def relaunch_delay(failed_starts: int) -> float:
@@ -119,6 +122,7 @@ class ServiceWorkflow:
             self.autoscaler = AutoscalerState.initial(self._policy())
             self.state.target = self.autoscaler.target
         self._runs: dict[int, asyncio.Task[None]] = {}
+        self._replicas: dict[int, ServiceReplica] = {}
         self._changed = True
         self._pushed: list[ReplicaEndpoint] | None = None
         self._published: ServiceStatus | None = None
@@ -136,6 +140,9 @@ class ServiceWorkflow:
         """PENDING and PREEMPTED replicas (``_STATES_PATCH``)."""
         self._drain = False
         """A leaving replica's nodes go once the load balancer was told (``_DRAIN_PATCH``)."""
+        self._between_probes = False
+        """Continue as new only while no probe runs (``_BETWEEN_PROBES_PATCH``)."""
+        self._probing = Probing()
         self._timers: set[asyncio.Task[None]] = set()
         """Held so that the event loop's weak references are not their only ones."""
 
@@ -201,6 +208,7 @@ class ServiceWorkflow:
         self._wake_on_held = workflow.patched(_HELD_PATCH)
         self._states = workflow.patched(_STATES_PATCH)
         self._drain = workflow.patched(_DRAIN_PATCH)
+        self._between_probes = workflow.patched(_BETWEEN_PROBES_PATCH)
         self._set_target(self._kinds())
         try:
             await self._sync_load_balancer()
@@ -219,7 +227,7 @@ class ServiceWorkflow:
             self._reconcile()
             await self._sync_load_balancer()
             self._publish()
-            self._continue_if_long()
+            await self._continue_if_long()
             self._wake_for_relaunch()
             self._watch_for_held()
             await workflow.wait_condition(lambda: self._changed or self._tick_due)
@@ -291,7 +299,7 @@ class ServiceWorkflow:
                 state.replicas.remove(record)  # never launched: nothing to remove
             else:
                 record.status = ReplicaStatus.SHUTTING_DOWN  # out of the READY set at once
-                self._runs[record.replica_id].cancel()
+                self._stop(record.replica_id)
         backing_off = state.relaunch_at is not None and now < state.relaunch_at
         if backing_off and not self._states:
             return
@@ -335,9 +343,24 @@ class ServiceWorkflow:
             task = on_demand(task)  # an on-demand fallback replica
         drained = self._out_of_load_balancer if self._drain else None
         replica = ServiceReplica(
-            self.state.name, record, task, self._touch, asks_provider=self._states, drained=drained
+            self.state.name,
+            record,
+            task,
+            self._touch,
+            asks_provider=self._states,
+            drained=drained,
+            probing=self._probing,
         )
         self._runs[record.replica_id] = asyncio.create_task(self._life(replica))
+        self._replicas[record.replica_id] = replica
+
+    def _stop(self, replica_id: int) -> None:
+        """Scaled down, replaced or going down: its run is cancelled, at once, or (under
+        ``_BETWEEN_PROBES_PATCH``) once its probe in flight answered (``ServiceReplica.stop``)."""
+        if self._between_probes:
+            self._replicas[replica_id].stop(self._runs[replica_id])
+        else:
+            self._runs[replica_id].cancel()
 
     async def _life(self, replica: ServiceReplica) -> None:
         """A replica from launch to removal; a failed one is then replaced by ``_reconcile``."""
@@ -350,6 +373,7 @@ class ServiceWorkflow:
             # Its cluster could not be removed: it stays listed, FAILED, saying where to look.
             record.status, record.message = ReplicaStatus.FAILED, innermost_message(exc)
             self._runs.pop(record.replica_id, None)
+            self._replicas.pop(record.replica_id, None)
             self._touch()
             return
         if record.status.failed:
@@ -367,6 +391,7 @@ class ServiceWorkflow:
             else:
                 state.failed_starts = 0
         self._runs.pop(record.replica_id, None)
+        self._replicas.pop(record.replica_id, None)
         state.replicas.remove(record)
         in_use = {r.version for r in state.replicas} | {state.version}
         if state.update is not None:
@@ -489,14 +514,22 @@ class ServiceWorkflow:
         workflow.upsert_search_attributes([STATUS.value_set(state.status.value)])
         workflow.set_current_details(f"status: {state.status}")
 
-    def _continue_if_long(self) -> None:
-        """Continue as new once the history is long, at a moment no replica is in the middle of a step."""
-        if not history_is_long(self.request.history_limit):
+    async def _continue_if_long(self) -> None:
+        """Continue as new once the history is long, at a moment no replica is in the middle of a
+        step, nor of a probe (``Probing``: the probes in flight land first, and no new one starts)."""
+        if not history_is_long(self.request.history_limit) or not self._settled():
             return
-        if not all(r.status.settled for r in self.state.replicas if r.replica_id in self._runs):
-            return  # a replica in the middle of a step (one whose removal failed has no step left)
+        if self._between_probes:
+            await self._probing.hold()
+            if not self._settled():  # a probe's answer changed a replica
+                self._probing.release()
+                return
         resume = ServiceResume(state=self.state, tasks=self.tasks, autoscaler=self.autoscaler)
         workflow.continue_as_new(self.request.model_copy(update={"resume": resume}))
+
+    def _settled(self) -> bool:
+        """No replica is in the middle of a step (one whose removal failed has no step left)."""
+        return all(r.status.settled for r in self.state.replicas if r.replica_id in self._runs)
 
     async def _shut_down(self) -> None:
         """``serve down``: every replica's cluster removed, then the load balancer stopped."""
@@ -511,8 +544,8 @@ class ServiceWorkflow:
         if self._watch is not None:
             self._watch.cancel()
         runs = list(self._runs.values())
-        for run in runs:
-            run.cancel()
+        for replica_id in list(self._runs):
+            self._stop(replica_id)
         await asyncio.gather(*runs, return_exceptions=True)
         await workflow.execute_activity(
             serve.stop_load_balancer,

@@ -17,8 +17,9 @@ version, ``serve down``).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
 
 from temporalio import workflow
@@ -42,7 +43,7 @@ with workflow.unsafe.imports_passed_through():
     from skyhop.workflows.recovery import nodes_lost
     from skyhop.workflows.stages import node_statuses, prepare_nodes, raise_if_cancelled_by, run_long
 
-__all__ = ["DEFAULT_FAILURE_TIMEOUT_S", "DEFAULT_PROBE_INTERVAL_S", "DRAIN_WAIT", "ServiceReplica"]
+__all__ = ["DEFAULT_FAILURE_TIMEOUT_S", "DEFAULT_PROBE_INTERVAL_S", "DRAIN_WAIT", "Probing", "ServiceReplica"]
 
 DEFAULT_PROBE_INTERVAL_S = 10.0
 """Between two probes of a replica (``endpoint_probe_interval_seconds``), SkyServe's default."""
@@ -62,6 +63,37 @@ class _Failed(Exception):
         self.status, self.message = status, message
 
 
+class Probing:
+    """The service's replicas' probes in flight, so that it continues as new between them.
+
+    An activity still running when a workflow continues as new is abandoned: its answer goes
+    nowhere, and on the time-skipping test server it stops time skipping for good (its lock is
+    never released: sdk-java#1138). ``hold`` stops new probes and waits until none runs.
+    """
+
+    def __init__(self) -> None:
+        self.running = 0
+        self.held = False
+
+    @contextlib.asynccontextmanager
+    async def probe(self) -> AsyncIterator[None]:
+        """One probe and what it leads to (asking the provider about the nodes)."""
+        if self.held:  # no wait (no turn of the event loop) unless held
+            await workflow.wait_condition(lambda: not self.held)
+        self.running += 1
+        try:
+            yield
+        finally:
+            self.running -= 1
+
+    async def hold(self) -> None:
+        self.held = True
+        await workflow.wait_condition(lambda: self.running == 0)
+
+    def release(self) -> None:
+        self.held = False
+
+
 class ServiceReplica:
     """Replica ``record`` of ``service``, running ``task``; ``changed`` hears each status change.
 
@@ -69,6 +101,7 @@ class ServiceReplica:
     for a service whose history began before replicas did. ``drained(replica_id)``: whether the load
     balancer no longer sends the replica requests; its nodes are removed only then (or after
     ``DRAIN_WAIT``), so no request is routed to a replica whose process is already gone.
+    ``probing``: the service's ``Probing``, which each probe goes through.
     """
 
     def __init__(
@@ -80,6 +113,7 @@ class ServiceReplica:
         *,
         asks_provider: bool = True,
         drained: Callable[[int], bool] | None = None,
+        probing: Probing | None = None,
     ) -> None:
         self.service = service
         self.record = record
@@ -88,6 +122,18 @@ class ServiceReplica:
         self._changed = changed
         self._asks_provider = asks_provider
         self._drained = drained
+        self._probing = probing or Probing()
+        self._in_probe = False
+        self._stop_after_probe = False
+
+    def stop(self, run: asyncio.Task[None]) -> None:
+        """Cancel ``run`` (this replica's), or have it end once the probe in flight answered: a
+        cancel sent while the answer comes races it, and the time-skipping test server refuses
+        that workflow task for good (``ACTIVITY_UNKNOWN``), which stops its clock."""
+        if self._in_probe:
+            self._stop_after_probe = True
+        else:
+            run.cancel()
 
     async def run(self) -> None:
         """Until the replica FAILED; its cluster is gone by the time this returns or raises."""
@@ -153,41 +199,55 @@ class ServiceReplica:
         record.launched_at = workflow.time()  # the initial delay counts from the run's start
 
     async def _probe_until_failed(self) -> None:
-        record, probe = self.record, self.probe
+        probe = self.probe
         interval = timedelta(seconds=probe.endpoint_probe_interval_seconds or DEFAULT_PROBE_INTERVAL_S)
         failure_timeout = probe.consecutive_failure_threshold_timeout
         failure_timeout = DEFAULT_FAILURE_TIMEOUT_S if failure_timeout is None else failure_timeout
         while True:
-            answer = await self._probe_once()
-            now = workflow.time()
-            if answer.ended:
-                raise await self._failure(ReplicaStatus.FAILED, answer.message)
-            if answer.ready:
-                record.failing_since = None
-                if record.status != ReplicaStatus.READY:
-                    record.ready_at = now
-                    self._set(ReplicaStatus.READY)
-            elif record.status == ReplicaStatus.STARTING:
-                if now - record.launched_at >= probe.initial_delay_seconds:
-                    raise await self._failure(
-                        ReplicaStatus.FAILED_INITIAL_DELAY,
-                        f"not ready within initial_delay_seconds ({probe.initial_delay_seconds:g}): "
-                        f"{answer.message}",
-                    )
-            else:
-                if record.failing_since is None:
-                    record.failing_since = now
-                if record.status == ReplicaStatus.READY:
-                    if (gone := await self._nodes_gone()) is not None:
-                        raise _Failed(ReplicaStatus.PREEMPTED, f"{gone}: {answer.message}")
-                    self._set(ReplicaStatus.NOT_READY, answer.message)
-                elif now - record.failing_since >= failure_timeout:
-                    raise await self._failure(
-                        ReplicaStatus.FAILED_PROBING,
-                        f"not ready for {failure_timeout:g} s (consecutive_failure_threshold_timeout): "
-                        f"{answer.message}",
-                    )
+            async with self._probing.probe():
+                self._in_probe = True
+                try:
+                    await self._probe_and_judge(failure_timeout)
+                finally:
+                    self._in_probe = False
+            if self._stop_after_probe:  # stopped while asking the provider about the nodes
+                raise asyncio.CancelledError
             await workflow.sleep(interval)
+
+    async def _probe_and_judge(self, failure_timeout: float) -> None:
+        """Probe once and set the replica's status from the answer; raise ``_Failed`` when it failed."""
+        record, probe = self.record, self.probe
+        answer = await self._probe_once()
+        if self._stop_after_probe:
+            raise asyncio.CancelledError  # stopped meanwhile (``stop``): as if cancelled then
+        now = workflow.time()
+        if answer.ended:
+            raise await self._failure(ReplicaStatus.FAILED, answer.message)
+        if answer.ready:
+            record.failing_since = None
+            if record.status != ReplicaStatus.READY:
+                record.ready_at = now
+                self._set(ReplicaStatus.READY)
+        elif record.status == ReplicaStatus.STARTING:
+            if now - record.launched_at >= probe.initial_delay_seconds:
+                raise await self._failure(
+                    ReplicaStatus.FAILED_INITIAL_DELAY,
+                    f"not ready within initial_delay_seconds ({probe.initial_delay_seconds:g}): "
+                    f"{answer.message}",
+                )
+        else:
+            if record.failing_since is None:
+                record.failing_since = now
+            if record.status == ReplicaStatus.READY:
+                if (gone := await self._nodes_gone()) is not None:
+                    raise _Failed(ReplicaStatus.PREEMPTED, f"{gone}: {answer.message}")
+                self._set(ReplicaStatus.NOT_READY, answer.message)
+            elif now - record.failing_since >= failure_timeout:
+                raise await self._failure(
+                    ReplicaStatus.FAILED_PROBING,
+                    f"not ready for {failure_timeout:g} s (consecutive_failure_threshold_timeout): "
+                    f"{answer.message}",
+                )
 
     async def _probe_once(self) -> ProbeAnswer:
         record = self.record

@@ -292,12 +292,39 @@ def _ready(state: ServiceState) -> list[int]:
     return [r.replica_id for r in state.replicas if r.status == ReplicaStatus.READY]
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="the time-skipping test server's clock sometimes stops skipping (a 60 s skip takes 60 s) "
-    "once leaving replicas wait on the load balancer's drain timer; about 1 run in 4 since the "
-    "drain wait; the same scale-down and rolling update run on the dev server in test_service_cli",
+_ACTIVITY_ENDS = (
+    "activity_task_completed_event_attributes",
+    "activity_task_failed_event_attributes",
+    "activity_task_timed_out_event_attributes",
+    "activity_task_canceled_event_attributes",
 )
+
+
+async def _earlier_runs(client: Client, workflow_id: str) -> list[str]:
+    """The runs the workflow's current run continued from, latest first."""
+    runs: list[str] = []
+    run_id = (await client.get_workflow_handle(workflow_id).describe()).run_id
+    while True:
+        async for first in client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history_events():
+            run_id = first.workflow_execution_started_event_attributes.continued_execution_run_id
+            break
+        if not run_id:
+            return runs
+        runs.append(run_id)
+
+
+async def _left_running(client: Client, workflow_id: str, run_id: str) -> list[str]:
+    """The activities run ``run_id`` scheduled and did not see end (before it continued as new)."""
+    running: dict[int, str] = {}
+    async for event in client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history_events():
+        if event.HasField("activity_task_scheduled_event_attributes"):
+            running[event.event_id] = event.activity_task_scheduled_event_attributes.activity_type.name
+        for end in _ACTIVITY_ENDS:
+            if event.HasField(end):
+                running.pop(getattr(event, end).scheduled_event_id, None)
+    return sorted(running.values())
+
+
 def test_autoscaling_update_replacement_and_down() -> None:
     fleet = FakeFleet()
 
@@ -366,12 +393,18 @@ def test_autoscaling_update_replacement_and_down() -> None:
 
             # Probes later, the history has continued as new, carrying the service.
             began = (await handle.describe()).run_id
-            for _ in range(
-                10
-            ):  # a minute per call: one call skipping all ten outlived its RPC deadline in CI
+            for _ in range(10):  # a minute per call: one skipping ten outlived its RPC deadline in CI
                 await _skip(env, timedelta(minutes=1))
+                if (await handle.describe()).run_id != began:
+                    break
             assert (await handle.describe()).run_id != began
             assert (await handle.describe()).run_id != first_run
+            # Each run continued as new between probes: one left running would be abandoned, and
+            # would stop this server's time skipping for good (a one-minute skip then takes a minute).
+            earlier = await _earlier_runs(client, handle.id)
+            assert began in earlier and first_run in earlier
+            for ended in earlier:
+                assert await _left_running(client, handle.id, ended) == [], ended
             state = await _until(handle, lambda s: _ready(s) == [5], "the carried replica READY")
             assert state.version == 2 and state.replaced == 1
 
