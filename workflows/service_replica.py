@@ -72,23 +72,24 @@ class Probing:
     """
 
     def __init__(self) -> None:
-        self.running = 0
+        self.running: set[int] = set()
+        """The replicas whose probe is in flight."""
         self.held = False
 
     @contextlib.asynccontextmanager
-    async def probe(self) -> AsyncIterator[None]:
-        """One probe and what it leads to (asking the provider about the nodes)."""
+    async def probe(self, replica_id: int) -> AsyncIterator[None]:
+        """One probe of a replica and what it leads to (asking the provider about the nodes)."""
         if self.held:  # no wait (no turn of the event loop) unless held
             await workflow.wait_condition(lambda: not self.held)
-        self.running += 1
+        self.running.add(replica_id)
         try:
             yield
         finally:
-            self.running -= 1
+            self.running.discard(replica_id)
 
     async def hold(self) -> None:
         self.held = True
-        await workflow.wait_condition(lambda: self.running == 0)
+        await workflow.wait_condition(lambda: not self.running)
 
     def release(self) -> None:
         self.held = False
@@ -123,14 +124,13 @@ class ServiceReplica:
         self._asks_provider = asks_provider
         self._drained = drained
         self._probing = probing or Probing()
-        self._in_probe = False
         self._stop_after_probe = False
 
     def stop(self, run: asyncio.Task[None]) -> None:
         """Cancel ``run`` (this replica's), or have it end once the probe in flight answered: a
         cancel sent while the answer comes races it, and the time-skipping test server refuses
         that workflow task for good (``ACTIVITY_UNKNOWN``), which stops its clock."""
-        if self._in_probe:
+        if self.record.replica_id in self._probing.running:
             self._stop_after_probe = True
         else:
             run.cancel()
@@ -204,12 +204,8 @@ class ServiceReplica:
         failure_timeout = probe.consecutive_failure_threshold_timeout
         failure_timeout = DEFAULT_FAILURE_TIMEOUT_S if failure_timeout is None else failure_timeout
         while True:
-            async with self._probing.probe():
-                self._in_probe = True
-                try:
-                    await self._probe_and_judge(failure_timeout)
-                finally:
-                    self._in_probe = False
+            async with self._probing.probe(self.record.replica_id):
+                await self._probe_and_judge(failure_timeout)
             if self._stop_after_probe:  # stopped while asking the provider about the nodes
                 raise asyncio.CancelledError
             await workflow.sleep(interval)
