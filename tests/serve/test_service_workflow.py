@@ -50,6 +50,7 @@ from skyhop.workflows.runner import TaskBoundRunner
 from skyhop.workflows.service import AUTOSCALE_EVERY, ServiceWorkflow
 from tests.cluster.fakes import register_search_attributes
 from tests.conftest import run
+from tests.managed_jobs.support import every_run_events
 
 TEST_SERVER = str(Path(sys.executable).parent / "temporal-test-server")
 
@@ -300,29 +301,21 @@ _ACTIVITY_ENDS = (
 )
 
 
-async def _earlier_runs(client: Client, workflow_id: str) -> list[str]:
-    """The runs the workflow's current run continued from, latest first."""
-    runs: list[str] = []
-    run_id = (await client.get_workflow_handle(workflow_id).describe()).run_id
-    while True:
-        async for first in client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history_events():
-            run_id = first.workflow_execution_started_event_attributes.continued_execution_run_id
-            break
-        if not run_id:
-            return runs
-        runs.append(run_id)
-
-
-async def _left_running(client: Client, workflow_id: str, run_id: str) -> list[str]:
-    """The activities run ``run_id`` scheduled and did not see end (before it continued as new)."""
+async def _left_running_at_each_continue(client: Client, workflow_id: str) -> list[list[str]]:
+    """For each run that continued as new, the activities it scheduled and did not see end."""
+    left: list[list[str]] = []
     running: dict[int, str] = {}
-    async for event in client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history_events():
-        if event.HasField("activity_task_scheduled_event_attributes"):
+    for event in await every_run_events(client, workflow_id):
+        if event.HasField("workflow_execution_started_event_attributes"):
+            running = {}  # event ids start again with each run
+        elif event.HasField("activity_task_scheduled_event_attributes"):
             running[event.event_id] = event.activity_task_scheduled_event_attributes.activity_type.name
+        elif event.HasField("workflow_execution_continued_as_new_event_attributes"):
+            left.append(sorted(running.values()))
         for end in _ACTIVITY_ENDS:
             if event.HasField(end):
                 running.pop(getattr(event, end).scheduled_event_id, None)
-    return sorted(running.values())
+    return left
 
 
 def test_autoscaling_update_replacement_and_down() -> None:
@@ -401,10 +394,8 @@ def test_autoscaling_update_replacement_and_down() -> None:
             assert (await handle.describe()).run_id != first_run
             # Each run continued as new between probes: one left running would be abandoned, and
             # would stop this server's time skipping for good (a one-minute skip then takes a minute).
-            earlier = await _earlier_runs(client, handle.id)
-            assert began in earlier and first_run in earlier
-            for ended in earlier:
-                assert await _left_running(client, handle.id, ended) == [], ended
+            left = await _left_running_at_each_continue(client, handle.id)
+            assert left and all(activities == [] for activities in left), left
             state = await _until(handle, lambda s: _ready(s) == [5], "the carried replica READY")
             assert state.version == 2 and state.replaced == 1
 
