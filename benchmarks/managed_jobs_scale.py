@@ -182,6 +182,25 @@ def _cores(before: _Cpu, after: _Cpu) -> str:
     return ", ".join([*parts, f"the rest {rest:.2f}"])
 
 
+def _rates(before: _Cpu, after: _Cpu) -> tuple[float, float]:
+    """The worker's and the server's CPU seconds per second of the machine's time between two snapshots."""
+    wall = (after.total - before.total) / (os.cpu_count() or 1)
+    return (after.worker - before.worker) / wall, (after.server - before.server) / wall
+
+
+def _per_relaunch_ms(
+    before: _Cpu, after: _Cpu, idle_rate: tuple[float, float], relaunches: int
+) -> tuple[float, float]:
+    """The worker's and the server's CPU milliseconds per relaunch, less what idling costs over the
+    same time (the hubs' polls, the heartbeats): what each relaunch adds."""
+    wall = (after.total - before.total) / (os.cpu_count() or 1)
+    used = (after.worker - before.worker, after.server - before.server)
+    worker, server = (
+        1000 * (spent - rate * wall) / relaunches for spent, rate in zip(used, idle_rate, strict=True)
+    )
+    return worker, server
+
+
 def _name(pid: int, unknown: str) -> str:
     try:
         return Path(f"/proc/{pid}/comm").read_text().strip()
@@ -490,7 +509,9 @@ async def _bench(args: argparse.Namespace, env: dict[str, str], request: Managed
     before = await _history_lengths(client, job_ids)
     cpu, idle_started = _cpu(worker, server), time.monotonic()
     await asyncio.sleep(args.idle_s)
-    figures["idle_cpu"] = _cores(cpu, _cpu(worker, server))
+    idled = _cpu(worker, server)
+    figures["idle_cpu"] = _cores(cpu, idled)
+    idle_rate = _rates(cpu, idled)
     figures["queue_s"] = _queue_seconds(env)
     after = await _history_lengths(client, job_ids)
     figures["idle_s"] = time.monotonic() - idle_started
@@ -502,6 +523,10 @@ async def _bench(args: argparse.Namespace, env: dict[str, str], request: Managed
     figures["preemption_s"] = await _preemption_latencies(client, cloud, preempted, args.preempt_rate)
     figures["preemption_cpu"] = _cores(cpu, _cpu(worker, server))
     await _until_count(client, running, n)
+    # Then the last reports and continue-as-news: a visibility count first, so the describes of every
+    # preempted job that tell when they settled (a round every 2 s) do not run through the relaunches.
+    await _until_settled(client, preempted)
+    figures["relaunch_ms"] = _per_relaunch_ms(cpu, _cpu(worker, server), idle_rate, len(preempted))
 
     cancelled = job_ids[-min(args.cancel, n) :]
     cpu, started = _cpu(worker, server), time.monotonic()
@@ -608,6 +633,11 @@ def _report(n: int, cached: int | None, f: dict[str, Any]) -> None:
     print(f"cores of {cores} used while every job idled: {f['idle_cpu']}")
     print(f"cores of {cores} used from the first preemption to the last decision: {f['preemption_cpu']}")
     print(f"cores of {cores} used while cancelling: {f['cancel_cpu']}")
+    worker_ms, server_ms = f["relaunch_ms"]
+    print(
+        f"CPU per relaunch, from the first preemption until every relaunched job settled, less idling's: "
+        f"worker {worker_ms:.0f} ms, server {server_ms:.0f} ms"
+    )
     print("preemption to each mark (p50 / p99 s):")
     for stage in STAGES:
         reached = [marks[stage] for marks in f["preemption_s"] if stage in marks]

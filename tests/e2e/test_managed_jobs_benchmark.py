@@ -47,6 +47,7 @@ def test_the_managed_jobs_benchmark_runs_every_phase_at_small_n(tmp_path: Path) 
         "cancel until every cluster is gone",
         "collections that paused the worker",
         "relaunch decision p50 of the first 1 jobs preempted",
+        "CPU per relaunch",
     ):
         assert figure in result.stdout, result.stdout
     # Where the machine's CPU went while idling, preempting and cancelling: skyhop's processes and the rest.
