@@ -21,6 +21,7 @@ from skyhop.activities.node_jobs import (
     wait_on_nodes,
 )
 from skyhop.activities.sync import sync_task_workdir
+from skyhop.activities.watch_hub import follow
 from skyhop.contract import ErrorType
 from skyhop.providers.runtime.jobs import ContainerStage, JobOutcome, JobSpec, NodeJobStatus
 from skyhop.storage.logs import setup_stream
@@ -101,6 +102,10 @@ async def start_job(request: RunJobInput) -> None:
         # must not run on unseen, holding resources the scheduler thinks are free.
         await stop_if_cancelled(handle, request.job.key, len(handle.nodes))
         raise
+    if request.follow is not None:
+        # After the start: a retried activity starts nothing twice and follows the run once more,
+        # which the hub ignores; the owner waits for the run's end from before this began.
+        await follow(request.follow)
 
 
 @activity.defn

@@ -89,16 +89,6 @@ class SetupInput(BaseModel):
     """Unique per launch, so a retried setup re-attaches instead of running twice."""
 
 
-class RunJobInput(BaseModel):
-    handle: ClusterHandle
-    job: JobRecord
-    task: Task
-    sync_workdir: bool = False
-    flush_cached_mounts: bool = False
-    """The cluster has MOUNT_CACHED mounts (``ClusterStorage.cached``): the job's run ends with
-    their flush, so what it wrote is in its bucket by the time it is reported done."""
-
-
 class WaitJobInput(BaseModel):
     """Input of ``wait_job``, which only clusters started before job watchers still call."""
 
@@ -171,6 +161,18 @@ class FollowRunInput(BaseModel):
     def host(self) -> str | None:
         """The machine the run's cluster is bound to, whose hub follows it."""
         return self.run.handle.offering.host
+
+
+class RunJobInput(BaseModel):
+    handle: ClusterHandle
+    job: JobRecord
+    task: Task
+    sync_workdir: bool = False
+    flush_cached_mounts: bool = False
+    """The cluster has MOUNT_CACHED mounts (``ClusterStorage.cached``): the job's run ends with
+    their flush, so what it wrote is in its bucket by the time it is reported done."""
+    follow: FollowRunInput | None = None
+    """Once the job started, its hub follows it (a managed job's run): one activity, not two."""
 
 
 class ForgetRunInput(BaseModel):

@@ -61,7 +61,7 @@ from skyhop.providers.base import NodeStatus
 from skyhop.providers.runtime.jobs import JobOutcome, NodeJobStatus
 from skyhop.storage.logs import attempt_stream, log_store
 
-__all__ = ["CYCLE_S", "Followed", "follow_run", "forget_run", "poll_followed", "watch_followed"]
+__all__ = ["CYCLE_S", "Followed", "follow", "follow_run", "forget_run", "poll_followed", "watch_followed"]
 
 CYCLE_S = POLL_MAX_S
 """At most this long between two questions to a run's nodes: a run's end shows within it."""
@@ -92,8 +92,14 @@ on for ever."""
 
 @activity.defn
 async def follow_run(request: FollowRunInput) -> None:
+    """Follow the run on its shard's hub (a run started before ``start_job`` followed it itself)."""
+    await follow(request)
+
+
+async def follow(request: FollowRunInput) -> None:
     """Follow the run on its shard's hub, starting the hub if it is not running (signal-with-start),
-    and wake the hub's activity if it runs in this process (it asks the hub what changed then)."""
+    and wake the hub's activity if it runs in this process (it asks the hub what changed then).
+    Idempotent: a hub that follows the run's key already keeps it as it is."""
     hub_id = watch_hub_workflow_id(request.shard, request.host)
     await activity.client().start_workflow(
         WorkflowType.WATCH_HUB,

@@ -26,7 +26,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from skyhop.activities import jobs
-    from skyhop.activities.models import AttemptLog, FollowedRun, RunJobInput, WatchedJob
+    from skyhop.activities.models import AttemptLog, FollowedRun, FollowRunInput, RunJobInput, WatchedJob
     from skyhop.contract import ErrorType, JobStatus, LaunchStage, setup_key
     from skyhop.contract.clusters import JobRecord, ProvisionState
     from skyhop.contract.failures import innermost_message
@@ -375,12 +375,6 @@ class ManagedTask(TaskBook):
         """Start the attempt's run (unless an earlier run of the job did: ``followed``) and wait
         for its end (a signal from the job's watch hub); with the provider's view of the nodes if
         the hub asked it (``RunEnded.node_statuses``)."""
-        if not followed:
-            failed = await self._start(handle, attempt)
-            if failed is not None:
-                return failed, None
-            self.state.running_since = workflow.now().timestamp()
-            self._set(ManagedJobStatus.RUNNING)
         owner = workflow.info().workflow_id
         run = FollowedRun(
             key=run_key(owner, self.state.index, attempt.number),
@@ -394,7 +388,7 @@ class ManagedTask(TaskBook):
             ended = await self._ends.end_of(
                 run,
                 watch_hub_shard(self.request.job_id),
-                followed=followed,
+                start=None if followed else lambda follow: self._start(handle, attempt, follow),
                 idle=None
                 if continue_running is None
                 else lambda came: continue_running(RunningAttempt(handle=handle, key=run.key), came),
@@ -409,8 +403,11 @@ class ManagedTask(TaskBook):
         self._stop_clock()
         return ended.outcome, ended.node_statuses
 
-    async def _start(self, handle: ClusterHandle, attempt: TaskAttempt) -> JobOutcome | None:
-        """Start the attempt's run on the nodes; None once it started, else how it failed."""
+    async def _start(
+        self, handle: ClusterHandle, attempt: TaskAttempt, follow: FollowRunInput | None
+    ) -> JobOutcome | None:
+        """Start the attempt's run on the nodes (and have its hub ``follow`` it); None once it
+        started (the task is RUNNING then), else how it failed."""
         task = self.task
         if self._group is not None:
             task = self._group.task_on(handle, task)
@@ -432,6 +429,7 @@ class ManagedTask(TaskBook):
                     job=job,
                     task=task,
                     flush_cached_mounts=cluster_storage(self._mounts).cached,
+                    follow=follow,
                 ),
                 timeout=_LONG_TIMEOUT,
                 summary=f"start attempt {attempt.number}",
@@ -440,6 +438,8 @@ class ManagedTask(TaskBook):
         except ActivityError as exc:
             raise_if_cancelled_by(exc)
             return JobOutcome(status=NodeJobStatus.FAILED, error=innermost_message(exc))
+        self.state.running_since = workflow.now().timestamp()
+        self._set(ManagedJobStatus.RUNNING)
         return None
 
     async def _preempted(self, handle: ClusterHandle, *, answered: bool) -> bool:

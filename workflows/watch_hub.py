@@ -37,6 +37,7 @@ with workflow.unsafe.imports_passed_through():
         WatchHubSignal,
         watch_hub_workflow_id,
     )
+    from skyhop.providers.runtime.jobs import JobOutcome
     from skyhop.workflows.changes import Changes
     from skyhop.workflows.options import HEARTBEAT, LONG_RETRY, SHORT_RETRY
     from skyhop.workflows.stages import history_is_long
@@ -146,11 +147,13 @@ class RunEnds:
     retried hub activity's second one, or a forgotten run's) is ignored, so each end is handled once.
     """
 
-    def __init__(self, changes: Changes, awaited: str | None = None) -> None:
+    def __init__(self, changes: Changes, awaited: str | None = None, *, start_follows: bool = False) -> None:
         """``changes``: the owner's (its baseline stands for ``_HUB_FORGETS_ENDED`` and
         ``_FORGET_UNAWAITED``). ``awaited``: the key of a run an earlier run of the owner followed,
-        whose end may come before this run asks for it (``end_of(followed=True)``)."""
+        whose end may come before this run asks for it (``end_of(followed=True)``).
+        ``start_follows``: the activity that starts a run also has its hub follow it."""
         self._changes = changes
+        self._start_follows = start_follows
         self._waiting: dict[str, RunEnded | None] = {} if awaited is None else {awaited: None}
         self._forgets: set[asyncio.Task[None]] = set()
 
@@ -163,29 +166,36 @@ class RunEnds:
         run: FollowedRun,
         shard: int,
         *,
-        followed: bool = False,
+        start: Callable[[FollowRunInput | None], Awaitable[JobOutcome | None]] | None = None,
         idle: Callable[[Callable[[], bool]], Awaitable[None]] | None = None,
     ) -> RunEnded:
-        """Follow the run on hub ``shard`` (unless an earlier run of the owner did: ``followed``)
-        and wait for its end; the hub forgets it on every way out (an end, by the hub's activity
-        that delivers it; any other, by the owner's signal).
+        """Start the run (``start``, given the follow when it is to send it itself: it returns how
+        the run failed to start, or None) and follow it on hub ``shard``, then wait for its end;
+        without ``start`` an earlier run of the owner did both. The hub forgets the run on every
+        way out (an end, by the hub's activity that delivers it; any other, by the owner's signal).
 
-        The key is waited on before the follow is sent: an end signalled at once is not missed.
-        Once the hub follows the run, ``idle`` is awaited, given whether the end came meanwhile; it
-        may continue the owner as new.
+        The key is waited on before the run starts: an end signalled at once is not missed. Once
+        the hub follows the run, ``idle`` is awaited, given whether the end came meanwhile; it may
+        continue the owner as new.
         """
         key = run.key
         self._waiting.setdefault(key, None)
         try:
-            if not followed:
-                await workflow.execute_activity(
-                    watch_hub.follow_run,
-                    FollowRunInput(shard=shard, run=run),
-                    task_queue=SHORT_QUEUE,
-                    start_to_close_timeout=timedelta(seconds=30),
-                    retry_policy=SHORT_RETRY,
-                    summary=f"follow {key}",
-                )
+            if start is not None:
+                follow = FollowRunInput(shard=shard, run=run)
+                failed = await start(follow if self._start_follows else None)
+                if failed is not None:
+                    del self._waiting[key]  # it never ran, so no hub follows it
+                    return RunEnded(key=key, outcome=failed)
+                if not self._start_follows:
+                    await workflow.execute_activity(
+                        watch_hub.follow_run,
+                        follow,
+                        task_queue=SHORT_QUEUE,
+                        start_to_close_timeout=timedelta(seconds=30),
+                        retry_policy=SHORT_RETRY,
+                        summary=f"follow {key}",
+                    )
                 if idle is not None:
                     await idle(lambda: self._waiting[key] is not None)
             await workflow.wait_condition(lambda: self._waiting[key] is not None)

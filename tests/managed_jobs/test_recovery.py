@@ -117,7 +117,8 @@ def test_a_preemption_is_decided_from_the_hubs_answer_with_no_probe_of_its_own(
     """The hub asks the provider with the end it signals: the job decides in that workflow task.
 
     Its own probe (an activity and a workflow task more) is only for a hub that got no answer
-    (``test_a_status_api_that_fails_is_never_taken_for_a_preemption``).
+    (``test_a_status_api_that_fails_is_never_taken_for_a_preemption``). Each run's start has the
+    hub follow it too: no activity of its own for the follow.
     """
     write_plan(sim_catalog, [])
     task = _task(f"echo up; {gate(tmp_path)}")
@@ -139,6 +140,7 @@ def test_a_preemption_is_decided_from_the_hubs_answer_with_no_probe_of_its_own(
             if event.HasField("activity_task_scheduled_event_attributes")
         ]
         assert activities.count("start_job") == 2 and "probe_cluster" not in activities
+        assert "follow_run" not in activities
 
     run(scenario())
 
