@@ -208,6 +208,7 @@ def build_workers(
         storage.delete_buckets,
         jobs.run_setup,
         jobs.start_job,
+        jobs.start_managed_run,
         job_watch.watch_jobs,
         watch_hub.watch_followed,
         # Only for clusters started before job watchers, until they continue as new

@@ -9,7 +9,8 @@ from typing import TypeVar
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from skyhop.activities.models import RunJobInput, SetupInput, WaitJobInput
+from skyhop.activities.job_index import report_row
+from skyhop.activities.models import ManagedRunStart, RunJobInput, SetupInput, WaitJobInput
 from skyhop.activities.node_jobs import (
     WORKDIR,
     install_programs,
@@ -27,7 +28,7 @@ from skyhop.providers.runtime.jobs import ContainerStage, JobOutcome, JobSpec, N
 from skyhop.storage.logs import setup_stream
 from skyhop.storage.node_commands import tool_env, with_flush
 
-__all__ = ["run_setup", "start_job", "wait_job"]
+__all__ = ["run_setup", "start_job", "start_managed_run", "wait_job"]
 
 T = TypeVar("T")
 
@@ -102,10 +103,21 @@ async def start_job(request: RunJobInput) -> None:
         # must not run on unseen, holding resources the scheduler thinks are free.
         await stop_if_cancelled(handle, request.job.key, len(handle.nodes))
         raise
-    if request.follow is not None:
-        # After the start: a retried activity starts nothing twice and follows the run once more,
-        # which the hub ignores; the owner waits for the run's end from before this began.
-        await follow(request.follow)
+
+
+@activity.defn
+async def start_managed_run(request: ManagedRunStart) -> None:
+    """Start a managed job's run, then have its watch hub follow it and send the job's row that says
+    it runs: one activity, and one workflow task to hear it, where a launch or relaunch had three.
+
+    Each step may be done twice and counts once: a retried start starts nothing twice, the hub keeps
+    a run it follows already, the shard keeps a row's ``seq`` once. The job waits for the run's end
+    from before this began, so an end signalled at once is not missed.
+    """
+    await start_job(request.start)
+    await follow(request.follow)
+    if request.report is not None:
+        await report_row(activity.client(), request.report)
 
 
 @activity.defn

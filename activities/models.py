@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import BaseModel
 
 from skyhop.contract.clusters import ClaimRequest, JobRecord, JobSubmission
+from skyhop.contract.job_index import JobIndexRow
 from skyhop.optimizer.blocklist import Blocklist
 from skyhop.providers.base import ClusterHandle
 from skyhop.providers.runtime.jobs import JobOutcome
@@ -89,6 +90,16 @@ class SetupInput(BaseModel):
     """Unique per launch, so a retried setup re-attaches instead of running twice."""
 
 
+class RunJobInput(BaseModel):
+    handle: ClusterHandle
+    job: JobRecord
+    task: Task
+    sync_workdir: bool = False
+    flush_cached_mounts: bool = False
+    """The cluster has MOUNT_CACHED mounts (``ClusterStorage.cached``): the job's run ends with
+    their flush, so what it wrote is in its bucket by the time it is reported done."""
+
+
 class WaitJobInput(BaseModel):
     """Input of ``wait_job``, which only clusters started before job watchers still call."""
 
@@ -163,16 +174,19 @@ class FollowRunInput(BaseModel):
         return self.run.handle.offering.host
 
 
-class RunJobInput(BaseModel):
-    handle: ClusterHandle
-    job: JobRecord
-    task: Task
-    sync_workdir: bool = False
-    flush_cached_mounts: bool = False
-    """The cluster has MOUNT_CACHED mounts (``ClusterStorage.cached``): the job's run ends with
-    their flush, so what it wrote is in its bucket by the time it is reported done."""
-    follow: FollowRunInput | None = None
-    """Once the job started, its hub follows it (a managed job's run): one activity, not two."""
+class ManagedRunStart(BaseModel):
+    """A managed job's run to start (``activities.jobs.start_managed_run``)."""
+
+    start: RunJobInput
+    follow: FollowRunInput
+    """Once started, the run's watch hub follows it."""
+    report: JobIndexRow | None = None
+    """Then the job's row, which says it runs, goes to the job index (None: none was waiting)."""
+
+    @property
+    def handle(self) -> ClusterHandle:
+        """The run's cluster (``workflows.options.queue_for``)."""
+        return self.start.handle
 
 
 class ForgetRunInput(BaseModel):

@@ -94,10 +94,11 @@ that visibility write was a third of a cancel's cost on the dev server's SQLite,
 writes (a close, 36 ms under a thousand cancels) bound how many jobs end a second."""
 
 _START_FOLLOWS = "managed-job-baseline-2"
-"""Stands for ``_BASELINE`` and: the activity that starts a run has its hub follow it too
-(``RunEnds``'s ``start_follows``). A relaunch was seven workflow tasks and six activities; the
-follow's own activity was one of each, and three events, on the way from a run's start to the
-job's continue-as-new."""
+"""Stands for ``_BASELINE`` and: one activity starts a run, has its hub follow it and sends the
+job's RUNNING row (``activities.jobs.start_managed_run``; ``RunEnds``'s ``start_follows``), and
+the task is RUNNING from before it. A relaunch was seven workflow tasks and six activities; the
+follow and the report were two of each, and six events, between the run's start and the job's
+continue-as-new."""
 
 
 @workflow.defn(name=WorkflowType.MANAGED_JOB)
@@ -197,6 +198,7 @@ class ManagedJobWorkflow:
                     running=running,
                     continue_as_new=self._continue_if_long,
                     continue_running=self._continue_while_running,
+                    take_report=self._take_unsent,
                 )
             )
             provision = running = None
@@ -355,6 +357,11 @@ class ManagedJobWorkflow:
         self._unsent = row
         if self._sender is None or self._sender.done():
             self._sender = asyncio.create_task(self._send_unsent())
+
+    def _take_unsent(self) -> JobIndexRow | None:
+        """The newest row not sent yet, which the caller's activity sends instead (a run's start)."""
+        row, self._unsent = self._unsent, None
+        return row
 
     async def _send_unsent(self) -> None:
         """Send the newest unsent row until none waits (a row replaced before it was sent is never sent)."""

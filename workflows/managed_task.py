@@ -1,10 +1,11 @@
 """One task of a managed job, inside its ``ManagedJobWorkflow``: cluster up, setup, run, recover.
 
 ``ManagedTask.run`` brings the task's dedicated cluster up (``Provisioner``, with the searches
-``workflows.recovery`` gives), readies it (``prepare_nodes``), starts the run (``start_job``, a job
-whose id is the attempt number and whose ``task_id`` is the task's, the same across recoveries)
-and learns its end as a signal from the job's watch hub (``workflows.watch_hub``), which keeps rank
-0's output in the store as it runs. Whether the nodes of a run that did not succeed are still
+``workflows.recovery`` gives), readies it (``prepare_nodes``), starts the run (a job whose id is the
+attempt number and whose ``task_id`` is the task's, the same across recoveries; the activity,
+``start_managed_run``, also has the job's watch hub follow it and sends the job's RUNNING row) and
+learns its end as a signal from that hub (``workflows.watch_hub``), which keeps rank 0's output in
+the store as it runs. Whether the nodes of a run that did not succeed are still
 there is the provider's answer, which the hub sends with the end (so the decision is made in the
 workflow task of the end); when the hub got none, the task asks itself (``probe_cluster``), and a
 provider that does not answer is asked again on a durable backoff timer, never taken for a
@@ -20,17 +21,25 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from skyhop.activities import jobs
-    from skyhop.activities.models import AttemptLog, FollowedRun, FollowRunInput, RunJobInput, WatchedJob
+    from skyhop.activities.models import (
+        AttemptLog,
+        FollowedRun,
+        FollowRunInput,
+        ManagedRunStart,
+        RunJobInput,
+        WatchedJob,
+    )
     from skyhop.contract import ErrorType, JobStatus, LaunchStage, setup_key
     from skyhop.contract.clusters import JobRecord, ProvisionState
     from skyhop.contract.failures import innermost_message
-    from skyhop.contract.job_index import ManagedJobStatus
+    from skyhop.contract.job_index import JobIndexRow, ManagedJobStatus
     from skyhop.contract.managed_jobs import (
         EndReason,
         JobEnd,
@@ -131,11 +140,13 @@ class ManagedTask(TaskBook):
         running: RunningAttempt | None = None,
         continue_as_new: Callable[[ProvisionState | None], None] = lambda state: None,
         continue_running: Callable[[RunningAttempt, Callable[[], bool]], Awaitable[None]] | None = None,
+        take_report: Callable[[], JobIndexRow | None] = lambda: None,
     ) -> None:
         """``ends`` receives the job's ``run_ended`` signals; ``provision`` resumes a search that was
         waiting for capacity, ``running`` a run that was followed already; ``continue_as_new`` may
         continue the job as new at a point where this task holds no cluster, and
-        ``continue_running`` once its run is followed (given whether its end came meanwhile)."""
+        ``continue_running`` once its run is followed (given whether its end came meanwhile);
+        ``take_report`` hands over the job's row still to send, which the run's start then sends."""
         super().__init__(state, changed)
         self.request = request
         self.task: Task = request.tasks[state.index]
@@ -146,6 +157,7 @@ class ManagedTask(TaskBook):
         self._running = running
         self._continue_as_new = continue_as_new
         self._continue_running = continue_running
+        self._take_report = take_report
         self.handle: ClusterHandle | None = None
         """The cluster this task holds now, if any."""
         self.stopped_with: JobEnd | None = None
@@ -406,8 +418,9 @@ class ManagedTask(TaskBook):
     async def _start(
         self, handle: ClusterHandle, attempt: TaskAttempt, follow: FollowRunInput | None
     ) -> JobOutcome | None:
-        """Start the attempt's run on the nodes (and have its hub ``follow`` it); None once it
-        started (the task is RUNNING then), else how it failed."""
+        """Start the attempt's run on the nodes; None once it started (the task is RUNNING then),
+        else how it failed. With ``follow``, one activity also has the run's hub follow it and sends
+        the job's row, which says RUNNING from before the start (``start_managed_run``)."""
         task = self.task
         if self._group is not None:
             task = self._group.task_on(handle, task)
@@ -421,26 +434,28 @@ class ManagedTask(TaskBook):
             num_nodes=task.num_nodes,
             task_id=self.state.task_id,
         )
+        start = RunJobInput(
+            handle=handle, job=job, task=task, flush_cached_mounts=cluster_storage(self._mounts).cached
+        )
+        activity: Any = jobs.start_job
+        arg: RunJobInput | ManagedRunStart = start
+        if follow is not None:
+            self._now_running()
+            activity = jobs.start_managed_run
+            arg = ManagedRunStart(start=start, follow=follow, report=self._take_report())
         try:
-            await run_long(
-                jobs.start_job,
-                RunJobInput(
-                    handle=handle,
-                    job=job,
-                    task=task,
-                    flush_cached_mounts=cluster_storage(self._mounts).cached,
-                    follow=follow,
-                ),
-                timeout=_LONG_TIMEOUT,
-                summary=f"start attempt {attempt.number}",
-            )
+            await run_long(activity, arg, timeout=_LONG_TIMEOUT, summary=f"start attempt {attempt.number}")
             raise_if_cancelled()
         except ActivityError as exc:
             raise_if_cancelled_by(exc)
             return JobOutcome(status=NodeJobStatus.FAILED, error=innermost_message(exc))
+        if follow is None:
+            self._now_running()
+        return None
+
+    def _now_running(self) -> None:
         self.state.running_since = workflow.now().timestamp()
         self._set(ManagedJobStatus.RUNNING)
-        return None
 
     async def _preempted(self, handle: ClusterHandle, *, answered: bool) -> bool:
         """Whether the provider says the nodes are gone; asked until it answers, on a backoff timer.

@@ -9,7 +9,9 @@ production. Such a change needs ``workflow.patched``; new scenarios are recorded
 ``tests/managed_jobs/test_lifecycle.py``'s cancel scenarios, their payloads decrypted; those named
 ``*_before_baseline`` come from before ``workflows.changes``, and replay through its fallback (each
 older patch asked where it always was); ``*_carried_*`` is a continued run that carries its baseline
-in its input and records no marker (``ManagedJobResume.baseline``).
+in its input and records no marker (``ManagedJobResume.baseline``); ``*_started_following_*`` are
+the three runs of a job under its second baseline (one activity starts, follows and reports a run):
+launched, preempted and relaunched, cancelled.
 """
 
 from __future__ import annotations
@@ -71,6 +73,9 @@ def test_histories_are_recorded() -> None:
         "managed_job_running_continued_cancelled",
         "managed_job_running_continued_carried_cancelled",
         "managed_job_preempted_cancelled_recovering",
+        "managed_job_started_following_first_run",
+        "managed_job_started_following_preempted_relaunched",
+        "managed_job_started_following_continued_cancelled",
     }
 
 

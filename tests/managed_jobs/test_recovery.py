@@ -118,7 +118,7 @@ def test_a_preemption_is_decided_from_the_hubs_answer_with_no_probe_of_its_own(
 
     Its own probe (an activity and a workflow task more) is only for a hub that got no answer
     (``test_a_status_api_that_fails_is_never_taken_for_a_preemption``). Each run's start has the
-    hub follow it too: no activity of its own for the follow.
+    hub follow it too, and sends the job's row: no activity of their own for the follow and the report.
     """
     write_plan(sim_catalog, [])
     task = _task(f"echo up; {gate(tmp_path)}")
@@ -134,13 +134,34 @@ def test_a_preemption_is_decided_from_the_hubs_answer_with_no_probe_of_its_own(
         open_gate(tmp_path)
         final = await handle.result()
         assert [a.outcome for a in final.tasks[0].attempts] == ["preempted", "succeeded"]
+        events = await every_run_events(client, handle.id)
         activities = [
             event.activity_task_scheduled_event_attributes.activity_type.name
-            for event in await every_run_events(client, handle.id)
+            for event in events
             if event.HasField("activity_task_scheduled_event_attributes")
         ]
-        assert activities.count("start_job") == 2 and "probe_cluster" not in activities
-        assert "follow_run" not in activities
+        assert activities.count("start_managed_run") == 2 and "probe_cluster" not in activities
+        assert not {"start_job", "follow_run"} & set(activities)
+        # The relaunch: its RECOVERING row and the cluster's removal, a new cluster, its run's start;
+        # the job continues as new in the workflow task that heard the start.
+        ended = next(
+            i for i, e in enumerate(events) if e.HasField("workflow_execution_signaled_event_attributes")
+        )
+        continued = next(
+            i
+            for i, e in enumerate(events)
+            if i > ended and e.HasField("workflow_execution_continued_as_new_event_attributes")
+        )
+        relaunch = events[ended:continued]
+        assert [
+            e.activity_task_scheduled_event_attributes.activity_type.name
+            for e in relaunch
+            if e.HasField("activity_task_scheduled_event_attributes")
+        ] == ["index_job_row", "terminate", "provision_attempt", "start_managed_run"]
+        started = max(
+            i for i, e in enumerate(relaunch) if e.HasField("activity_task_completed_event_attributes")
+        )
+        assert sum(e.HasField("workflow_task_completed_event_attributes") for e in relaunch[started:]) == 1
 
     run(scenario())
 
