@@ -209,6 +209,7 @@ def build_workers(
         jobs.run_setup,
         jobs.start_job,
         jobs.start_managed_run,
+        jobs.leave_cluster,
         job_watch.watch_jobs,
         watch_hub.watch_followed,
         # Only for clusters started before job watchers, until they continue as new

@@ -10,7 +10,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from skyhop.activities.job_index import report_row
-from skyhop.activities.models import ManagedRunStart, RunJobInput, SetupInput, WaitJobInput
+from skyhop.activities.models import ClusterLeave, ManagedRunStart, RunJobInput, SetupInput, WaitJobInput
 from skyhop.activities.node_jobs import (
     WORKDIR,
     install_programs,
@@ -21,6 +21,7 @@ from skyhop.activities.node_jobs import (
     stop_if_cancelled,
     wait_on_nodes,
 )
+from skyhop.activities.provisioning import terminate
 from skyhop.activities.sync import sync_task_workdir
 from skyhop.activities.watch_hub import follow
 from skyhop.contract import ErrorType
@@ -28,7 +29,7 @@ from skyhop.providers.runtime.jobs import ContainerStage, JobOutcome, JobSpec, N
 from skyhop.storage.logs import setup_stream
 from skyhop.storage.node_commands import tool_env, with_flush
 
-__all__ = ["run_setup", "start_job", "start_managed_run", "wait_job"]
+__all__ = ["leave_cluster", "run_setup", "start_job", "start_managed_run", "wait_job"]
 
 T = TypeVar("T")
 
@@ -118,6 +119,14 @@ async def start_managed_run(request: ManagedRunStart) -> None:
     await follow(request.follow)
     if request.report is not None:
         await report_row(activity.client(), request.report)
+
+
+@activity.defn
+async def leave_cluster(request: ClusterLeave) -> None:
+    """Remove the cluster a managed job leaves to recover, and send the job's row meanwhile: one
+    activity, and one workflow task to hear it, where the relaunch had two. Both are idempotent:
+    nodes already gone are not looked for again, the shard keeps a row's ``seq`` once."""
+    await asyncio.gather(terminate(request.handle), report_row(activity.client(), request.report))
 
 
 @activity.defn

@@ -189,6 +189,14 @@ class ManagedRunStart(BaseModel):
         return self.start.handle
 
 
+class ClusterLeave(BaseModel):
+    """A cluster a managed job leaves to recover, to remove (``activities.jobs.leave_cluster``)."""
+
+    handle: ClusterHandle
+    report: JobIndexRow
+    """The job's row (RECOVERING), sent as the nodes are removed."""
+
+
 class ForgetRunInput(BaseModel):
     shard: int
     key: str

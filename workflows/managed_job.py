@@ -96,9 +96,9 @@ writes (a close, 36 ms under a thousand cancels) bound how many jobs end a secon
 _START_FOLLOWS = "managed-job-baseline-2"
 """Stands for ``_BASELINE`` and: one activity starts a run, has its hub follow it and sends the
 job's RUNNING row (``activities.jobs.start_managed_run``; ``RunEnds``'s ``start_follows``), and
-the task is RUNNING from before it. A relaunch was seven workflow tasks and six activities; the
-follow and the report were two of each, and six events, between the run's start and the job's
-continue-as-new."""
+the task is RUNNING from before it; the activity that removes a cluster the job leaves to recover
+sends its RECOVERING row (``activities.jobs.leave_cluster``). A relaunch was seven workflow tasks
+and six activities; the follow and the two reports were three of each."""
 
 
 @workflow.defn(name=WorkflowType.MANAGED_JOB)
@@ -198,7 +198,7 @@ class ManagedJobWorkflow:
                     running=running,
                     continue_as_new=self._continue_if_long,
                     continue_running=self._continue_while_running,
-                    take_report=self._take_unsent,
+                    take_report=self._take_unsent if self._changes.since(_START_FOLLOWS) else lambda: None,
                 )
             )
             provision = running = None

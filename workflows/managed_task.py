@@ -482,18 +482,19 @@ class ManagedTask(TaskBook):
             await workflow.sleep(delay)
 
     async def _recover(self, outcome: str) -> None:
-        """Leave this cluster for a new one: the caller searches again."""
+        """Leave this cluster for a new one (the activity that removes it sends the job's RECOVERING
+        row, when the job hands it over): the caller searches again."""
         self.state.recoveries += 1
         self._close_attempt(outcome)
         self._set(ManagedJobStatus.RECOVERING)
-        await self._remove()
+        await self._remove(self._take_report())
         raise _Recover()
 
-    async def _remove(self) -> None:
+    async def _remove(self, report: JobIndexRow | None = None) -> None:
         """Remove the task's cluster, if it holds one (a cancellation waits for the removal)."""
         handle, self.handle = self.handle, None
         if handle is not None:
-            await remove_nodes(handle, f"tear down {handle.offering.location}")
+            await remove_nodes(handle, f"tear down {handle.offering.location}", report=report)
 
 
 class _Recover(Exception):

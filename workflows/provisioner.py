@@ -36,11 +36,12 @@ from temporalio.exceptions import ActivityError, ApplicationError, FailureError
 from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
-    from skyhop.activities import planning, provisioning
-    from skyhop.activities.models import OptimizeInput
+    from skyhop.activities import jobs, planning, provisioning
+    from skyhop.activities.models import ClusterLeave, OptimizeInput
     from skyhop.activities.provisioning import AttemptOutcome
     from skyhop.contract import LONG_QUEUE, ErrorType, LaunchStage
     from skyhop.contract.clusters import FailoverAttempt, ProvisionState
+    from skyhop.contract.job_index import JobIndexRow
     from skyhop.optimizer import Candidate, Minimize
     from skyhop.optimizer.blocklist import Blocked, Blocklist
     from skyhop.providers.base import ClusterHandle, ProvisionRequest
@@ -282,15 +283,24 @@ class Provisioner:
         )
 
 
-async def remove_nodes(handle: ClusterHandle, summary: str) -> None:
+async def remove_nodes(handle: ClusterHandle, summary: str, *, report: JobIndexRow | None = None) -> None:
     """Remove the cluster's nodes; a cancellation arriving meanwhile waits until that is done.
+    ``report``: a managed job's row, sent by the same activity (``activities.jobs.leave_cluster``).
 
     A cleanup that fails for good (the cloud refuses the credentials) ends the workflow with a
     sentence saying what may be left, instead of being retried forever.
     """
-    cleanup = asyncio.ensure_future(
+    removal = (
         run_long(provisioning.terminate, handle, timeout=_LONG_TIMEOUT, summary=summary)
+        if report is None
+        else run_long(
+            jobs.leave_cluster,
+            ClusterLeave(handle=handle, report=report),
+            timeout=_LONG_TIMEOUT,
+            summary=summary,
+        )
     )
+    cleanup = asyncio.ensure_future(removal)
     try:
         await asyncio.shield(cleanup)
     except asyncio.CancelledError:

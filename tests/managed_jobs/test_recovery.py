@@ -142,8 +142,8 @@ def test_a_preemption_is_decided_from_the_hubs_answer_with_no_probe_of_its_own(
         ]
         assert activities.count("start_managed_run") == 2 and "probe_cluster" not in activities
         assert not {"start_job", "follow_run"} & set(activities)
-        # The relaunch: its RECOVERING row and the cluster's removal, a new cluster, its run's start;
-        # the job continues as new in the workflow task that heard the start.
+        # The relaunch: the cluster's removal (with the RECOVERING row), a new cluster, its run's start
+        # (with the RUNNING row); the job continues as new in the workflow task that heard the start.
         ended = next(
             i for i, e in enumerate(events) if e.HasField("workflow_execution_signaled_event_attributes")
         )
@@ -157,7 +157,7 @@ def test_a_preemption_is_decided_from_the_hubs_answer_with_no_probe_of_its_own(
             e.activity_task_scheduled_event_attributes.activity_type.name
             for e in relaunch
             if e.HasField("activity_task_scheduled_event_attributes")
-        ] == ["index_job_row", "terminate", "provision_attempt", "start_managed_run"]
+        ] == ["leave_cluster", "provision_attempt", "start_managed_run"]
         started = max(
             i for i, e in enumerate(relaunch) if e.HasField("activity_task_completed_event_attributes")
         )
