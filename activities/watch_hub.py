@@ -92,7 +92,8 @@ on for ever."""
 
 @activity.defn
 async def follow_run(request: FollowRunInput) -> None:
-    """Follow the run on its shard's hub (a run started before ``start_job`` followed it itself)."""
+    """Follow the run on its shard's hub: a job from before ``activities.jobs.start_managed_run``,
+    which follows the run it starts itself."""
     await follow(request)
 
 

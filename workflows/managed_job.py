@@ -11,7 +11,8 @@ that removes its cluster; the job's status is then the primary tasks'.
 
 The job's status is the ``state`` query (``ManagedJobState``), the ``SkyhopStatus`` search
 attribute and its row in the job index (``JobIndexWorkflow``, which ``jobs queue`` reads), written
-on a status change only, so a running job writes nothing to its history; the workflow ends only
+on a status change only (a pipeline task's RUNNING reaches the attribute with the continue-as-new
+that follows its start), so a running job writes nothing to its history; the workflow ends only
 once its last report reached the index. The memo's ``ManagedJobSummary`` is written when the job
 starts and when it ends: each write is a visibility update, the dev server's costliest write, and
 at 10,000 jobs a memo written on every change doubled them. Cancelled (Temporal's cancel),
@@ -27,6 +28,7 @@ from collections.abc import Callable
 from datetime import timedelta
 
 from temporalio import workflow
+from temporalio.common import SearchAttributePair
 
 with workflow.unsafe.imports_passed_through():
     from skyhop.activities.job_index import index_job_row
@@ -97,8 +99,9 @@ _START_FOLLOWS = "managed-job-baseline-2"
 """Stands for ``_BASELINE`` and: one activity starts a run, has its hub follow it and sends the
 job's RUNNING row (``activities.jobs.start_managed_run``; ``RunEnds``'s ``start_follows``), and
 the task is RUNNING from before it; the activity that removes a cluster the job leaves to recover
-sends its RECOVERING row (``activities.jobs.leave_cluster``). A relaunch was seven workflow tasks
-and six activities; the follow and the two reports were three of each."""
+sends its RECOVERING row (``activities.jobs.leave_cluster``); a pipeline task's RUNNING goes to
+the search attribute with the continue-as-new that follows (``_continues_with``). A relaunch was
+seven workflow tasks and six activities; the follow and the two reports were three of each."""
 
 
 @workflow.defn(name=WorkflowType.MANAGED_JOB)
@@ -108,6 +111,9 @@ class ManagedJobWorkflow:
         self.request = request
         self._state = request.resume.state if request.resume is not None else _first_state(request)
         self._published: ManagedJobStatus | None = None
+        self._attribute_owed: ManagedJobStatus | None = None
+        """A status the search attribute has not been given: the continue-as-new that follows a
+        pipeline task's start gives it to the next run (``_START_FOLLOWS``)."""
         self._reports: list[workflow.ActivityHandle[None]] = []
         """Reports of a run from before ``_ONE_REPORT_AT_A_TIME``: one activity per row."""
         self._unsent: JobIndexRow | None = None
@@ -297,7 +303,15 @@ class ManagedJobWorkflow:
         await workflow.wait_condition(lambda: came() or self._reported())
         if not came():
             resume = ManagedJobResume(state=self._state, running=running, baseline=self._changes.carry())
-            workflow.continue_as_new(self.request.model_copy(update={"resume": resume}))
+            owed = self._attribute_owed
+            attributes = (
+                None
+                if owed is None
+                else workflow.info().typed_search_attributes.updated(SearchAttributePair(STATUS, owed.value))
+            )
+            workflow.continue_as_new(
+                self.request.model_copy(update={"resume": resume}), search_attributes=attributes
+            )
 
     def _reported(self) -> bool:
         """Whether every row sent to the job index has landed."""
@@ -321,10 +335,25 @@ class ManagedJobWorkflow:
         if state.status == self._published and not identify:
             return
         self._published = state.status
-        if not (self._changes.baseline and _ending(state.status)):
+        self._attribute_owed = None
+        if self._continues_with(state.status) and not identify:
+            self._attribute_owed = state.status
+        elif not (self._changes.baseline and _ending(state.status)):
             self._upsert(identify=identify)
         workflow.set_current_details(f"status: {state.status}")
         self._report(state.summary())
+
+    def _continues_with(self, status: ManagedJobStatus) -> bool:
+        """Whether the run's continue-as-new, which comes next, writes ``status`` to the search
+        attribute: a pipeline task's RUNNING (``_continue_while_running``; if its run ends first, the
+        next status is written instead). A visibility write, the dev server's costliest kind, and
+        an event fewer per launch and relaunch."""
+        return (
+            status == ManagedJobStatus.RUNNING
+            and not self.request.parallel
+            and self.request.pool is None
+            and self._changes.since(_START_FOLLOWS)
+        )
 
     def _upsert(self, *, identify: bool) -> None:
         """The status search attribute (and the job's identity at its start; the memo at its start
