@@ -150,7 +150,7 @@ class RunEnds:
     def __init__(self, changes: Changes, awaited: str | None = None, *, start_follows: bool = False) -> None:
         """``changes``: the owner's (its baseline stands for ``_HUB_FORGETS_ENDED`` and
         ``_FORGET_UNAWAITED``). ``awaited``: the key of a run an earlier run of the owner followed,
-        whose end may come before this run asks for it (``end_of(followed=True)``).
+        whose end may come before this run asks for it (``end_of`` without ``start``).
         ``start_follows``: the activity that starts a run also has its hub follow it."""
         self._changes = changes
         self._start_follows = start_follows
@@ -180,6 +180,7 @@ class RunEnds:
         """
         key = run.key
         self._waiting.setdefault(key, None)
+        sent = start is None or self._start_follows  # the hub may follow it: it is told to forget it
         try:
             if start is not None:
                 follow = FollowRunInput(shard=shard, run=run)
@@ -188,6 +189,7 @@ class RunEnds:
                     del self._waiting[key]  # it never ran, so no hub follows it
                     return RunEnded(key=key, outcome=failed)
                 if not self._start_follows:
+                    sent = True
                     await workflow.execute_activity(
                         watch_hub.follow_run,
                         follow,
@@ -202,6 +204,8 @@ class RunEnds:
         except (asyncio.CancelledError, ActivityError):
             # Not on eviction (a ``BaseException`` that is neither): no workflow state is touched then.
             del self._waiting[key]
+            if not sent:
+                raise
             if self._changes.has(_FORGET_UNAWAITED):
                 forget = asyncio.create_task(self._forget(shard, key, run.handle.offering.host))
                 self._forgets.add(forget)
