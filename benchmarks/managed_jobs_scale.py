@@ -158,9 +158,14 @@ def _cpu(worker: int, server: int) -> _Cpu:
     )
 
 
+def _wall(before: _Cpu, after: _Cpu) -> float:
+    """Seconds of the machine's time between two snapshots (its CPU time over its cores)."""
+    return (after.total - before.total) / (os.cpu_count() or 1)
+
+
 def _cores(before: _Cpu, after: _Cpu) -> str:
     """The cores each used between two snapshots: skyhop shares the machine with the rest of it."""
-    wall = (after.total - before.total) / (os.cpu_count() or 1)
+    wall = _wall(before, after)
     busy = (after.busy - before.busy) / wall
     worker, server = (after.worker - before.worker) / wall, (after.server - before.server) / wall
     parts = [f"busy {busy:.2f}: worker {worker:.2f}, server {server:.2f}"]
@@ -184,7 +189,7 @@ def _cores(before: _Cpu, after: _Cpu) -> str:
 
 def _rates(before: _Cpu, after: _Cpu) -> tuple[float, float]:
     """The worker's and the server's CPU seconds per second of the machine's time between two snapshots."""
-    wall = (after.total - before.total) / (os.cpu_count() or 1)
+    wall = _wall(before, after)
     return (after.worker - before.worker) / wall, (after.server - before.server) / wall
 
 
@@ -193,10 +198,10 @@ def _per_relaunch_ms(
 ) -> tuple[float, float]:
     """The worker's and the server's CPU milliseconds per relaunch, less what idling costs over the
     same time (the hubs' polls, the heartbeats): what each relaunch adds."""
-    wall = (after.total - before.total) / (os.cpu_count() or 1)
-    used = (after.worker - before.worker, after.server - before.server)
+    wall = _wall(before, after)
     worker, server = (
-        1000 * (spent - rate * wall) / relaunches for spent, rate in zip(used, idle_rate, strict=True)
+        1000 * (rate - idle) * wall / relaunches
+        for rate, idle in zip(_rates(before, after), idle_rate, strict=True)
     )
     return worker, server
 
@@ -652,7 +657,7 @@ def _report(n: int, cached: int | None, f: dict[str, Any]) -> None:
     first, last = _percentile(latencies[:fifth], 0.5), _percentile(latencies[-fifth:], 0.5)
     print(
         f"relaunch decision p50 of the first {fifth} jobs preempted {first:.2f} s, of the last {fifth} "
-        f"{last:.2f} s (the last much the longer: a backlog grew, fewer handled a second than came)"
+        f"{last:.2f} s (the last much the longer would mean a backlog grew: fewer handled a second than came)"
     )
 
 
