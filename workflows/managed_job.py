@@ -121,11 +121,12 @@ class ManagedJobWorkflow:
         self._changes = Changes(
             _BASELINE, _START_FOLLOWS, carried=request.resume.baseline if request.resume is not None else None
         )
+        self._start_follows = self._changes.since(_START_FOLLOWS)
         running = request.resume.running if request.resume is not None else None
         self._run_ends = RunEnds(
             self._changes,
             awaited=running.key if running is not None else None,
-            start_follows=self._changes.since(_START_FOLLOWS),
+            start_follows=self._start_follows,
         )
         self._pool_inbox = PoolInbox()
 
@@ -204,7 +205,7 @@ class ManagedJobWorkflow:
                     running=running,
                     continue_as_new=self._continue_if_long,
                     continue_running=self._continue_while_running,
-                    take_report=self._take_unsent if self._changes.since(_START_FOLLOWS) else lambda: None,
+                    take_report=self._take_unsent if self._start_follows else lambda: None,
                 )
             )
             provision = running = None
@@ -352,7 +353,7 @@ class ManagedJobWorkflow:
             status == ManagedJobStatus.RUNNING
             and not self.request.parallel
             and self.request.pool is None
-            and self._changes.since(_START_FOLLOWS)
+            and self._start_follows
         )
 
     def _upsert(self, *, identify: bool) -> None:
