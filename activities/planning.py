@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import threading
+from collections import OrderedDict
+from collections.abc import Hashable
 from concurrent.futures import ThreadPoolExecutor
 
 from temporalio import activity
@@ -12,7 +15,7 @@ from skyhop.activities.models import OptimizeInput
 from skyhop.contract import ErrorType
 from skyhop.optimizer import NoFeasibleOfferingError, Plan
 from skyhop.optimizer import optimize as choose
-from skyhop.optimizer.plan import load_offerings
+from skyhop.optimizer.plan import load_offerings, offerings_stamp
 from skyhop.providers.catalog import CatalogError, load_catalogs
 
 __all__ = ["optimize"]
@@ -20,6 +23,14 @@ __all__ = ["optimize"]
 _OPTIMIZER = ThreadPoolExecutor(max_workers=2, thread_name_prefix="skyhop-optimize")
 """Optimizations' own threads: CPU work under the GIL gains nothing from more, and in the loop's
 default pool they made the provider calls that share it (the sim's, boto3's) wait behind them."""
+
+_PLANS: OrderedDict[tuple[str, Hashable], Plan] = OrderedDict()
+"""Recent plans by request and ``offerings_stamp``, the least recently used dropped beyond
+``_PLANS_KEPT``. A wave of preemptions asks the same question hundreds of times (each job's
+relaunch, with the same region blocked), and at 10,000 jobs optimizing over a sim or cloud catalog
+of 3,500 offerings was close to half of the worker's CPU while launching."""
+_PLANS_KEPT = 256
+_PLANS_LOCK = threading.Lock()
 
 
 @activity.defn
@@ -36,14 +47,28 @@ async def optimize(request: OptimizeInput) -> Plan:
         # CPU work (tens of ms over a large catalog), off the event loop: every workflow task, hub
         # poll and heartbeat of the worker waits on that loop, and each managed job's launch and
         # relaunch optimizes.
-        plan = await asyncio.get_running_loop().run_in_executor(
-            _OPTIMIZER,
-            lambda: choose(
-                request.task, load_catalogs(), blocklist=request.blocklist, minimize=request.minimize
-            ),
-        )
+        return await asyncio.get_running_loop().run_in_executor(_OPTIMIZER, _plan, request)
     except NoFeasibleOfferingError as exc:
         raise ApplicationError(str(exc), type=ErrorType.NO_FEASIBLE_OFFERING, non_retryable=True) from None
     except CatalogError as exc:
         raise ApplicationError(str(exc), type=ErrorType.CATALOG_ERROR, non_retryable=True) from None
-    return plan.model_copy(update={"candidates": [plan.chosen], "considered": [plan.choice]})
+
+
+def _plan(request: OptimizeInput) -> Plan:
+    """The plan from ``_PLANS`` if the same request was answered in the same world, else a new one."""
+    catalogs = load_catalogs()
+    stamp = offerings_stamp(catalogs)
+    key = (request.model_dump_json(), stamp)
+    with _PLANS_LOCK:
+        plan = _PLANS.get(key) if stamp is not None else None
+        if plan is not None:
+            _PLANS.move_to_end(key)
+            return plan
+    found = choose(request.task, catalogs, blocklist=request.blocklist, minimize=request.minimize)
+    plan = found.model_copy(update={"candidates": [found.chosen], "considered": [found.choice]})
+    if stamp is not None:
+        with _PLANS_LOCK:
+            _PLANS[key] = plan
+            while len(_PLANS) > _PLANS_KEPT:
+                _PLANS.popitem(last=False)
+    return plan

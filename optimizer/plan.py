@@ -10,6 +10,7 @@ an accelerator list) takes the first alternative that has any unblocked candidat
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from typing import Literal
 
 from pydantic import BaseModel
@@ -32,7 +33,16 @@ from skyhop.providers.catalog import CLOUDS, CatalogSet, load_catalogs, policy_f
 from skyhop.providers.overrides import ProviderOverrides
 from skyhop.spec import DagTask, Resources, Task
 
-__all__ = ["Candidate", "Minimize", "Plan", "flat_offerings", "load_offerings", "optimize", "task_candidates"]
+__all__ = [
+    "Candidate",
+    "Minimize",
+    "Plan",
+    "flat_offerings",
+    "load_offerings",
+    "offerings_stamp",
+    "optimize",
+    "task_candidates",
+]
 
 Minimize = Literal["cost", "time"]
 SortKey = tuple[float, float, str, int, str, str, str]
@@ -161,6 +171,22 @@ def flat_offerings(catalogs: CatalogSet, resources: Resources) -> list[Offering]
         pinned = {alt.cloud for alt in resources.alternatives}
         names = [n for n in names if n in pinned]
     return [o for name in names for o in get_provider(name).offerings()]
+
+
+def offerings_stamp(catalogs: CatalogSet) -> Hashable | None:
+    """Equal whenever everything an optimization reads besides its request is the same: the
+    catalogs' files, the providers ``skyhop check`` enabled and what each without a catalog offers
+    (``Provider.offerings_stamp``, after ``load_offerings``). None when one of them cannot tell."""
+    from skyhop.providers.registry import get_provider, provider_names, read_checks
+
+    files = catalogs.stamp()
+    offered = tuple(
+        (name, get_provider(name).offerings_stamp()) for name in provider_names() if name not in CLOUDS
+    )
+    if files is None or any(stamp is None for _, stamp in offered):
+        return None
+    checks = tuple(sorted((name, result.enabled) for name, result in read_checks().items()))
+    return files, offered, checks
 
 
 async def load_offerings(only: set[str] | None = None) -> None:

@@ -14,6 +14,7 @@ provider out before any attempt, and ``launch`` refuses the same request with th
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Hashable
 from enum import StrEnum
 from typing import Annotated, Any, ClassVar, Literal
 
@@ -494,6 +495,12 @@ class Provider(ABC):
         """Fetch what ``offerings`` reads that this process does not hold (SSH pools are in
         Temporal); the optimizer calls it first, as ``offerings`` is synchronous. Default: nothing."""
         return None
+
+    def offerings_stamp(self) -> Hashable | None:
+        """Equal whenever ``offerings`` would return the same (after ``load``): the optimizer's
+        plans are cached by it. None: this provider cannot tell without asking what ``offerings``
+        asks (plans are then not cached). Default: the offerings themselves, for providers with few."""
+        return tuple(offering.model_dump_json() for offering in self.offerings())
 
     @abstractmethod
     async def launch(self, request: ProvisionRequest) -> ClusterHandle:

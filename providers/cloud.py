@@ -12,7 +12,9 @@ from __future__ import annotations
 import asyncio
 import time
 from abc import abstractmethod
+from collections.abc import Hashable
 from enum import StrEnum
+from pathlib import Path
 
 from pydantic import BaseModel
 
@@ -26,6 +28,7 @@ from skyhop.providers.base import (
     ProvisionRequest,
 )
 from skyhop.providers.catalog import Catalog, load_catalogs
+from skyhop.providers.catalog.cache import file_stamp
 from skyhop.providers.errors import CapacityError, ProviderError
 
 __all__ = ["CLUSTER_TAG", "RANK_TAG", "CloudProvider", "Instance", "InstanceState", "catalog_offerings"]
@@ -117,6 +120,10 @@ class CloudProvider(Provider):
 
     def offerings(self) -> list[Offering]:
         return catalog_offerings(self.catalog(), self.name)
+
+    def offerings_stamp(self) -> Hashable | None:
+        """The catalog file's stamp: thousands of offerings would take as long to compare as to rank."""
+        return file_stamp(Path(self.catalog().source))
 
     @abstractmethod
     async def list_instances(self, cluster_name: str, region: str | None) -> list[Instance]:

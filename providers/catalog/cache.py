@@ -17,22 +17,31 @@ from pathlib import Path
 from skyhop.providers.catalog.model import Catalog
 from skyhop.providers.home import skyhop_home
 
-__all__ = ["cached_catalog"]
+__all__ = ["FileStamp", "cached_catalog", "file_stamp"]
 
 _FORMAT = 1
 """Bump when ``Catalog`` or a reader changes, so old entries are ignored."""
 _memory: dict[str, Catalog] = {}
 
+FileStamp = tuple[str, int, int]
+"""A file's resolved path, size and modification time: what tells its versions apart here."""
 
-def cached_catalog(path: Path, read: Callable[[], Catalog]) -> Catalog:
-    """``read()``'s catalog for ``path``, from memory or disk when the file has not changed."""
+
+def file_stamp(path: Path) -> FileStamp | None:
+    """``path``'s stamp; None when it cannot be read."""
     try:
         stat = path.stat()
     except OSError:
+        return None
+    return str(path.resolve()), stat.st_size, stat.st_mtime_ns
+
+
+def cached_catalog(path: Path, read: Callable[[], Catalog]) -> Catalog:
+    """``read()``'s catalog for ``path``, from memory or disk when the file has not changed."""
+    stamp = file_stamp(path)
+    if stamp is None:
         return read()  # the reader reports the problem with the file's name
-    key = hashlib.sha256(
-        f"{_FORMAT}|{path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}".encode()
-    ).hexdigest()[:24]
+    key = hashlib.sha256("|".join(map(str, (_FORMAT, *stamp))).encode()).hexdigest()[:24]
     if key in _memory:
         return _memory[key]
     entry = skyhop_home() / "catalogs" / "cache" / f"{key}.pickle"

@@ -15,7 +15,7 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from skyhop.providers.catalog.cache import cached_catalog
+from skyhop.providers.catalog.cache import FileStamp, cached_catalog, file_stamp
 from skyhop.providers.catalog.errors import CatalogError
 from skyhop.providers.catalog.model import Catalog
 from skyhop.providers.catalog.skyhop_csv import read_skyhop_csv
@@ -76,8 +76,16 @@ class CatalogSet:
     def __init__(self, files: dict[str, tuple[Path, Reader]], *, restricted: bool) -> None:
         self._files = files
         self._loaded: dict[str, Catalog] = {}
+        self._in_memory = False
         self.restricted = restricted
         """True when an override folder decides the clouds: catalog-less providers only when pinned."""
+
+    def stamp(self) -> tuple[bool, tuple[tuple[str, FileStamp | None], ...]] | None:
+        """Equal for two sets whose catalogs are the same files, unchanged (the optimizer's plans
+        are cached by it); None for catalogs given in memory, which have no file to tell them by."""
+        if self._in_memory:
+            return None
+        return self.restricted, tuple((name, file_stamp(path)) for name, (path, _) in self._files.items())
 
     @property
     def names(self) -> list[str]:
@@ -95,6 +103,7 @@ class CatalogSet:
     def of(cls, catalogs: list[Catalog], *, restricted: bool = False) -> CatalogSet:
         """A set of catalogs already in memory (tests, benchmarks)."""
         result = cls({}, restricted=restricted)
+        result._in_memory = True
         for catalog in catalogs:
             result._files[catalog.provider] = (Path(catalog.source), read_skyhop_csv)
             result._loaded[catalog.provider] = catalog

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar, TypeVar
 
@@ -126,6 +126,10 @@ class KubernetesProvider(Provider):
             except ProviderError as exc:
                 log.warning("kubernetes context %s left out: %s", context, exc.message)
         return found
+
+    def offerings_stamp(self) -> Hashable | None:
+        """None: the offerings are the clusters' nodes, asked of their API at each optimization."""
+        return None
 
     async def check(self) -> CheckResult:
         try:
