@@ -55,7 +55,11 @@ async def optimize(request: OptimizeInput) -> Plan:
 
 
 def _plan(request: OptimizeInput) -> Plan:
-    """The plan from ``_PLANS`` if the same request was answered in the same world, else a new one."""
+    """The plan from ``_PLANS`` if the same request was answered in the same world, else a new one.
+
+    The stamp is taken before the optimizer reads anything: a file that changes meanwhile gives a
+    plan newer than its key, never one older (the next request, with the new stamp, misses).
+    """
     catalogs = load_catalogs()
     stamp = offerings_stamp(catalogs)
     key = (request.model_dump_json(), stamp)
