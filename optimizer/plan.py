@@ -159,14 +159,21 @@ class Plan(BaseModel):
         return self.choice.hours
 
 
-def flat_offerings(catalogs: CatalogSet, resources: Resources) -> list[Offering]:
-    """Offerings of providers without a catalog (``local``, ``sim``...): all, or only the pinned ones.
+def _catalogless() -> list[str]:
+    """The enabled providers without a catalog (``local``, ``sim``...), which offer what they hold.
 
     The clouds are read from their catalogs instead, even once their provisioning is enabled.
     """
-    from skyhop.providers.registry import get_provider, provider_names
+    from skyhop.providers.registry import provider_names
 
-    names = [n for n in provider_names() if n not in CLOUDS]
+    return [name for name in provider_names() if name not in CLOUDS]
+
+
+def flat_offerings(catalogs: CatalogSet, resources: Resources) -> list[Offering]:
+    """Offerings of the providers without a catalog: all, or only the pinned ones."""
+    from skyhop.providers.registry import get_provider
+
+    names = _catalogless()
     if catalogs.restricted:
         pinned = {alt.cloud for alt in resources.alternatives}
         names = [n for n in names if n in pinned]
@@ -177,12 +184,10 @@ def offerings_stamp(catalogs: CatalogSet) -> Hashable | None:
     """Equal whenever everything an optimization reads besides its request is the same: the
     catalogs' files, the providers ``skyhop check`` enabled and what each without a catalog offers
     (``Provider.offerings_stamp``, after ``load_offerings``). None when one of them cannot tell."""
-    from skyhop.providers.registry import get_provider, provider_names, read_checks
+    from skyhop.providers.registry import get_provider, read_checks
 
     files = catalogs.stamp()
-    offered = tuple(
-        (name, get_provider(name).offerings_stamp()) for name in provider_names() if name not in CLOUDS
-    )
+    offered = tuple((name, get_provider(name).offerings_stamp()) for name in _catalogless())
     if files is None or any(stamp is None for _, stamp in offered):
         return None
     checks = tuple(sorted((name, result.enabled) for name, result in read_checks().items()))
@@ -194,9 +199,9 @@ async def load_offerings(only: set[str] | None = None) -> None:
     (``Provider.load``: SSH pools are in Temporal), before the synchronous optimizer reads them."""
     import asyncio
 
-    from skyhop.providers.registry import get_provider, provider_names
+    from skyhop.providers.registry import get_provider
 
-    names = [n for n in provider_names() if n not in CLOUDS and (only is None or n in only)]
+    names = [name for name in _catalogless() if only is None or name in only]
     await asyncio.gather(*(get_provider(name).load() for name in names))
 
 
