@@ -62,15 +62,16 @@ def _plan(request: OptimizeInput) -> Plan:
     """
     catalogs = load_catalogs()
     stamp = offerings_stamp(catalogs)
-    key = (request.model_dump_json(), stamp)
-    with _PLANS_LOCK:
-        plan = _PLANS.get(key) if stamp is not None else None
-        if plan is not None:
-            _PLANS.move_to_end(key)
-            return plan
+    key = None if stamp is None else (request.model_dump_json(), stamp)
+    if key is not None:
+        with _PLANS_LOCK:
+            kept = _PLANS.get(key)
+            if kept is not None:
+                _PLANS.move_to_end(key)
+                return kept
     found = choose(request.task, catalogs, blocklist=request.blocklist, minimize=request.minimize)
     plan = found.model_copy(update={"candidates": [found.chosen], "considered": [found.choice]})
-    if stamp is not None:
+    if key is not None:
         with _PLANS_LOCK:
             _PLANS[key] = plan
             while len(_PLANS) > _PLANS_KEPT:
