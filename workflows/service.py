@@ -70,6 +70,7 @@ with workflow.unsafe.imports_passed_through():
         replica_kinds,
     )
     from skyhop.serve.service_spec import asks_for_spot, autoscaler_policy, on_demand, service_of
+    from skyhop.workflows.changes import Changes
     from skyhop.workflows.options import SHORT_RETRY
     from skyhop.workflows.service_plan import ReplicaPlan, plan_replicas, update_done
     from skyhop.workflows.service_replica import Probing, ServiceReplica
@@ -100,6 +101,12 @@ replicas waiting for the relaunch back-off were listed PENDING."""
 _BETWEEN_PROBES_PATCH = "service-continue-between-probes"
 """Runs from before the service continued as new only while no probe ran (``Probing``), and
 before a replica stopped while probing ended once its probe answered (``ServiceReplica.stop``)."""
+_TIMERS_FIRE_PATCH = "service-timers-fire"
+"""Runs from before a replica stopped between probes, or drained before ``DRAIN_WAIT``, cancelled
+its timer instead of leaving it to fire (``workflows.timers``)."""
+_BASELINE = "service-baseline-1"
+"""Asked once per run (``workflows.changes``): stands for every change above, so that a new run
+records one marker, and one visibility write, instead of one for each."""
 
 
 def relaunch_delay(failed_starts: int) -> float:
@@ -142,6 +149,8 @@ class ServiceWorkflow:
         """A leaving replica's nodes go once the load balancer was told (``_DRAIN_PATCH``)."""
         self._between_probes = False
         """Continue as new only while no probe runs (``_BETWEEN_PROBES_PATCH``)."""
+        self._cancels_timers = True
+        """Replicas cancel the timers they stop waiting on (runs from before ``_TIMERS_FIRE_PATCH``)."""
         self._probing = Probing()
         self._timers: set[asyncio.Task[None]] = set()
         """Held so that the event loop's weak references are not their only ones."""
@@ -203,12 +212,14 @@ class ServiceWorkflow:
 
     @workflow.run
     async def run(self, request: ServiceRequest) -> ServiceState:
-        self._capped = workflow.patched(_UPDATES_PATCH)
-        self._spot = workflow.patched(_SPOT_PATCH)
-        self._wake_on_held = workflow.patched(_HELD_PATCH)
-        self._states = workflow.patched(_STATES_PATCH)
-        self._drain = workflow.patched(_DRAIN_PATCH)
-        self._between_probes = workflow.patched(_BETWEEN_PROBES_PATCH)
+        changes = Changes(_BASELINE)
+        self._capped = changes.has(_UPDATES_PATCH)
+        self._spot = changes.has(_SPOT_PATCH)
+        self._wake_on_held = changes.has(_HELD_PATCH)
+        self._states = changes.has(_STATES_PATCH)
+        self._drain = changes.has(_DRAIN_PATCH)
+        self._between_probes = changes.has(_BETWEEN_PROBES_PATCH)
+        self._cancels_timers = not changes.has(_TIMERS_FIRE_PATCH)
         self._set_target(self._kinds())
         try:
             await self._sync_load_balancer()
@@ -350,6 +361,7 @@ class ServiceWorkflow:
             asks_provider=self._states,
             drained=drained,
             probing=self._probing,
+            cancels_timers=self._cancels_timers,
         )
         self._runs[record.replica_id] = asyncio.create_task(self._life(replica))
         self._replicas[record.replica_id] = replica

@@ -42,6 +42,7 @@ with workflow.unsafe.imports_passed_through():
     from skyhop.workflows.provisioner import Provisioner, ProvisionSpec, remove_nodes
     from skyhop.workflows.recovery import nodes_lost
     from skyhop.workflows.stages import node_statuses, prepare_nodes, raise_if_cancelled_by, run_long
+    from skyhop.workflows.timers import uncancelled_timer
 
 __all__ = ["DEFAULT_FAILURE_TIMEOUT_S", "DEFAULT_PROBE_INTERVAL_S", "DRAIN_WAIT", "Probing", "ServiceReplica"]
 
@@ -102,7 +103,9 @@ class ServiceReplica:
     for a service whose history began before replicas did. ``drained(replica_id)``: whether the load
     balancer no longer sends the replica requests; its nodes are removed only then (or after
     ``DRAIN_WAIT``), so no request is routed to a replica whose process is already gone.
-    ``probing``: the service's ``Probing``, which each probe goes through.
+    ``probing``: the service's ``Probing``, which each probe goes through. ``cancels_timers``: a
+    replica stopped between probes, or drained before ``DRAIN_WAIT``, cancels its timer; True only
+    for a service whose history began before its timers were left to fire (``uncancelled_timer``).
     """
 
     def __init__(
@@ -115,6 +118,7 @@ class ServiceReplica:
         asks_provider: bool = True,
         drained: Callable[[int], bool] | None = None,
         probing: Probing | None = None,
+        cancels_timers: bool = False,
     ) -> None:
         self.service = service
         self.record = record
@@ -124,6 +128,7 @@ class ServiceReplica:
         self._asks_provider = asks_provider
         self._drained = drained
         self._probing = probing or Probing()
+        self._cancels_timers = cancels_timers
         self._stop_after_probe = False
 
     def stop(self, run: asyncio.Task[None]) -> None:
@@ -208,7 +213,10 @@ class ServiceReplica:
                 await self._probe_and_judge(failure_timeout)
             if self._stop_after_probe:  # stopped while asking the provider about the nodes
                 raise asyncio.CancelledError
-            await workflow.sleep(interval)
+            if self._cancels_timers:
+                await workflow.sleep(interval)
+            else:
+                await asyncio.shield(uncancelled_timer(interval))
 
     async def _probe_and_judge(self, failure_timeout: float) -> None:
         """Probe once and set the replica's status from the answer; raise ``_Failed`` when it failed."""
@@ -294,8 +302,12 @@ class ServiceReplica:
         drained, replica_id = self._drained, self.record.replica_id
         if drained is not None and self.record.handle is not None:
             # On time-out the load balancer could not be told: the replica goes all the same.
-            with contextlib.suppress(TimeoutError):
-                await workflow.wait_condition(lambda: drained(replica_id), timeout=DRAIN_WAIT)
+            if self._cancels_timers:
+                with contextlib.suppress(TimeoutError):
+                    await workflow.wait_condition(lambda: drained(replica_id), timeout=DRAIN_WAIT)
+            elif not drained(replica_id):
+                deadline = uncancelled_timer(DRAIN_WAIT)
+                await workflow.wait_condition(lambda: drained(replica_id) or deadline.done())
         handle, self.record.handle = self.record.handle, None
         if handle is not None:  # else a cancelled search removed what its attempt created
             await remove_nodes(handle, f"remove replica {self.record.replica_id}")

@@ -65,6 +65,7 @@ def test_histories_are_recorded() -> None:
         "service_update_at_max_replicas",
         "service_update_rolled_back",
         "service_scale_from_zero",
+        "service_update_under_baseline",
         "managed_job_cancelled_starting_before_baseline",
         "managed_job_cancelled_running_before_baseline",
         "managed_job_preempted_first_run_before_baseline",

@@ -5,7 +5,9 @@ would break services that are running right now: guard the change with ``workflo
 instead of re-recording. ``update_at_max_replicas`` was recorded on the code before the update
 and spot changes (it launched a third replica for a service of ``replicas: 2`` during an update);
 ``update_rolled_back`` on the code that rolls a failed update back; ``scale_from_zero`` on the
-code that noticed a held request only at its next autoscaler tick.
+code that noticed a held request only at its next autoscaler tick. ``update_under_baseline`` is
+``update_at_max_replicas`` recorded on the code that asks one baseline for every change
+(``workflows.changes``) and leaves its replicas' timers to fire (``workflows.timers``).
 """
 
 from __future__ import annotations
@@ -83,6 +85,7 @@ SCENARIOS: dict[str, Scenario] = {
     "update_at_max_replicas": update_at_max_replicas,
     "update_rolled_back": update_rolled_back,
     "scale_from_zero": scale_from_zero,
+    "update_under_baseline": update_at_max_replicas,
 }
 ZERO_TO_ONE = {"scale_from_zero"}
 """Scenarios of a service with ``min_replicas: 0, max_replicas: 1`` (the others run 2 replicas)."""

@@ -400,6 +400,11 @@ def test_autoscaling_update_replacement_and_down() -> None:
             assert state.version == 2 and state.replaced == 1
 
             await _down(handle, fleet)
+            # The replicas stopped between probes (scaled down, updated, replaced, down) left their
+            # timers to fire: a cancel that races a fire wedges the time-skipping server's clock.
+            events = await every_run_events(client, handle.id)
+            assert [e for e in events if e.HasField("timer_started_event_attributes")]
+            assert not [e for e in events if e.HasField("timer_canceled_event_attributes")]
 
     run(scenario())
 

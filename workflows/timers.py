@@ -1,0 +1,28 @@
+"""``uncancelled_timer``: a durable timer that fires even when nothing waits for it any more.
+
+A waiter that stops early (a replica scaled down while it sleeps between probes, a drain that ended
+before its deadline) cancels its timer with ``workflow.sleep`` or ``wait_condition(timeout=)``.
+The cancel is an event of its own, and it can race the timer's firing: the timer fires while the
+workflow task that cancels it is with the worker. The real server drops the fire then. The
+time-skipping test server refuses that task's completion for good instead, which wedges the run
+and stops the server's clock (sdk-java#2606, #3088), so a test that skips time hangs. A timer
+nobody cancels has neither problem: it fires once, later, into a future nobody reads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+__all__ = ["uncancelled_timer"]
+
+
+def uncancelled_timer(duration: timedelta) -> asyncio.Future[None]:
+    """A future set when ``duration`` of workflow time has passed; wait on it through
+    ``asyncio.shield`` or ``workflow.wait_condition``, never directly (a cancelled waiter would
+    cancel it). The timer starts at the call, as ``workflow.sleep``'s does, so code that swaps one
+    for the other sends its commands in the same order."""
+    loop = asyncio.get_running_loop()
+    fired: asyncio.Future[None] = loop.create_future()
+    loop.call_later(duration.total_seconds(), lambda: None if fired.done() else fired.set_result(None))
+    return fired
