@@ -216,7 +216,7 @@ class ServiceReplica:
             if self._cancels_timers:
                 await workflow.sleep(interval)
             else:
-                await asyncio.shield(uncancelled_timer(interval))
+                await uncancelled_timer(interval)
 
     async def _probe_and_judge(self, failure_timeout: float) -> None:
         """Probe once and set the replica's status from the answer; raise ``_Failed`` when it failed."""

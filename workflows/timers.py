@@ -18,10 +18,10 @@ __all__ = ["uncancelled_timer"]
 
 
 def uncancelled_timer(duration: timedelta) -> asyncio.Future[None]:
-    """A future set when ``duration`` of workflow time has passed; wait on it through
-    ``asyncio.shield`` or ``workflow.wait_condition``, never directly (a cancelled waiter would
-    cancel it). The timer starts at the call, as ``workflow.sleep``'s does, so code that swaps one
-    for the other sends its commands in the same order."""
+    """A future set when ``duration`` of workflow time has passed. Cancelling a task that awaits
+    it cancels only the future; the timer still fires, into a future already done. The timer
+    starts at the call, as ``workflow.sleep``'s does, so code that swaps one for the other sends
+    its commands in the same order."""
     loop = asyncio.get_running_loop()
     fired: asyncio.Future[None] = loop.create_future()
     loop.call_later(duration.total_seconds(), lambda: None if fired.done() else fired.set_result(None))
