@@ -2,11 +2,11 @@
 
 A waiter that stops early (a replica scaled down while it sleeps between probes, a drain that ended
 before its deadline) cancels its timer with ``workflow.sleep`` or ``wait_condition(timeout=)``.
-The cancel is an event of its own, and it can race the timer's firing: the timer fires while the
-workflow task that cancels it is with the worker. The real server drops the fire then. The
-time-skipping test server refuses that task's completion for good instead, which wedges the run
-and stops the server's clock (sdk-java#2606, #3088), so a test that skips time hangs. A timer
-nobody cancels has neither problem: it fires once, later, into a future nobody reads.
+The cancel can race the timer's firing: the timer fires while the workflow task that cancels it
+is with the worker. The real server drops the fire then. The time-skipping test server refuses
+that task's completion for good instead, which wedges the run and stops the server's clock
+(sdk-java#2606, #3088), so a test that skips time hangs. A timer nobody cancels cannot race: it
+fires once, later, into a future nobody reads (its event, where a cancel's would have been).
 """
 
 from __future__ import annotations
